@@ -1,1 +1,965 @@
-//! placeholder
+//! Dash-style segmented hash table: the per-shard main dictionary of Damselfly.
+//!
+//! Layout (after Dragonfly's Dashtable / the Dash paper):
+//!
+//! * A *directory* of `2^global_depth` entries, indexed by the top
+//!   `global_depth` bits of the 64-bit hash, points at *segments*. A segment
+//!   has a `local_depth <= global_depth` and is referenced by
+//!   `2^(global_depth - local_depth)` consecutive directory entries.
+//! * A segment holds [`REGULAR_BUCKETS`] regular buckets plus [`STASH_BUCKETS`]
+//!   stash buckets of [`SLOTS`] slots each. Entries are stored inline
+//!   (`MaybeUninit<(K, V)>`), there is no per-entry heap node.
+//! * A key's *home* bucket is derived from the low 32 hash bits (independent of
+//!   the directory bits). The key lives in its home bucket, the neighbour
+//!   (`home + 1`, wrapping) or one of the stash buckets. Every bucket keeps a
+//!   one-byte fingerprint per slot, a busy mask, a "probe" mask (slot holds an
+//!   entry whose home is the previous bucket), two user flag masks and a `u64`
+//!   version; stashed entries remember their home bucket, and each bucket
+//!   counts how many of its entries live in the stash so lookups skip the
+//!   stash when nothing overflowed.
+//! * When an insert finds no room (after trying Dash's displacement), the
+//!   segment splits: the directory doubles if needed (pointers only) and the
+//!   entries whose next hash bit is 1 move to a fresh segment, keeping their
+//!   bucket and slot. The whole table is never rehashed at once.
+//!
+//! SCAN: entries are ordered by `(home bucket, 48-bit hash prefix)`. One scan
+//! step visits, for one home bucket `b`, every entry of one segment whose home
+//! is `b`. The cursor encodes `b` and the start of the next hash-prefix range;
+//! since prefix ranges are independent of how segments are split, growth
+//! between steps never makes a scan skip a key.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+use std::fmt;
+use std::mem::{size_of, MaybeUninit};
+use std::ptr;
+
+/// Keys stored in the table expose their bytes for hashing/equality.
+pub trait TableKey {
+    fn key_bytes(&self) -> &[u8];
+}
+
+impl TableKey for Vec<u8> {
+    #[inline]
+    fn key_bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl TableKey for Box<[u8]> {
+    #[inline]
+    fn key_bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+const HASH_SEED: u64 = 0x6461_6d73_656c_666c; // "damself"
+
+/// The table's key hash: xxh3-64 with a fixed seed.
+#[inline]
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(key, HASH_SEED)
+}
+
+/// Flag bits per slot.
+pub const FLAG_A: u8 = 1;
+pub const FLAG_B: u8 = 2;
+
+/// Slots per bucket.
+pub const SLOTS: usize = 14;
+/// Regular buckets per segment.
+pub const REGULAR_BUCKETS: usize = 56;
+/// Stash buckets per segment.
+pub const STASH_BUCKETS: usize = 4;
+/// All buckets per segment.
+pub const BUCKETS: usize = REGULAR_BUCKETS + STASH_BUCKETS;
+/// Slots per segment.
+pub const SEGMENT_SLOTS: usize = BUCKETS * SLOTS;
+
+const FULL: u16 = (1 << SLOTS) - 1;
+/// Bits of hash prefix encoded in a scan cursor.
+const PREFIX_BITS: u32 = 48;
+const PREFIX_MASK: u64 = (1 << PREFIX_BITS) - 1;
+/// Maximum local depth (a segment must cover at least one prefix position).
+const MAX_DEPTH: u32 = PREFIX_BITS;
+
+#[inline]
+fn home_bucket(hash: u64) -> usize {
+    // Multiply-shift over the low 32 bits: uniform in 0..56, independent of
+    // the directory bits (the top ones).
+    (((hash as u32 as u64) * REGULAR_BUCKETS as u64) >> 32) as usize
+}
+
+#[inline]
+fn fingerprint(hash: u64) -> u8 {
+    (hash >> 32) as u8
+}
+
+#[inline]
+fn next_bucket(b: usize) -> usize {
+    if b + 1 == REGULAR_BUCKETS {
+        0
+    } else {
+        b + 1
+    }
+}
+
+#[inline]
+fn prev_bucket(b: usize) -> usize {
+    if b == 0 {
+        REGULAR_BUCKETS - 1
+    } else {
+        b - 1
+    }
+}
+
+/// Opaque stable position of an entry (valid until the next insert/remove).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pos {
+    seg: u32,
+    bucket: u8,
+    slot: u8,
+}
+
+impl Pos {
+    /// Segment id (index into the segment array; stable until `clear`).
+    pub fn segment(&self) -> usize {
+        self.seg as usize
+    }
+    /// Bucket index within the segment (`>= REGULAR_BUCKETS` for stash).
+    pub fn bucket(&self) -> usize {
+        self.bucket as usize
+    }
+    /// Slot index within the bucket.
+    pub fn slot(&self) -> usize {
+        self.slot as usize
+    }
+}
+
+struct Bucket<K, V> {
+    /// Reserved for forkless snapshots.
+    version: u64,
+    busy: u16,
+    flag_a: u16,
+    flag_b: u16,
+    /// Slot holds an entry whose home is the previous bucket (regular buckets only).
+    probe: u16,
+    fp: [u8; SLOTS],
+    /// Number of entries homed at this (regular) bucket that live in the stash.
+    stashed: u8,
+    slots: [MaybeUninit<(K, V)>; SLOTS],
+}
+
+impl<K, V> Bucket<K, V> {
+    #[inline]
+    fn match_fp(&self, fp: u8) -> u16 {
+        let mut m = 0u16;
+        for (i, &f) in self.fp.iter().enumerate() {
+            m |= ((f == fp) as u16) << i;
+        }
+        m & self.busy
+    }
+
+    #[inline]
+    fn free_slot(&self) -> Option<usize> {
+        let free = !self.busy & FULL;
+        if free == 0 {
+            None
+        } else {
+            Some(free.trailing_zeros() as usize)
+        }
+    }
+
+    #[inline]
+    fn count(&self) -> u32 {
+        self.busy.count_ones()
+    }
+
+    #[inline]
+    fn is_busy(&self, slot: usize) -> bool {
+        slot < SLOTS && self.busy & (1 << slot) != 0
+    }
+
+    #[inline]
+    fn flags(&self, slot: usize) -> u8 {
+        (((self.flag_a >> slot) & 1) as u8 * FLAG_A) | (((self.flag_b >> slot) & 1) as u8 * FLAG_B)
+    }
+
+    #[inline]
+    fn set_flags(&mut self, slot: usize, flags: u8) {
+        let bit = 1u16 << slot;
+        self.flag_a = (self.flag_a & !bit) | if flags & FLAG_A != 0 { bit } else { 0 };
+        self.flag_b = (self.flag_b & !bit) | if flags & FLAG_B != 0 { bit } else { 0 };
+    }
+
+    /// # Safety
+    /// `slot` must be busy.
+    #[inline]
+    unsafe fn entry(&self, slot: usize) -> &(K, V) {
+        debug_assert!(self.is_busy(slot));
+        // SAFETY: busy slots are initialised (caller contract).
+        unsafe { self.slots[slot].assume_init_ref() }
+    }
+
+    /// # Safety
+    /// `slot` must be busy.
+    #[inline]
+    unsafe fn entry_mut(&mut self, slot: usize) -> &mut (K, V) {
+        debug_assert!(self.is_busy(slot));
+        // SAFETY: busy slots are initialised (caller contract).
+        unsafe { self.slots[slot].assume_init_mut() }
+    }
+
+    /// Write an entry into a free slot, flags cleared.
+    #[inline]
+    fn put(&mut self, slot: usize, fp: u8, probe: bool, kv: (K, V)) {
+        let bit = 1u16 << slot;
+        assert!(self.busy & bit == 0, "slot already occupied");
+        self.slots[slot].write(kv);
+        self.busy |= bit;
+        self.fp[slot] = fp;
+        self.flag_a &= !bit;
+        self.flag_b &= !bit;
+        if probe {
+            self.probe |= bit;
+        } else {
+            self.probe &= !bit;
+        }
+    }
+
+    /// Move an entry out of a busy slot; clears the slot's metadata.
+    /// Returns the entry and its flags.
+    ///
+    /// # Safety
+    /// `slot` must be busy.
+    #[inline]
+    unsafe fn take(&mut self, slot: usize) -> ((K, V), u8) {
+        debug_assert!(self.is_busy(slot));
+        let flags = self.flags(slot);
+        let bit = !(1u16 << slot);
+        self.busy &= bit;
+        self.flag_a &= bit;
+        self.flag_b &= bit;
+        self.probe &= bit;
+        // SAFETY: the slot was busy, hence initialised; it is now marked free
+        // so the value is read out exactly once.
+        (unsafe { self.slots[slot].assume_init_read() }, flags)
+    }
+}
+
+struct Segment<K, V> {
+    buckets: [Bucket<K, V>; BUCKETS],
+    /// Home bucket of each stash slot's entry.
+    stash_home: [u8; STASH_BUCKETS * SLOTS],
+    local_depth: u32,
+    len: u32,
+}
+
+impl<K, V> Segment<K, V> {
+    fn new_boxed(local_depth: u32) -> Box<Self> {
+        let layout = Layout::new::<Self>();
+        // SAFETY: the layout has non-zero size (metadata fields). Every field
+        // of `Segment` is an integer, an array of integers or `MaybeUninit`,
+        // so the all-zero bit pattern is a valid value (empty buckets). The
+        // pointer comes from the global allocator with `Self`'s layout, as
+        // `Box::from_raw` requires.
+        let mut seg = unsafe {
+            let p = alloc_zeroed(layout) as *mut Self;
+            if p.is_null() {
+                handle_alloc_error(layout);
+            }
+            Box::from_raw(p)
+        };
+        seg.local_depth = local_depth;
+        seg
+    }
+
+    #[inline]
+    fn stash_home(&self, bucket: usize, slot: usize) -> usize {
+        self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] as usize
+    }
+
+    /// Home bucket of the busy entry at (bucket, slot).
+    #[inline]
+    fn home_of(&self, bucket: usize, slot: usize) -> usize {
+        if bucket >= REGULAR_BUCKETS {
+            self.stash_home(bucket, slot)
+        } else if self.buckets[bucket].probe & (1 << slot) != 0 {
+            prev_bucket(bucket)
+        } else {
+            bucket
+        }
+    }
+
+    /// Place an entry with the given home bucket and fingerprint in this
+    /// segment. Returns `(bucket, slot)` or `None` if the segment is full for
+    /// this home.
+    fn place(&mut self, home: usize, fp: u8, kv: (K, V)) -> Result<(usize, usize), (K, V)> {
+        match self.find_room(home) {
+            Some((bucket, slot)) => {
+                self.put_at(home, bucket, slot, fp, kv, 0);
+                Ok((bucket, slot))
+            }
+            None => Err(kv),
+        }
+    }
+
+    /// Write an entry for `home` into the free (bucket, slot), maintaining
+    /// probe/stash metadata and `len`.
+    #[inline]
+    fn put_at(&mut self, home: usize, bucket: usize, slot: usize, fp: u8, kv: (K, V), flags: u8) {
+        if bucket >= REGULAR_BUCKETS {
+            self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] = home as u8;
+            self.buckets[home].stashed += 1;
+            self.buckets[bucket].put(slot, fp, false, kv);
+        } else {
+            self.buckets[bucket].put(slot, fp, bucket != home, kv);
+        }
+        if flags != 0 {
+            self.buckets[bucket].set_flags(slot, flags);
+        }
+        self.len += 1;
+    }
+
+    /// Remove the busy entry at (bucket, slot), maintaining metadata.
+    ///
+    /// # Safety
+    /// The slot must be busy.
+    #[inline]
+    unsafe fn take_at(&mut self, bucket: usize, slot: usize) -> ((K, V), u8, u8) {
+        if bucket >= REGULAR_BUCKETS {
+            let home = self.stash_home(bucket, slot);
+            self.buckets[home].stashed -= 1;
+        }
+        let fp = self.buckets[bucket].fp[slot];
+        self.len -= 1;
+        // SAFETY: caller guarantees the slot is busy.
+        let (kv, flags) = unsafe { self.buckets[bucket].take(slot) };
+        (kv, flags, fp)
+    }
+
+    /// Find a free (bucket, slot) for an entry homed at `home`, displacing
+    /// one entry if that makes room. Returns `None` if home, neighbour,
+    /// displacement and stash all fail.
+    fn find_room(&mut self, home: usize) -> Option<(usize, usize)> {
+        let nb = next_bucket(home);
+        let ch = self.buckets[home].count();
+        let cn = self.buckets[nb].count();
+        if (ch as usize) < SLOTS || (cn as usize) < SLOTS {
+            // Balanced insert: the less loaded of home and neighbour.
+            let b = if ch <= cn { home } else { nb };
+            return Some((b, self.buckets[b].free_slot()?));
+        }
+        // Displacement 1: move an entry living in its own home `nb` on to
+        // `nb + 1`, freeing a slot in `nb`.
+        let nn = next_bucket(nb);
+        if let Some(dst) = self.buckets[nn].free_slot() {
+            let movable = self.buckets[nb].busy & !self.buckets[nb].probe;
+            if movable != 0 {
+                let src = movable.trailing_zeros() as usize;
+                self.move_within(nb, src, nn, dst);
+                return Some((nb, src));
+            }
+        }
+        // Displacement 2: move an entry in `home` whose home is `home - 1`
+        // back to `home - 1`.
+        let pb = prev_bucket(home);
+        if let Some(dst) = self.buckets[pb].free_slot() {
+            let movable = self.buckets[home].busy & self.buckets[home].probe;
+            if movable != 0 {
+                let src = movable.trailing_zeros() as usize;
+                self.move_within(home, src, pb, dst);
+                return Some((home, src));
+            }
+        }
+        // Stash.
+        for i in 0..STASH_BUCKETS {
+            let b = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
+            if let Some(s) = self.buckets[b].free_slot() {
+                return Some((b, s));
+            }
+        }
+        None
+    }
+
+    /// Move a busy regular-bucket entry to a free slot of another regular
+    /// bucket that is also valid for its home.
+    fn move_within(&mut self, from_b: usize, from_s: usize, to_b: usize, to_s: usize) {
+        let home = self.home_of(from_b, from_s);
+        debug_assert!(to_b == home || to_b == next_bucket(home));
+        // SAFETY: callers pass a busy source slot (taken from busy masks).
+        let (kv, flags, fp) = unsafe { self.take_at(from_b, from_s) };
+        self.put_at(home, to_b, to_s, fp, kv, flags);
+    }
+}
+
+/// Dash-style segmented hash table. See the crate docs.
+pub struct DashTable<K, V> {
+    dir: Vec<u32>,
+    segs: Vec<Box<Segment<K, V>>>,
+    global_depth: u32,
+    len: usize,
+}
+
+impl<K: TableKey, V> Default for DashTable<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: TableKey + fmt::Debug, V: fmt::Debug> fmt::Debug for DashTable<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<K: TableKey, V> DashTable<K, V> {
+    pub fn new() -> Self {
+        DashTable {
+            dir: vec![0],
+            segs: vec![Segment::new_boxed(0)],
+            global_depth: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Total slots.
+    pub fn capacity(&self) -> usize {
+        self.segs.len() * SEGMENT_SLOTS
+    }
+
+    pub fn segments(&self) -> usize {
+        self.segs.len()
+    }
+
+    pub fn global_depth(&self) -> u32 {
+        self.global_depth
+    }
+
+    /// Bytes allocated by the table structure itself (segments, directory,
+    /// segment pointer array) — includes the inline `(K, V)` slots but not
+    /// heap memory owned by keys/values.
+    pub fn mem_usage(&self) -> usize {
+        self.segs.len() * size_of::<Segment<K, V>>()
+            + self.segs.capacity() * size_of::<Box<Segment<K, V>>>()
+            + self.dir.capacity() * size_of::<u32>()
+            + size_of::<Self>()
+    }
+
+    #[inline]
+    fn seg_index(&self, hash: u64) -> usize {
+        if self.global_depth == 0 {
+            0
+        } else {
+            self.dir[(hash >> (64 - self.global_depth)) as usize] as usize
+        }
+    }
+
+    #[inline]
+    fn bucket(&self, pos: Pos) -> &Bucket<K, V> {
+        &self.segs[pos.seg as usize].buckets[pos.bucket as usize]
+    }
+
+    #[inline]
+    fn bucket_mut(&mut self, pos: Pos) -> &mut Bucket<K, V> {
+        &mut self.segs[pos.seg as usize].buckets[pos.bucket as usize]
+    }
+
+    #[inline]
+    fn check(&self, pos: Pos) -> &Bucket<K, V> {
+        let b = self.bucket(pos);
+        assert!(b.is_busy(pos.slot as usize), "invalid Pos {pos:?}");
+        b
+    }
+
+    pub fn find(&self, key: &[u8]) -> Option<Pos> {
+        self.find_hashed(key, hash_key(key))
+    }
+
+    pub fn find_hashed(&self, key: &[u8], hash: u64) -> Option<Pos> {
+        let si = self.seg_index(hash);
+        let seg = &self.segs[si];
+        let home = home_bucket(hash);
+        let fp = fingerprint(hash);
+        let mk = |bucket: usize, slot: usize| Pos {
+            seg: si as u32,
+            bucket: bucket as u8,
+            slot: slot as u8,
+        };
+        let hb = &seg.buckets[home];
+        let mut m = hb.match_fp(fp) & !hb.probe;
+        while m != 0 {
+            let s = m.trailing_zeros() as usize;
+            // SAFETY: match_fp only reports busy slots.
+            if unsafe { hb.entry(s) }.0.key_bytes() == key {
+                return Some(mk(home, s));
+            }
+            m &= m - 1;
+        }
+        let nbi = next_bucket(home);
+        let nb = &seg.buckets[nbi];
+        let mut m = nb.match_fp(fp) & nb.probe;
+        while m != 0 {
+            let s = m.trailing_zeros() as usize;
+            // SAFETY: match_fp only reports busy slots.
+            if unsafe { nb.entry(s) }.0.key_bytes() == key {
+                return Some(mk(nbi, s));
+            }
+            m &= m - 1;
+        }
+        if hb.stashed == 0 {
+            return None;
+        }
+        for i in 0..STASH_BUCKETS {
+            let bi = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
+            let b = &seg.buckets[bi];
+            let mut m = b.match_fp(fp);
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                if seg.stash_home(bi, s) == home {
+                    // SAFETY: match_fp only reports busy slots.
+                    if unsafe { b.entry(s) }.0.key_bytes() == key {
+                        return Some(mk(bi, s));
+                    }
+                }
+                m &= m - 1;
+            }
+        }
+        None
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<(&K, &V)> {
+        self.find(key).map(|p| self.at(p))
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<(&K, &mut V)> {
+        self.find(key).map(|p| self.at_mut(p))
+    }
+
+    /// Entry at `pos`. Panics if `pos` is not occupied.
+    #[inline]
+    pub fn at(&self, pos: Pos) -> (&K, &V) {
+        let b = self.check(pos);
+        // SAFETY: `check` asserted the slot is busy.
+        let (k, v) = unsafe { b.entry(pos.slot as usize) };
+        (k, v)
+    }
+
+    /// Entry at `pos`, value mutable. Panics if `pos` is not occupied.
+    #[inline]
+    pub fn at_mut(&mut self, pos: Pos) -> (&K, &mut V) {
+        self.check(pos);
+        let b = self.bucket_mut(pos);
+        // SAFETY: `check` asserted the slot is busy.
+        let (k, v) = unsafe { b.entry_mut(pos.slot as usize) };
+        (&*k, v)
+    }
+
+    /// `FLAG_A | FLAG_B` bits of the slot.
+    #[inline]
+    pub fn flags(&self, pos: Pos) -> u8 {
+        self.check(pos).flags(pos.slot as usize)
+    }
+
+    #[inline]
+    pub fn set_flags(&mut self, pos: Pos, flags: u8) {
+        self.check(pos);
+        self.bucket_mut(pos).set_flags(pos.slot as usize, flags);
+    }
+
+    /// Version counter of the bucket holding `pos` (reserved for snapshots).
+    #[inline]
+    pub fn bucket_version(&self, pos: Pos) -> u64 {
+        self.bucket(pos).version
+    }
+
+    #[inline]
+    pub fn set_bucket_version(&mut self, pos: Pos, v: u64) {
+        self.bucket_mut(pos).version = v;
+    }
+
+    /// Insert a key known to be absent; returns its position.
+    pub fn insert_new(&mut self, key: K, value: V) -> Pos {
+        let h = hash_key(key.key_bytes());
+        self.insert_new_hashed(key, value, h)
+    }
+
+    /// Insert a key known to be absent whose hash is `hash` (= `hash_key(key)`).
+    pub fn insert_new_hashed(&mut self, key: K, value: V, hash: u64) -> Pos {
+        debug_assert_eq!(hash, hash_key(key.key_bytes()));
+        let home = home_bucket(hash);
+        let fp = fingerprint(hash);
+        let mut kv = (key, value);
+        loop {
+            let si = self.seg_index(hash);
+            match self.segs[si].place(home, fp, kv) {
+                Ok((bucket, slot)) => {
+                    self.len += 1;
+                    return Pos {
+                        seg: si as u32,
+                        bucket: bucket as u8,
+                        slot: slot as u8,
+                    };
+                }
+                Err(back) => {
+                    kv = back;
+                    self.split(si, hash);
+                }
+            }
+        }
+    }
+
+    /// Insert or replace. Returns the previous value if the key existed (the
+    /// stored key is kept and the new key dropped).
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let h = hash_key(key.key_bytes());
+        match self.find_hashed(key.key_bytes(), h) {
+            Some(p) => Some(std::mem::replace(self.at_mut(p).1, value)),
+            None => {
+                self.insert_new_hashed(key, value, h);
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<(K, V)> {
+        self.find(key).map(|p| self.remove_at(p))
+    }
+
+    /// Remove the entry at `pos`. Panics if `pos` is not occupied.
+    pub fn remove_at(&mut self, pos: Pos) -> (K, V) {
+        self.check(pos);
+        let seg = &mut self.segs[pos.seg as usize];
+        // SAFETY: `check` asserted the slot is busy.
+        let (kv, _, _) = unsafe { seg.take_at(pos.bucket as usize, pos.slot as usize) };
+        self.len -= 1;
+        kv
+    }
+
+    /// Drop everything and shrink back to one segment.
+    pub fn clear(&mut self) {
+        let old = std::mem::replace(self, Self::new());
+        drop(old);
+    }
+
+    /// Split segment `si` (which `hash` maps to).
+    fn split(&mut self, si: usize, hash: u64) {
+        let ld = self.segs[si].local_depth;
+        assert!(ld < MAX_DEPTH, "dash table: segment cannot split further (hash collisions?)");
+        if ld == self.global_depth {
+            // Double the directory (pointers only).
+            let old = std::mem::take(&mut self.dir);
+            self.dir = Vec::with_capacity(old.len() * 2);
+            for &s in &old {
+                self.dir.push(s);
+                self.dir.push(s);
+            }
+            self.global_depth += 1;
+        }
+        let gd = self.global_depth;
+        let ni = self.segs.len();
+        assert!(ni < u32::MAX as usize);
+        self.segs.push(Segment::new_boxed(ld + 1));
+        let (left, right) = self.segs.split_at_mut(ni);
+        let old = &mut left[si];
+        let new = &mut right[0];
+        old.local_depth = ld + 1;
+        let bit = 63 - ld;
+        for b in 0..BUCKETS {
+            let mut m = old.buckets[b].busy;
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                m &= m - 1;
+                // SAFETY: s is busy.
+                let h = hash_key(unsafe { old.buckets[b].entry(s) }.0.key_bytes());
+                if (h >> bit) & 1 == 1 {
+                    let home = old.home_of(b, s);
+                    // SAFETY: s is busy.
+                    let (kv, flags, fp) = unsafe { old.take_at(b, s) };
+                    // Same bucket and slot: valid for the same home.
+                    new.put_at(home, b, s, fp, kv, flags);
+                }
+            }
+        }
+        // Carry bucket versions over so snapshot bookkeeping stays conservative.
+        for b in 0..BUCKETS {
+            new.buckets[b].version = old.buckets[b].version;
+        }
+        // Point the upper half of the old segment's directory range at the new one.
+        let span = 1usize << (gd - ld);
+        let start = ((hash >> (64 - gd)) as usize) & !(span - 1);
+        for e in &mut self.dir[start + span / 2..start + span] {
+            *e = ni as u32;
+        }
+    }
+
+    /// One scan step: calls `f` for every entry of one segment whose home
+    /// bucket is the cursor's bucket and returns the next cursor (0 when the
+    /// scan is complete). Start with cursor 0. Cursors fit in 54 bits.
+    pub fn scan<F: FnMut(Pos, &K, &V)>(&self, cursor: u64, mut f: F) -> u64 {
+        let home = (cursor >> PREFIX_BITS) as usize;
+        if home >= REGULAR_BUCKETS {
+            return 0;
+        }
+        let prefix = cursor & PREFIX_MASK;
+        let si = if self.global_depth == 0 {
+            0
+        } else {
+            self.dir[(prefix >> (PREFIX_BITS - self.global_depth)) as usize] as usize
+        };
+        let seg = &self.segs[si];
+        let width = 1u64 << (PREFIX_BITS - seg.local_depth);
+        let next = (prefix & !(width - 1)) + width;
+        let mut visit = |bucket: usize, mask: u16| {
+            let b = &seg.buckets[bucket];
+            let mut m = mask;
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let pos = Pos {
+                    seg: si as u32,
+                    bucket: bucket as u8,
+                    slot: s as u8,
+                };
+                // SAFETY: masks are subsets of busy.
+                let (k, v) = unsafe { b.entry(s) };
+                f(pos, k, v);
+            }
+        };
+        let hb = &seg.buckets[home];
+        visit(home, hb.busy & !hb.probe);
+        let nbi = next_bucket(home);
+        let nb = &seg.buckets[nbi];
+        visit(nbi, nb.busy & nb.probe);
+        if hb.stashed > 0 {
+            for bi in REGULAR_BUCKETS..BUCKETS {
+                let mut mask = 0u16;
+                let mut m = seg.buckets[bi].busy;
+                while m != 0 {
+                    let s = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    if seg.stash_home(bi, s) == home {
+                        mask |= 1 << s;
+                    }
+                }
+                visit(bi, mask);
+            }
+        }
+        if next > PREFIX_MASK {
+            if home + 1 == REGULAR_BUCKETS {
+                0
+            } else {
+                ((home + 1) as u64) << PREFIX_BITS
+            }
+        } else {
+            ((home as u64) << PREFIX_BITS) | next
+        }
+    }
+
+    /// A roughly uniformly random occupied position for a random `rnd`;
+    /// `None` if the table is empty.
+    pub fn random_pos(&self, rnd: u64) -> Option<Pos> {
+        if self.len == 0 {
+            return None;
+        }
+        let nsegs = self.segs.len();
+        let mut si = (rnd % nsegs as u64) as usize;
+        while self.segs[si].len == 0 {
+            si = if si + 1 == nsegs { 0 } else { si + 1 };
+        }
+        let seg = &self.segs[si];
+        let r = rnd >> 20;
+        let start = (r % BUCKETS as u64) as usize;
+        let mut bi = start;
+        loop {
+            let busy = seg.buckets[bi].busy;
+            if busy != 0 {
+                let n = busy.count_ones();
+                let mut k = ((r >> 8) % n as u64) as u32;
+                let mut m = busy;
+                while k > 0 {
+                    m &= m - 1;
+                    k -= 1;
+                }
+                return Some(Pos {
+                    seg: si as u32,
+                    bucket: bi as u8,
+                    slot: m.trailing_zeros() as u8,
+                });
+            }
+            bi = if bi + 1 == BUCKETS { 0 } else { bi + 1 };
+            debug_assert_ne!(bi, start);
+        }
+    }
+
+    /// Iterate over all entries (unspecified order).
+    pub fn iter(&self) -> Iter<'_, K, V> {
+        Iter {
+            table: self,
+            seg: 0,
+            bucket: 0,
+            mask: self.segs[0].buckets[0].busy,
+            left: self.len,
+        }
+    }
+
+    /// Keep only the entries for which `f` returns true.
+    pub fn retain<F: FnMut(&K, &mut V) -> bool>(&mut self, mut f: F) {
+        let mut removed = 0;
+        for seg in self.segs.iter_mut() {
+            for b in 0..BUCKETS {
+                let mut m = seg.buckets[b].busy;
+                while m != 0 {
+                    let s = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    // SAFETY: s is busy.
+                    let (k, v) = unsafe { seg.buckets[b].entry_mut(s) };
+                    if !f(k, v) {
+                        // SAFETY: s is busy.
+                        drop(unsafe { seg.take_at(b, s) });
+                        removed += 1;
+                    }
+                }
+            }
+        }
+        self.len -= removed;
+    }
+
+    /// Approximate table statistics: (len, capacity, load factor).
+    pub fn load_factor(&self) -> f64 {
+        self.len as f64 / self.capacity() as f64
+    }
+
+    /// Check internal invariants (for tests); panics on violation.
+    #[doc(hidden)]
+    pub fn check_invariants(&self) {
+        let mut total = 0usize;
+        for (si, seg) in self.segs.iter().enumerate() {
+            let mut n = 0u32;
+            let mut stashed = [0u8; REGULAR_BUCKETS];
+            for b in 0..BUCKETS {
+                let bk = &seg.buckets[b];
+                assert_eq!(bk.busy & !FULL, 0);
+                assert_eq!(bk.probe & !bk.busy, 0);
+                assert_eq!(bk.flag_a & !bk.busy, 0);
+                assert_eq!(bk.flag_b & !bk.busy, 0);
+                let mut m = bk.busy;
+                while m != 0 {
+                    let s = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    n += 1;
+                    // SAFETY: s is busy.
+                    let h = hash_key(unsafe { bk.entry(s) }.0.key_bytes());
+                    assert_eq!(self.seg_index(h), si, "entry in wrong segment");
+                    assert_eq!(bk.fp[s], fingerprint(h));
+                    let home = home_bucket(h);
+                    assert_eq!(seg.home_of(b, s), home);
+                    if b >= REGULAR_BUCKETS {
+                        stashed[home] += 1;
+                    } else {
+                        assert!(b == home || b == next_bucket(home));
+                    }
+                }
+            }
+            for (b, &c) in stashed.iter().enumerate() {
+                assert_eq!(seg.buckets[b].stashed, c);
+            }
+            assert_eq!(seg.len, n);
+            total += n as usize;
+            // Directory range of this segment.
+            let refs = self.dir.iter().filter(|&&d| d as usize == si).count();
+            assert_eq!(refs, 1 << (self.global_depth - seg.local_depth));
+        }
+        assert_eq!(total, self.len);
+        assert_eq!(self.dir.len(), 1 << self.global_depth);
+    }
+}
+
+/// Iterator over `(&K, &V)`.
+pub struct Iter<'a, K, V> {
+    table: &'a DashTable<K, V>,
+    seg: usize,
+    bucket: usize,
+    mask: u16,
+    left: usize,
+}
+
+impl<'a, K, V> Iterator for Iter<'a, K, V> {
+    type Item = (&'a K, &'a V);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        loop {
+            if self.mask != 0 {
+                let s = self.mask.trailing_zeros() as usize;
+                self.mask &= self.mask - 1;
+                self.left -= 1;
+                let b = &self.table.segs[self.seg].buckets[self.bucket];
+                // SAFETY: mask is a subset of the bucket's busy mask and the
+                // table is borrowed immutably.
+                let (k, v) = unsafe { b.entry(s) };
+                return Some((k, v));
+            }
+            self.bucket += 1;
+            if self.bucket == BUCKETS {
+                self.bucket = 0;
+                self.seg += 1;
+                if self.seg == self.table.segs.len() {
+                    return None;
+                }
+            }
+            self.mask = self.table.segs[self.seg].buckets[self.bucket].busy;
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<K, V> ExactSizeIterator for Iter<'_, K, V> {}
+
+impl<'a, K: TableKey, V> IntoIterator for &'a DashTable<K, V> {
+    type Item = (&'a K, &'a V);
+    type IntoIter = Iter<'a, K, V>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<K, V> Drop for DashTable<K, V> {
+    fn drop(&mut self) {
+        if !std::mem::needs_drop::<(K, V)>() {
+            return;
+        }
+        for seg in self.segs.iter_mut() {
+            for bk in seg.buckets.iter_mut() {
+                let mut m = bk.busy;
+                bk.busy = 0;
+                while m != 0 {
+                    let s = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    // SAFETY: s was busy (initialised); busy was cleared
+                    // first so it is dropped exactly once.
+                    unsafe { ptr::drop_in_place(bk.slots[s].as_mut_ptr()) };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,437 @@
+use super::*;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key:{i}").into_bytes()
+}
+
+#[test]
+fn send_sync() {
+    fn is_send<T: Send>() {}
+    fn is_sync<T: Sync>() {}
+    is_send::<DashTable<Vec<u8>, String>>();
+    is_sync::<DashTable<Vec<u8>, String>>();
+}
+
+#[test]
+fn basic_insert_get_remove_replace() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    assert!(t.is_empty());
+    assert_eq!(t.get(b"a"), None);
+    assert_eq!(t.insert(b"a".to_vec(), 1), None);
+    assert_eq!(t.insert(b"b".to_vec(), 2), None);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.get(b"a").map(|(k, v)| (k.clone(), *v)), Some((b"a".to_vec(), 1)));
+    assert_eq!(t.insert(b"a".to_vec(), 10), Some(1));
+    assert_eq!(t.len(), 2);
+    *t.get_mut(b"b").unwrap().1 += 5;
+    assert_eq!(*t.get(b"b").unwrap().1, 7);
+    assert_eq!(t.remove(b"a"), Some((b"a".to_vec(), 10)));
+    assert_eq!(t.remove(b"a"), None);
+    assert_eq!(t.len(), 1);
+    let p = t.find(b"b").unwrap();
+    assert_eq!(t.at(p).0, &b"b".to_vec());
+    *t.at_mut(p).1 = 99;
+    assert_eq!(t.remove_at(p), (b"b".to_vec(), 99));
+    assert!(t.is_empty());
+    t.check_invariants();
+}
+
+#[test]
+fn many_inserts_split_and_find() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let n = 50_000;
+    for i in 0..n {
+        let k = key(i);
+        assert!(t.find(&k).is_none());
+        t.insert_new(k, i);
+    }
+    assert_eq!(t.len(), n as usize);
+    assert!(t.segments() > 1);
+    assert!(t.global_depth() > 0);
+    t.check_invariants();
+    for i in 0..n {
+        assert_eq!(t.get(&key(i)).map(|(_, v)| *v), Some(i));
+    }
+    assert!(t.get(b"nope").is_none());
+    for i in (0..n).step_by(2) {
+        assert_eq!(t.remove(&key(i)).map(|(_, v)| v), Some(i));
+    }
+    t.check_invariants();
+    for i in 0..n {
+        assert_eq!(t.get(&key(i)).is_some(), i % 2 == 1);
+    }
+    assert_eq!(t.iter().count(), t.len());
+    let lf = t.len() as f64 / t.capacity() as f64;
+    assert!(lf > 0.2, "{lf}");
+}
+
+#[test]
+fn flags_and_versions_survive_inserts_and_splits() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let n = 20_000u64;
+    for i in 0..n {
+        let p = t.insert_new(key(i), i);
+        assert_eq!(t.flags(p), 0);
+        t.set_flags(p, (i % 4) as u8);
+    }
+    t.check_invariants();
+    assert!(t.segments() > 4);
+    for i in 0..n {
+        let p = t.find(&key(i)).unwrap();
+        assert_eq!(t.flags(p), (i % 4) as u8, "key {i}");
+    }
+    // Versions: set, then insert into the same buckets / force splits.
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let p = t.insert_new(key(0), 0);
+    t.set_flags(p, FLAG_A | FLAG_B);
+    t.set_bucket_version(p, 42);
+    assert_eq!(t.bucket_version(p), 42);
+    for i in 1..30 {
+        t.insert_new(key(i), i);
+    }
+    let p = t.find(&key(0)).unwrap();
+    assert_eq!(t.flags(p), FLAG_A | FLAG_B);
+    // Mark every bucket of every segment with a version, then split.
+    for i in 30..5000 {
+        t.insert_new(key(i), i);
+    }
+    let p = t.find(&key(0)).unwrap();
+    assert_eq!(t.flags(p), FLAG_A | FLAG_B);
+    // Clearing flags works and doesn't affect neighbours.
+    t.set_flags(p, FLAG_B);
+    assert_eq!(t.flags(p), FLAG_B);
+    t.set_flags(p, 0);
+    assert_eq!(t.flags(p), 0);
+    // Removing resets the flags of a reused slot.
+    let p = t.find(&key(1)).unwrap();
+    t.set_flags(p, FLAG_A);
+    t.remove_at(p);
+    let p2 = t.insert_new(key(1), 1);
+    assert_eq!(t.flags(p2), 0);
+    t.check_invariants();
+}
+
+#[test]
+fn version_carried_on_split() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let p = t.insert_new(key(0), 0);
+    t.set_bucket_version(p, 7);
+    let b = p.bucket();
+    // Grow until the entry's segment has been split.
+    let mut i = 1;
+    while t.segments() < 2 {
+        t.insert_new(key(i), i);
+        i += 1;
+    }
+    let p = t.find(&key(0)).unwrap();
+    if p.bucket() == b {
+        assert_eq!(t.bucket_version(p), 7);
+    }
+}
+
+#[test]
+#[should_panic]
+fn at_invalid_pos_panics() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let p = t.insert_new(key(0), 0);
+    t.remove_at(p);
+    let _ = t.at(p);
+}
+
+#[test]
+fn clear_shrinks() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    for i in 0..10_000 {
+        t.insert_new(key(i), i);
+    }
+    assert!(t.segments() > 1);
+    t.clear();
+    assert_eq!(t.len(), 0);
+    assert_eq!(t.segments(), 1);
+    assert_eq!(t.global_depth(), 0);
+    assert!(t.get(&key(5)).is_none());
+    assert_eq!(t.iter().count(), 0);
+    assert_eq!(t.random_pos(123), None);
+    t.insert_new(key(5), 5);
+    assert_eq!(*t.get(&key(5)).unwrap().1, 5);
+    t.check_invariants();
+}
+
+// ---- drop counting ----
+
+#[derive(Default)]
+struct Tracker {
+    live: HashSet<u64>,
+    next: u64,
+    drops: u64,
+}
+
+type Tr = Rc<RefCell<Tracker>>;
+
+struct DK {
+    bytes: Vec<u8>,
+    id: u64,
+    tr: Tr,
+}
+
+struct DV {
+    val: u64,
+    id: u64,
+    tr: Tr,
+}
+
+fn new_id(tr: &Tr) -> u64 {
+    let mut t = tr.borrow_mut();
+    let id = t.next;
+    t.next += 1;
+    t.live.insert(id);
+    id
+}
+
+impl DK {
+    fn new(tr: &Tr, i: u64) -> Self {
+        DK {
+            bytes: key(i),
+            id: new_id(tr),
+            tr: tr.clone(),
+        }
+    }
+}
+
+impl DV {
+    fn new(tr: &Tr, val: u64) -> Self {
+        DV {
+            val,
+            id: new_id(tr),
+            tr: tr.clone(),
+        }
+    }
+}
+
+impl Drop for DK {
+    fn drop(&mut self) {
+        let mut t = self.tr.borrow_mut();
+        assert!(t.live.remove(&self.id), "double drop of key {}", self.id);
+        t.drops += 1;
+    }
+}
+
+impl Drop for DV {
+    fn drop(&mut self) {
+        let mut t = self.tr.borrow_mut();
+        assert!(t.live.remove(&self.id), "double drop of value {}", self.id);
+        t.drops += 1;
+    }
+}
+
+impl TableKey for DK {
+    fn key_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+fn live(tr: &Tr) -> usize {
+    tr.borrow().live.len()
+}
+
+#[test]
+fn drop_counting() {
+    let tr: Tr = Rc::default();
+    {
+        let mut t: DashTable<DK, DV> = DashTable::new();
+        // Inserts with splits.
+        for i in 0..5000 {
+            t.insert_new(DK::new(&tr, i), DV::new(&tr, i));
+        }
+        assert!(t.segments() > 1);
+        assert_eq!(live(&tr), 10_000);
+        // Replace: old value returned, new key dropped.
+        let old = t.insert(DK::new(&tr, 7), DV::new(&tr, 700)).unwrap();
+        assert_eq!(old.val, 7);
+        assert_eq!(live(&tr), 10_001);
+        drop(old);
+        assert_eq!(live(&tr), 10_000);
+        assert_eq!(t.get(&key(7)).unwrap().1.val, 700);
+        // Remove.
+        let (k, v) = t.remove(&key(8)).unwrap();
+        assert_eq!(k.bytes, key(8));
+        drop((k, v));
+        assert_eq!(live(&tr), 9_998);
+        // Retain.
+        t.retain(|_, v| v.val % 2 == 0 || v.val == 700);
+        assert_eq!(live(&tr), 2 * t.len());
+        t.check_invariants();
+        // Clear.
+        t.clear();
+        assert_eq!(live(&tr), 0);
+        for i in 0..3000 {
+            t.insert_new(DK::new(&tr, i), DV::new(&tr, i));
+        }
+        assert_eq!(live(&tr), 6000);
+    }
+    // Table drop.
+    assert_eq!(live(&tr), 0);
+    let t = tr.borrow();
+    assert_eq!(t.drops, t.next);
+}
+
+// ---- scan ----
+
+fn full_scan(t: &DashTable<Vec<u8>, u64>) -> (Vec<Vec<u8>>, usize) {
+    let mut out = Vec::new();
+    let mut cur = 0;
+    let mut steps = 0;
+    loop {
+        cur = t.scan(cur, |_, k, _| out.push(k.clone()));
+        steps += 1;
+        assert!(cur < (1 << 56));
+        if cur == 0 {
+            break;
+        }
+        assert!(steps < 10_000_000);
+    }
+    (out, steps)
+}
+
+#[test]
+fn scan_unchanged_table_returns_every_key_once() {
+    for n in [0u64, 1, 100, 1000, 30_000] {
+        let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+        for i in 0..n {
+            t.insert_new(key(i), i);
+        }
+        let (out, steps) = full_scan(&t);
+        assert_eq!(out.len() as u64, n, "no duplicates on a stable table");
+        let set: HashSet<_> = out.into_iter().collect();
+        assert_eq!(set.len() as u64, n);
+        // One step per (home bucket, segment).
+        assert_eq!(steps, REGULAR_BUCKETS * t.segments());
+    }
+}
+
+#[test]
+fn scan_positions_are_valid() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    for i in 0..5000 {
+        t.insert_new(key(i), i);
+    }
+    let mut cur = 0;
+    loop {
+        let mut ps = Vec::new();
+        cur = t.scan(cur, |p, k, v| ps.push((p, k.clone(), *v)));
+        for (p, k, v) in ps {
+            assert_eq!(t.at(p), (&k, &v));
+        }
+        if cur == 0 {
+            break;
+        }
+    }
+}
+
+#[test]
+fn scan_with_growth_between_steps() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    let stable: Vec<u64> = (0..3000).collect();
+    for &i in &stable {
+        t.insert_new(key(i), i);
+    }
+    // Volatile keys, some removed during the scan.
+    let mut next = 1_000_000u64;
+    let mut volatile = Vec::new();
+    let mut seen = HashSet::new();
+    let mut cur = 0;
+    let depth0 = t.global_depth();
+    let mut steps = 0;
+    loop {
+        cur = t.scan(cur, |_, k, _| {
+            seen.insert(k.clone());
+        });
+        steps += 1;
+        if cur == 0 {
+            break;
+        }
+        for _ in 0..40 {
+            t.insert_new(key(next), next);
+            volatile.push(next);
+            next += 1;
+        }
+        if steps % 3 == 0 {
+            for _ in 0..10 {
+                if let Some(v) = volatile.pop() {
+                    t.remove(&key(v)).unwrap();
+                }
+            }
+        }
+    }
+    assert!(t.global_depth() >= depth0 + 3, "scan must see several doublings");
+    for &i in &stable {
+        assert!(seen.contains(&key(i)), "stable key {i} missed");
+    }
+    t.check_invariants();
+}
+
+// ---- random_pos ----
+
+#[test]
+fn random_pos_valid_and_covers_segments() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    assert_eq!(t.random_pos(1), None);
+    for i in 0..20_000 {
+        t.insert_new(key(i), i);
+    }
+    for i in (0..20_000).filter(|i| i % 3 != 0) {
+        t.remove(&key(i));
+    }
+    let mut segs = HashSet::new();
+    let mut keys = HashSet::new();
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for _ in 0..50_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let p = t.random_pos(x).unwrap();
+        let (k, _) = t.at(p);
+        assert!(t.find(k).is_some());
+        segs.insert(p.segment());
+        keys.insert(k.clone());
+    }
+    assert_eq!(segs.len(), t.segments());
+    assert!(keys.len() > t.len() / 2, "{} of {}", keys.len(), t.len());
+    // Single entry table.
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    t.insert_new(key(1), 1);
+    for r in 0..100u64 {
+        assert_eq!(t.at(t.random_pos(r.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap()).1, &1);
+    }
+}
+
+#[test]
+fn iter_and_retain() {
+    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+    for i in 0..10_000 {
+        t.insert_new(key(i), i);
+    }
+    let mut m: HashMap<Vec<u8>, u64> = t.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    assert_eq!(m.len(), 10_000);
+    t.retain(|_, v| {
+        *v += 1;
+        *v % 3 == 0
+    });
+    m.retain(|_, v| (*v + 1) % 3 == 0);
+    assert_eq!(t.len(), m.len());
+    for (k, v) in &m {
+        assert_eq!(*t.get(k).unwrap().1, v + 1);
+    }
+    t.check_invariants();
+}
+
+#[test]
+fn box_key() {
+    let mut t: DashTable<Box<[u8]>, ()> = DashTable::default();
+    t.insert(Box::from(&b"x"[..]), ());
+    assert!(t.get(b"x").is_some());
+    assert!(t.mem_usage() > 0);
+}
