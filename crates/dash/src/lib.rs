@@ -137,7 +137,11 @@ impl Pos {
     }
 }
 
-struct Bucket<K, V> {
+/// Per-bucket metadata. All 60 of a segment's `Meta`s are stored
+/// contiguously ahead of the slots, so a lookup's home and neighbour
+/// metadata share one or two adjacent cache lines.
+#[repr(C, align(32))]
+struct Meta {
     /// Reserved for forkless snapshots.
     version: u64,
     busy: u16,
@@ -148,10 +152,9 @@ struct Bucket<K, V> {
     fp: [u8; SLOTS],
     /// Number of entries homed at this (regular) bucket that live in the stash.
     stashed: u8,
-    slots: [MaybeUninit<(K, V)>; SLOTS],
 }
 
-impl<K, V> Bucket<K, V> {
+impl Meta {
     #[inline]
     fn match_fp(&self, fp: u8) -> u16 {
         let mut m = 0u16;
@@ -192,64 +195,15 @@ impl<K, V> Bucket<K, V> {
         self.flag_a = (self.flag_a & !bit) | if flags & FLAG_A != 0 { bit } else { 0 };
         self.flag_b = (self.flag_b & !bit) | if flags & FLAG_B != 0 { bit } else { 0 };
     }
-
-    /// # Safety
-    /// `slot` must be busy.
-    #[inline]
-    unsafe fn entry(&self, slot: usize) -> &(K, V) {
-        debug_assert!(self.is_busy(slot));
-        // SAFETY: busy slots are initialised (caller contract).
-        unsafe { self.slots[slot].assume_init_ref() }
-    }
-
-    /// # Safety
-    /// `slot` must be busy.
-    #[inline]
-    unsafe fn entry_mut(&mut self, slot: usize) -> &mut (K, V) {
-        debug_assert!(self.is_busy(slot));
-        // SAFETY: busy slots are initialised (caller contract).
-        unsafe { self.slots[slot].assume_init_mut() }
-    }
-
-    /// Write an entry into a free slot, flags cleared.
-    #[inline]
-    fn put(&mut self, slot: usize, fp: u8, probe: bool, kv: (K, V)) {
-        let bit = 1u16 << slot;
-        assert!(self.busy & bit == 0, "slot already occupied");
-        self.slots[slot].write(kv);
-        self.busy |= bit;
-        self.fp[slot] = fp;
-        self.flag_a &= !bit;
-        self.flag_b &= !bit;
-        if probe {
-            self.probe |= bit;
-        } else {
-            self.probe &= !bit;
-        }
-    }
-
-    /// Move an entry out of a busy slot; clears the slot's metadata.
-    /// Returns the entry and its flags.
-    ///
-    /// # Safety
-    /// `slot` must be busy.
-    #[inline]
-    unsafe fn take(&mut self, slot: usize) -> ((K, V), u8) {
-        debug_assert!(self.is_busy(slot));
-        let flags = self.flags(slot);
-        let bit = !(1u16 << slot);
-        self.busy &= bit;
-        self.flag_a &= bit;
-        self.flag_b &= bit;
-        self.probe &= bit;
-        // SAFETY: the slot was busy, hence initialised; it is now marked free
-        // so the value is read out exactly once.
-        (unsafe { self.slots[slot].assume_init_read() }, flags)
-    }
 }
 
+/// A segment: metadata of all buckets, then the inline slots.
+///
+/// Invariant: `slots[b][s]` is initialised iff bit `s` of `meta[b].busy` is set.
+#[repr(C)]
 struct Segment<K, V> {
-    buckets: [Bucket<K, V>; BUCKETS],
+    meta: [Meta; BUCKETS],
+    slots: [[MaybeUninit<(K, V)>; SLOTS]; BUCKETS],
     /// Home bucket of each stash slot's entry.
     stash_home: [u8; STASH_BUCKETS * SLOTS],
     local_depth: u32,
@@ -275,6 +229,66 @@ impl<K, V> Segment<K, V> {
         seg
     }
 
+    /// # Safety
+    /// `(bucket, slot)` must be busy.
+    #[inline]
+    unsafe fn entry(&self, bucket: usize, slot: usize) -> &(K, V) {
+        debug_assert!(self.meta[bucket].is_busy(slot));
+        // SAFETY: busy slots are initialised (caller contract).
+        unsafe { self.slots[bucket][slot].assume_init_ref() }
+    }
+
+    /// # Safety
+    /// `(bucket, slot)` must be busy.
+    #[inline]
+    unsafe fn entry_mut(&mut self, bucket: usize, slot: usize) -> &mut (K, V) {
+        debug_assert!(self.meta[bucket].is_busy(slot));
+        // SAFETY: busy slots are initialised (caller contract).
+        unsafe { self.slots[bucket][slot].assume_init_mut() }
+    }
+
+    /// Write an entry into a free slot (flags cleared). Low-level: does not
+    /// maintain `len` or stash bookkeeping (see `put_at`).
+    #[inline]
+    fn put(&mut self, bucket: usize, slot: usize, fp: u8, probe: bool, kv: (K, V)) {
+        let m = &mut self.meta[bucket];
+        let bit = 1u16 << slot;
+        assert!(m.busy & bit == 0, "slot already occupied");
+        m.busy |= bit;
+        m.fp[slot] = fp;
+        m.flag_a &= !bit;
+        m.flag_b &= !bit;
+        if probe {
+            m.probe |= bit;
+        } else {
+            m.probe &= !bit;
+        }
+        self.slots[bucket][slot].write(kv);
+    }
+
+    /// Move an entry out of a busy slot and clear the slot's metadata.
+    /// Returns the entry and its flags. Low-level (see `take_at`).
+    ///
+    /// # Safety
+    /// `(bucket, slot)` must be busy.
+    #[inline]
+    unsafe fn take(&mut self, bucket: usize, slot: usize) -> ((K, V), u8) {
+        let m = &mut self.meta[bucket];
+        debug_assert!(m.is_busy(slot));
+        let flags = m.flags(slot);
+        let bit = !(1u16 << slot);
+        m.busy &= bit;
+        m.flag_a &= bit;
+        m.flag_b &= bit;
+        m.probe &= bit;
+        // SAFETY: the slot was busy, hence initialised; it is now marked free
+        // so the value is read out exactly once.
+        (
+            unsafe { self.slots[bucket][slot].assume_init_read() },
+            flags,
+        )
+    }
+
     #[inline]
     fn stash_home(&self, bucket: usize, slot: usize) -> usize {
         self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] as usize
@@ -285,7 +299,7 @@ impl<K, V> Segment<K, V> {
     fn home_of(&self, bucket: usize, slot: usize) -> usize {
         if bucket >= REGULAR_BUCKETS {
             self.stash_home(bucket, slot)
-        } else if self.buckets[bucket].probe & (1 << slot) != 0 {
+        } else if self.meta[bucket].probe & (1 << slot) != 0 {
             prev_bucket(bucket)
         } else {
             bucket
@@ -311,13 +325,13 @@ impl<K, V> Segment<K, V> {
     fn put_at(&mut self, home: usize, bucket: usize, slot: usize, fp: u8, kv: (K, V), flags: u8) {
         if bucket >= REGULAR_BUCKETS {
             self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] = home as u8;
-            self.buckets[home].stashed += 1;
-            self.buckets[bucket].put(slot, fp, false, kv);
+            self.meta[home].stashed += 1;
+            self.put(bucket, slot, fp, false, kv);
         } else {
-            self.buckets[bucket].put(slot, fp, bucket != home, kv);
+            self.put(bucket, slot, fp, bucket != home, kv);
         }
         if flags != 0 {
-            self.buckets[bucket].set_flags(slot, flags);
+            self.meta[bucket].set_flags(slot, flags);
         }
         self.len += 1;
     }
@@ -330,12 +344,12 @@ impl<K, V> Segment<K, V> {
     unsafe fn take_at(&mut self, bucket: usize, slot: usize) -> ((K, V), u8, u8) {
         if bucket >= REGULAR_BUCKETS {
             let home = self.stash_home(bucket, slot);
-            self.buckets[home].stashed -= 1;
+            self.meta[home].stashed -= 1;
         }
-        let fp = self.buckets[bucket].fp[slot];
+        let fp = self.meta[bucket].fp[slot];
         self.len -= 1;
         // SAFETY: caller guarantees the slot is busy.
-        let (kv, flags) = unsafe { self.buckets[bucket].take(slot) };
+        let (kv, flags) = unsafe { self.take(bucket, slot) };
         (kv, flags, fp)
     }
 
@@ -344,18 +358,18 @@ impl<K, V> Segment<K, V> {
     /// displacement and stash all fail.
     fn find_room(&mut self, home: usize) -> Option<(usize, usize)> {
         let nb = next_bucket(home);
-        let ch = self.buckets[home].count();
-        let cn = self.buckets[nb].count();
+        let ch = self.meta[home].count();
+        let cn = self.meta[nb].count();
         if (ch as usize) < SLOTS || (cn as usize) < SLOTS {
             // Balanced insert: the less loaded of home and neighbour.
             let b = if ch <= cn { home } else { nb };
-            return Some((b, self.buckets[b].free_slot()?));
+            return Some((b, self.meta[b].free_slot()?));
         }
         // Displacement 1: move an entry living in its own home `nb` on to
         // `nb + 1`, freeing a slot in `nb`.
         let nn = next_bucket(nb);
-        if let Some(dst) = self.buckets[nn].free_slot() {
-            let movable = self.buckets[nb].busy & !self.buckets[nb].probe;
+        if let Some(dst) = self.meta[nn].free_slot() {
+            let movable = self.meta[nb].busy & !self.meta[nb].probe;
             if movable != 0 {
                 let src = movable.trailing_zeros() as usize;
                 self.move_within(nb, src, nn, dst);
@@ -365,8 +379,8 @@ impl<K, V> Segment<K, V> {
         // Displacement 2: move an entry in `home` whose home is `home - 1`
         // back to `home - 1`.
         let pb = prev_bucket(home);
-        if let Some(dst) = self.buckets[pb].free_slot() {
-            let movable = self.buckets[home].busy & self.buckets[home].probe;
+        if let Some(dst) = self.meta[pb].free_slot() {
+            let movable = self.meta[home].busy & self.meta[home].probe;
             if movable != 0 {
                 let src = movable.trailing_zeros() as usize;
                 self.move_within(home, src, pb, dst);
@@ -376,7 +390,7 @@ impl<K, V> Segment<K, V> {
         // Stash.
         for i in 0..STASH_BUCKETS {
             let b = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
-            if let Some(s) = self.buckets[b].free_slot() {
+            if let Some(s) = self.meta[b].free_slot() {
                 return Some((b, s));
             }
         }
@@ -467,20 +481,21 @@ impl<K: TableKey, V> DashTable<K, V> {
     }
 
     #[inline]
-    fn bucket(&self, pos: Pos) -> &Bucket<K, V> {
-        &self.segs[pos.seg as usize].buckets[pos.bucket as usize]
+    fn meta(&self, pos: Pos) -> &Meta {
+        &self.segs[pos.seg as usize].meta[pos.bucket as usize]
     }
 
     #[inline]
-    fn bucket_mut(&mut self, pos: Pos) -> &mut Bucket<K, V> {
-        &mut self.segs[pos.seg as usize].buckets[pos.bucket as usize]
+    fn meta_mut(&mut self, pos: Pos) -> &mut Meta {
+        &mut self.segs[pos.seg as usize].meta[pos.bucket as usize]
     }
 
+    /// Panics unless `pos` refers to an occupied slot.
     #[inline]
-    fn check(&self, pos: Pos) -> &Bucket<K, V> {
-        let b = self.bucket(pos);
-        assert!(b.is_busy(pos.slot as usize), "invalid Pos {pos:?}");
-        b
+    fn check(&self, pos: Pos) -> &Meta {
+        let m = self.meta(pos);
+        assert!(m.is_busy(pos.slot as usize), "invalid Pos {pos:?}");
+        m
     }
 
     pub fn find(&self, key: &[u8]) -> Option<Pos> {
@@ -497,23 +512,23 @@ impl<K: TableKey, V> DashTable<K, V> {
             bucket: bucket as u8,
             slot: slot as u8,
         };
-        let hb = &seg.buckets[home];
+        let hb = &seg.meta[home];
         let mut m = hb.match_fp(fp) & !hb.probe;
         while m != 0 {
             let s = m.trailing_zeros() as usize;
             // SAFETY: match_fp only reports busy slots.
-            if unsafe { hb.entry(s) }.0.key_bytes() == key {
+            if unsafe { seg.entry(home, s) }.0.key_bytes() == key {
                 return Some(mk(home, s));
             }
             m &= m - 1;
         }
         let nbi = next_bucket(home);
-        let nb = &seg.buckets[nbi];
+        let nb = &seg.meta[nbi];
         let mut m = nb.match_fp(fp) & nb.probe;
         while m != 0 {
             let s = m.trailing_zeros() as usize;
             // SAFETY: match_fp only reports busy slots.
-            if unsafe { nb.entry(s) }.0.key_bytes() == key {
+            if unsafe { seg.entry(nbi, s) }.0.key_bytes() == key {
                 return Some(mk(nbi, s));
             }
             m &= m - 1;
@@ -523,13 +538,13 @@ impl<K: TableKey, V> DashTable<K, V> {
         }
         for i in 0..STASH_BUCKETS {
             let bi = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
-            let b = &seg.buckets[bi];
+            let b = &seg.meta[bi];
             let mut m = b.match_fp(fp);
             while m != 0 {
                 let s = m.trailing_zeros() as usize;
                 if seg.stash_home(bi, s) == home {
                     // SAFETY: match_fp only reports busy slots.
-                    if unsafe { b.entry(s) }.0.key_bytes() == key {
+                    if unsafe { seg.entry(bi, s) }.0.key_bytes() == key {
                         return Some(mk(bi, s));
                     }
                 }
@@ -550,9 +565,10 @@ impl<K: TableKey, V> DashTable<K, V> {
     /// Entry at `pos`. Panics if `pos` is not occupied.
     #[inline]
     pub fn at(&self, pos: Pos) -> (&K, &V) {
-        let b = self.check(pos);
+        self.check(pos);
+        let seg = &self.segs[pos.seg as usize];
         // SAFETY: `check` asserted the slot is busy.
-        let (k, v) = unsafe { b.entry(pos.slot as usize) };
+        let (k, v) = unsafe { seg.entry(pos.bucket as usize, pos.slot as usize) };
         (k, v)
     }
 
@@ -560,9 +576,9 @@ impl<K: TableKey, V> DashTable<K, V> {
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> (&K, &mut V) {
         self.check(pos);
-        let b = self.bucket_mut(pos);
+        let seg = &mut self.segs[pos.seg as usize];
         // SAFETY: `check` asserted the slot is busy.
-        let (k, v) = unsafe { b.entry_mut(pos.slot as usize) };
+        let (k, v) = unsafe { seg.entry_mut(pos.bucket as usize, pos.slot as usize) };
         (&*k, v)
     }
 
@@ -575,18 +591,18 @@ impl<K: TableKey, V> DashTable<K, V> {
     #[inline]
     pub fn set_flags(&mut self, pos: Pos, flags: u8) {
         self.check(pos);
-        self.bucket_mut(pos).set_flags(pos.slot as usize, flags);
+        self.meta_mut(pos).set_flags(pos.slot as usize, flags);
     }
 
     /// Version counter of the bucket holding `pos` (reserved for snapshots).
     #[inline]
     pub fn bucket_version(&self, pos: Pos) -> u64 {
-        self.bucket(pos).version
+        self.meta(pos).version
     }
 
     #[inline]
     pub fn set_bucket_version(&mut self, pos: Pos, v: u64) {
-        self.bucket_mut(pos).version = v;
+        self.meta_mut(pos).version = v;
     }
 
     /// Insert a key known to be absent; returns its position.
@@ -649,14 +665,16 @@ impl<K: TableKey, V> DashTable<K, V> {
 
     /// Drop everything and shrink back to one segment.
     pub fn clear(&mut self) {
-        let old = std::mem::replace(self, Self::new());
-        drop(old);
+        drop(std::mem::take(self));
     }
 
     /// Split segment `si` (which `hash` maps to).
     fn split(&mut self, si: usize, hash: u64) {
         let ld = self.segs[si].local_depth;
-        assert!(ld < MAX_DEPTH, "dash table: segment cannot split further (hash collisions?)");
+        assert!(
+            ld < MAX_DEPTH,
+            "dash table: segment cannot split further (hash collisions?)"
+        );
         if ld == self.global_depth {
             // Double the directory (pointers only).
             let old = std::mem::take(&mut self.dir);
@@ -677,12 +695,12 @@ impl<K: TableKey, V> DashTable<K, V> {
         old.local_depth = ld + 1;
         let bit = 63 - ld;
         for b in 0..BUCKETS {
-            let mut m = old.buckets[b].busy;
+            let mut m = old.meta[b].busy;
             while m != 0 {
                 let s = m.trailing_zeros() as usize;
                 m &= m - 1;
                 // SAFETY: s is busy.
-                let h = hash_key(unsafe { old.buckets[b].entry(s) }.0.key_bytes());
+                let h = hash_key(unsafe { old.entry(b, s) }.0.key_bytes());
                 if (h >> bit) & 1 == 1 {
                     let home = old.home_of(b, s);
                     // SAFETY: s is busy.
@@ -694,7 +712,7 @@ impl<K: TableKey, V> DashTable<K, V> {
         }
         // Carry bucket versions over so snapshot bookkeeping stays conservative.
         for b in 0..BUCKETS {
-            new.buckets[b].version = old.buckets[b].version;
+            new.meta[b].version = old.meta[b].version;
         }
         // Point the upper half of the old segment's directory range at the new one.
         let span = 1usize << (gd - ld);
@@ -722,7 +740,6 @@ impl<K: TableKey, V> DashTable<K, V> {
         let width = 1u64 << (PREFIX_BITS - seg.local_depth);
         let next = (prefix & !(width - 1)) + width;
         let mut visit = |bucket: usize, mask: u16| {
-            let b = &seg.buckets[bucket];
             let mut m = mask;
             while m != 0 {
                 let s = m.trailing_zeros() as usize;
@@ -733,19 +750,19 @@ impl<K: TableKey, V> DashTable<K, V> {
                     slot: s as u8,
                 };
                 // SAFETY: masks are subsets of busy.
-                let (k, v) = unsafe { b.entry(s) };
+                let (k, v) = unsafe { seg.entry(bucket, s) };
                 f(pos, k, v);
             }
         };
-        let hb = &seg.buckets[home];
+        let hb = &seg.meta[home];
         visit(home, hb.busy & !hb.probe);
         let nbi = next_bucket(home);
-        let nb = &seg.buckets[nbi];
+        let nb = &seg.meta[nbi];
         visit(nbi, nb.busy & nb.probe);
         if hb.stashed > 0 {
             for bi in REGULAR_BUCKETS..BUCKETS {
                 let mut mask = 0u16;
-                let mut m = seg.buckets[bi].busy;
+                let mut m = seg.meta[bi].busy;
                 while m != 0 {
                     let s = m.trailing_zeros() as usize;
                     m &= m - 1;
@@ -783,7 +800,7 @@ impl<K: TableKey, V> DashTable<K, V> {
         let start = (r % BUCKETS as u64) as usize;
         let mut bi = start;
         loop {
-            let busy = seg.buckets[bi].busy;
+            let busy = seg.meta[bi].busy;
             if busy != 0 {
                 let n = busy.count_ones();
                 let mut k = ((r >> 8) % n as u64) as u32;
@@ -809,7 +826,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             table: self,
             seg: 0,
             bucket: 0,
-            mask: self.segs[0].buckets[0].busy,
+            mask: self.segs[0].meta[0].busy,
             left: self.len,
         }
     }
@@ -819,12 +836,12 @@ impl<K: TableKey, V> DashTable<K, V> {
         let mut removed = 0;
         for seg in self.segs.iter_mut() {
             for b in 0..BUCKETS {
-                let mut m = seg.buckets[b].busy;
+                let mut m = seg.meta[b].busy;
                 while m != 0 {
                     let s = m.trailing_zeros() as usize;
                     m &= m - 1;
                     // SAFETY: s is busy.
-                    let (k, v) = unsafe { seg.buckets[b].entry_mut(s) };
+                    let (k, v) = unsafe { seg.entry_mut(b, s) };
                     if !f(k, v) {
                         // SAFETY: s is busy.
                         drop(unsafe { seg.take_at(b, s) });
@@ -849,7 +866,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             let mut n = 0u32;
             let mut stashed = [0u8; REGULAR_BUCKETS];
             for b in 0..BUCKETS {
-                let bk = &seg.buckets[b];
+                let bk = &seg.meta[b];
                 assert_eq!(bk.busy & !FULL, 0);
                 assert_eq!(bk.probe & !bk.busy, 0);
                 assert_eq!(bk.flag_a & !bk.busy, 0);
@@ -860,7 +877,7 @@ impl<K: TableKey, V> DashTable<K, V> {
                     m &= m - 1;
                     n += 1;
                     // SAFETY: s is busy.
-                    let h = hash_key(unsafe { bk.entry(s) }.0.key_bytes());
+                    let h = hash_key(unsafe { seg.entry(b, s) }.0.key_bytes());
                     assert_eq!(self.seg_index(h), si, "entry in wrong segment");
                     assert_eq!(bk.fp[s], fingerprint(h));
                     let home = home_bucket(h);
@@ -873,7 +890,7 @@ impl<K: TableKey, V> DashTable<K, V> {
                 }
             }
             for (b, &c) in stashed.iter().enumerate() {
-                assert_eq!(seg.buckets[b].stashed, c);
+                assert_eq!(seg.meta[b].stashed, c);
             }
             assert_eq!(seg.len, n);
             total += n as usize;
@@ -907,10 +924,10 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
                 let s = self.mask.trailing_zeros() as usize;
                 self.mask &= self.mask - 1;
                 self.left -= 1;
-                let b = &self.table.segs[self.seg].buckets[self.bucket];
+                let seg = &self.table.segs[self.seg];
                 // SAFETY: mask is a subset of the bucket's busy mask and the
                 // table is borrowed immutably.
-                let (k, v) = unsafe { b.entry(s) };
+                let (k, v) = unsafe { seg.entry(self.bucket, s) };
                 return Some((k, v));
             }
             self.bucket += 1;
@@ -921,7 +938,7 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
                     return None;
                 }
             }
-            self.mask = self.table.segs[self.seg].buckets[self.bucket].busy;
+            self.mask = self.table.segs[self.seg].meta[self.bucket].busy;
         }
     }
 
@@ -946,7 +963,7 @@ impl<K, V> Drop for DashTable<K, V> {
             return;
         }
         for seg in self.segs.iter_mut() {
-            for bk in seg.buckets.iter_mut() {
+            for (bk, slots) in seg.meta.iter_mut().zip(seg.slots.iter_mut()) {
                 let mut m = bk.busy;
                 bk.busy = 0;
                 while m != 0 {
@@ -954,7 +971,7 @@ impl<K, V> Drop for DashTable<K, V> {
                     m &= m - 1;
                     // SAFETY: s was busy (initialised); busy was cleared
                     // first so it is dropped exactly once.
-                    unsafe { ptr::drop_in_place(bk.slots[s].as_mut_ptr()) };
+                    unsafe { ptr::drop_in_place(slots[s].as_mut_ptr()) };
                 }
             }
         }

@@ -23,7 +23,10 @@ fn basic_insert_get_remove_replace() {
     assert_eq!(t.insert(b"a".to_vec(), 1), None);
     assert_eq!(t.insert(b"b".to_vec(), 2), None);
     assert_eq!(t.len(), 2);
-    assert_eq!(t.get(b"a").map(|(k, v)| (k.clone(), *v)), Some((b"a".to_vec(), 1)));
+    assert_eq!(
+        t.get(b"a").map(|(k, v)| (k.clone(), *v)),
+        Some((b"a".to_vec(), 1))
+    );
     assert_eq!(t.insert(b"a".to_vec(), 10), Some(1));
     assert_eq!(t.len(), 2);
     *t.get_mut(b"b").unwrap().1 += 5;
@@ -366,7 +369,10 @@ fn scan_with_growth_between_steps() {
             }
         }
     }
-    assert!(t.global_depth() >= depth0 + 3, "scan must see several doublings");
+    assert!(
+        t.global_depth() >= depth0 + 3,
+        "scan must see several doublings"
+    );
     for &i in &stable {
         assert!(seen.contains(&key(i)), "stable key {i} missed");
     }
@@ -404,7 +410,11 @@ fn random_pos_valid_and_covers_segments() {
     let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
     t.insert_new(key(1), 1);
     for r in 0..100u64 {
-        assert_eq!(t.at(t.random_pos(r.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap()).1, &1);
+        assert_eq!(
+            t.at(t.random_pos(r.wrapping_mul(0x9e37_79b9_7f4a_7c15)).unwrap())
+                .1,
+            &1
+        );
     }
 }
 
