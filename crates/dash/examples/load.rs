@@ -29,12 +29,17 @@ fn main() {
     let mut max_lf = 0f64;
     let start = Instant::now();
     let mut prev_segs = 1;
+    let (mut lf_sum, mut lf_n) = (0f64, 0usize);
     for i in 0..n {
         let mut k = [0u8; 16];
         k[..8].copy_from_slice(&rnd().to_le_bytes());
         k[8..].copy_from_slice(&(i as u64).to_le_bytes());
         // Record load factor just before each split.
         t.insert_new(Key16(k), [0u8; 16]);
+        if i >= 100_000 && i % 1000 == 0 {
+            lf_sum += t.load_factor();
+            lf_n += 1;
+        }
         if t.segments() != prev_segs {
             prev_segs = t.segments();
             if i > 100_000 {
@@ -55,7 +60,13 @@ fn main() {
     );
     println!("capacity (slots):   {}", t.capacity());
     println!("load factor:        {:.3}", t.load_factor());
-    println!("lf before splits:   min {min_lf:.3} max {max_lf:.3} (after 100k)");
+    println!("lf at splits:       min {min_lf:.3} max {max_lf:.3} (after 100k)");
+    println!("mean lf 100k..{n}: {:.3}", lf_sum / lf_n.max(1) as f64);
+    let seg = mem as f64 / t.segments() as f64;
+    println!(
+        "overhead/entry at peak lf {max_lf:.3}: {:.2} bytes",
+        seg / (840.0 * max_lf) - entry as f64
+    );
     println!(
         "mem_usage:          {} bytes ({:.2} bytes/entry)",
         mem,

@@ -149,19 +149,41 @@ struct Meta {
     flag_b: u16,
     /// Slot holds an entry whose home is the previous bucket (regular buckets only).
     probe: u16,
-    fp: [u8; SLOTS],
-    /// Number of entries homed at this (regular) bucket that live in the stash.
-    stashed: u8,
+    /// Bytes `0..SLOTS`: one-byte fingerprint per slot. Byte `STASHED`: the
+    /// number of entries homed at this (regular) bucket that live in the
+    /// stash. Byte 15 is unused. Packed as 16 bytes so fingerprints can be
+    /// matched with two 64-bit SWAR compares.
+    fp: [u8; 16],
+}
+
+/// Index in `Meta::fp` of the stash overflow counter.
+const STASHED: usize = SLOTS;
+
+/// Bit `i` set iff byte `i` of `word` equals `byte` (8-byte SWAR compare).
+#[inline]
+fn match_bytes(word: u64, byte: u8) -> u16 {
+    const LO7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let x = word ^ (byte as u64).wrapping_mul(0x0101_0101_0101_0101);
+    // High bit of each byte set iff that byte of `x` is zero (exact, no
+    // false positives: no carries cross bytes).
+    let t = !(((x & LO7) + LO7) | x | LO7);
+    // Gather the 8 high bits into the top byte (all partial products land
+    // on distinct bit positions, so there are no carries).
+    (((t >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56) as u16
 }
 
 impl Meta {
     #[inline]
     fn match_fp(&self, fp: u8) -> u16 {
-        let mut m = 0u16;
-        for (i, &f) in self.fp.iter().enumerate() {
-            m |= ((f == fp) as u16) << i;
-        }
-        m & self.busy
+        let (lo, hi) = self.fp.split_at(8);
+        let lo = u64::from_le_bytes(lo.try_into().unwrap());
+        let hi = u64::from_le_bytes(hi.try_into().unwrap());
+        (match_bytes(lo, fp) | (match_bytes(hi, fp) << 8)) & self.busy
+    }
+
+    #[inline]
+    fn stashed(&self) -> u8 {
+        self.fp[STASHED]
     }
 
     #[inline]
@@ -325,7 +347,7 @@ impl<K, V> Segment<K, V> {
     fn put_at(&mut self, home: usize, bucket: usize, slot: usize, fp: u8, kv: (K, V), flags: u8) {
         if bucket >= REGULAR_BUCKETS {
             self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] = home as u8;
-            self.meta[home].stashed += 1;
+            self.meta[home].fp[STASHED] += 1;
             self.put(bucket, slot, fp, false, kv);
         } else {
             self.put(bucket, slot, fp, bucket != home, kv);
@@ -344,7 +366,7 @@ impl<K, V> Segment<K, V> {
     unsafe fn take_at(&mut self, bucket: usize, slot: usize) -> ((K, V), u8, u8) {
         if bucket >= REGULAR_BUCKETS {
             let home = self.stash_home(bucket, slot);
-            self.meta[home].stashed -= 1;
+            self.meta[home].fp[STASHED] -= 1;
         }
         let fp = self.meta[bucket].fp[slot];
         self.len -= 1;
@@ -533,7 +555,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             }
             m &= m - 1;
         }
-        if hb.stashed == 0 {
+        if hb.stashed() == 0 {
             return None;
         }
         for i in 0..STASH_BUCKETS {
@@ -759,7 +781,7 @@ impl<K: TableKey, V> DashTable<K, V> {
         let nbi = next_bucket(home);
         let nb = &seg.meta[nbi];
         visit(nbi, nb.busy & nb.probe);
-        if hb.stashed > 0 {
+        if hb.stashed() > 0 {
             for bi in REGULAR_BUCKETS..BUCKETS {
                 let mut mask = 0u16;
                 let mut m = seg.meta[bi].busy;
@@ -890,7 +912,7 @@ impl<K: TableKey, V> DashTable<K, V> {
                 }
             }
             for (b, &c) in stashed.iter().enumerate() {
-                assert_eq!(seg.meta[b].stashed, c);
+                assert_eq!(seg.meta[b].stashed(), c);
             }
             assert_eq!(seg.len, n);
             total += n as usize;

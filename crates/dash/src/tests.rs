@@ -445,3 +445,30 @@ fn box_key() {
     assert!(t.get(b"x").is_some());
     assert!(t.mem_usage() > 0);
 }
+
+#[test]
+fn swar_match_bytes() {
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut bytes = x.to_le_bytes();
+        // Force some matches and near-misses (differing in one bit).
+        let b = (x >> 56) as u8;
+        bytes[(x % 8) as usize] = b;
+        bytes[((x >> 3) % 8) as usize] = b ^ 0x80;
+        bytes[((x >> 6) % 8) as usize] = b ^ 1;
+        let w = u64::from_le_bytes(bytes);
+        for probe in [b, b ^ 1, b ^ 0x80, 0, 0xff] {
+            let mut want = 0u16;
+            for (i, &c) in bytes.iter().enumerate() {
+                want |= ((c == probe) as u16) << i;
+            }
+            assert_eq!(match_bytes(w, probe), want, "{bytes:?} {probe}");
+        }
+    }
+    assert_eq!(match_bytes(0, 0), 0xff);
+    assert_eq!(match_bytes(u64::MAX, 0xff), 0xff);
+    assert_eq!(match_bytes(0x8080_8080_8080_8080, 0), 0);
+}
