@@ -224,15 +224,24 @@ impl Parser {
                         Some(false) => continue, // blank line skipped
                     }
                 }
-                let Some(cr) = self.find_cr(buf, ProtocolError::TooBigMbulkCount)? else {
-                    return Ok(None);
+                let count = match fast_header(buf, self.pos, b'*') {
+                    Some((v, next)) if v <= i32::MAX as usize => {
+                        self.pos = next;
+                        v as i64
+                    }
+                    _ => {
+                        let Some(cr) = self.find_cr(buf, ProtocolError::TooBigMbulkCount)? else {
+                            return Ok(None);
+                        };
+                        let count = match parse_i64(&buf[self.pos + 1..cr]) {
+                            Some(v) if v <= i32::MAX as i64 => v,
+                            _ => return Err(ProtocolError::InvalidMultibulkLength),
+                        };
+                        // Redis skips the byte after '\r' without checking it.
+                        self.pos = cr + 2;
+                        count
+                    }
                 };
-                let count = match parse_i64(&buf[self.pos + 1..cr]) {
-                    Some(v) if v <= i32::MAX as i64 => v,
-                    _ => return Err(ProtocolError::InvalidMultibulkLength),
-                };
-                // Redis skips the byte after '\r' without checking it is '\n'.
-                self.pos = cr + 2;
                 if count <= 0 {
                     continue; // empty command
                 }
@@ -242,6 +251,15 @@ impl Parser {
             }
 
             while self.mb_remaining > 0 {
+                if self.bulk_len == NO_BULK {
+                    if let Some((len, next)) = fast_header(buf, self.pos, b'$') {
+                        if len as u64 > self.limits.max_bulk_len {
+                            return Err(ProtocolError::InvalidBulkLength);
+                        }
+                        self.pos = next;
+                        self.bulk_len = len;
+                    }
+                }
                 if self.bulk_len == NO_BULK {
                     let Some(cr) = self.find_cr(buf, ProtocolError::TooBigBulkCount)? else {
                         return Ok(None);
@@ -385,6 +403,41 @@ impl Parser {
     pub fn heap_bytes(&self) -> usize {
         self.args.capacity() * std::mem::size_of::<(usize, usize)>() + self.scratch.capacity()
     }
+}
+
+/// Fused scan+parse for the common `$<digits>\r\n` / `*<digits>\r\n` header: returns the
+/// length and the offset after the header, or `None` for anything unusual
+/// (incomplete, negative, leading zero, long), which the strict general path
+/// then handles with identical results.
+#[inline(always)]
+fn fast_header(buf: &[u8], pos: usize, prefix: u8) -> Option<(usize, usize)> {
+    let h = buf.get(pos..)?;
+    if h.first() != Some(&prefix) {
+        return None;
+    }
+    let d0 = h.get(1)?.wrapping_sub(b'1');
+    if d0 > 8 {
+        return None;
+    }
+    let mut v = d0 as usize + 1;
+    // Up to 15 digits: no overflow, well below any usize/u64 limit concern.
+    for i in 2..17 {
+        let c = *h.get(i)?;
+        let d = c.wrapping_sub(b'0');
+        if d <= 9 {
+            v = v * 10 + d as usize;
+        } else if c == b'\r' {
+            // The byte after '\r' must be present (it is skipped unchecked).
+            return if h.len() > i + 1 {
+                Some((v, pos + i + 2))
+            } else {
+                None
+            };
+        } else {
+            return None;
+        }
+    }
+    None
 }
 
 /// C `isspace` in the "C" locale, which Redis's inline splitter uses.
