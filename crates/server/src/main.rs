@@ -1,1 +1,22 @@
-fn main() {}
+//! `damselfly` binary: parse flags and run the server.
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    match damselfly::config::parse_args(&args, &env) {
+        Ok(damselfly::config::Startup::Exit(text)) => print!("{text}"),
+        Ok(damselfly::config::Startup::Run(cfg)) => {
+            if let Err(e) = damselfly::start(cfg) {
+                eprintln!("damselfly: {e}");
+                std::process::exit(1);
+            }
+        }
+        Err(e) => {
+            eprintln!("damselfly: {e}");
+            std::process::exit(1);
+        }
+    }
+}

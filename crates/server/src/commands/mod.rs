@@ -1,0 +1,370 @@
+//! Command table and dispatch.
+//!
+//! Every command is a `CommandSpec` in its family's module (`string.rs`, `keys.rs`, ...). A spec
+//! says how to run it:
+//! - `Handler::Shard`: touches one key (or none); runs on the thread owning that key — inline when
+//!   that is this thread, otherwise the arguments are shipped there and the encoded reply comes back.
+//! - `Handler::Local`: connection-level, synchronous (PING, SELECT, CLIENT SETNAME...).
+//! - `Handler::Conn`: async coordinator on the connection's thread for multi-key / all-shard
+//!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
+
+pub mod bitmap;
+pub mod connection;
+pub mod keys;
+pub mod registry;
+pub mod server;
+pub mod string;
+pub mod util;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Instant;
+
+use damselfly_protocol::Reply;
+
+use crate::engine::clock;
+use crate::engine::db::Db;
+use crate::engine::shard::Shard;
+use crate::engine::{shard_of, Shared, Worker};
+use crate::server::client::ClientHandle;
+pub use registry::{registry, Entry};
+
+/// Command flags (names as COMMAND INFO reports them).
+pub mod flags {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const SKIP_MONITOR: u32 = 1 << 9;
+    pub const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub const FAST: u32 = 1 << 11;
+    pub const NO_AUTH: u32 = 1 << 12;
+    pub const MAY_REPLICATE: u32 = 1 << 13;
+    pub const NO_MULTI: u32 = 1 << 14;
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+    pub const SENTINEL: u32 = 1 << 16;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+pub type BoxFut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+pub type ShardFn = fn(&mut CmdCtx<'_>, &[&[u8]]);
+pub type LocalFn = fn(&mut ConnCtx, &[&[u8]]);
+pub type ConnFn = for<'a> fn(&'a mut ConnCtx, &'a [&'a [u8]]) -> BoxFut<'a>;
+
+#[derive(Clone, Copy)]
+pub enum Handler {
+    Shard(ShardFn),
+    Local(LocalFn),
+    Conn(ConnFn),
+    /// Only dispatches to `subcommands`.
+    Container,
+}
+
+pub struct CommandSpec {
+    /// Lowercase name (for subcommands: the subcommand word, e.g. "get" under "config").
+    pub name: &'static str,
+    /// Redis arity: N exact, -N at least N (the name counts).
+    pub arity: i32,
+    pub flags: u32,
+    /// Key positions (1-based, Redis legacy key spec); last = -1 means "up to the last arg".
+    pub first_key: i32,
+    pub last_key: i32,
+    pub step: i32,
+    pub acl: &'static [&'static str],
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+}
+
+/// Terse constructor used by the family tables.
+#[allow(clippy::too_many_arguments)]
+pub const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: (i32, i32, i32),
+    acl: &'static [&'static str],
+    group: &'static str,
+    summary: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        acl,
+        group,
+        summary,
+        since: "1.0.0",
+        handler,
+        subcommands: &[],
+    }
+}
+
+/// A container command (CONFIG, CLIENT, OBJECT...) with subcommands.
+pub const fn container(
+    name: &'static str,
+    arity: i32,
+    acl: &'static [&'static str],
+    group: &'static str,
+    summary: &'static str,
+    subcommands: &'static [CommandSpec],
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags: 0,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        acl,
+        group,
+        summary,
+        since: "2.0.0",
+        handler: Handler::Container,
+        subcommands,
+    }
+}
+
+/// Shard-side context: what a command may touch on the shard it runs on.
+pub struct CmdCtx<'a> {
+    pub shard: &'a mut Shard,
+    pub db: usize,
+    /// Unix ms, read once per command.
+    pub now: u64,
+    pub shared: &'a Shared,
+    pub reply: &'a mut Reply,
+}
+
+impl CmdCtx<'_> {
+    #[inline]
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.shard.dbs[self.db]
+    }
+}
+
+/// CLIENT REPLY mode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReplyMode {
+    On,
+    Off,
+    Skip,
+    /// Turned on by the current command (CLIENT REPLY SKIP applies to the *next* command).
+    SkipNext,
+}
+
+/// Connection-side context.
+pub struct ConnCtx {
+    pub worker: Rc<Worker>,
+    pub client: Rc<ClientHandle>,
+    pub reply: Reply,
+    pub db: usize,
+    pub authed: bool,
+    /// Close the connection after flushing pending replies.
+    pub close: bool,
+    pub reply_mode: ReplyMode,
+    pub no_touch: bool,
+    pub no_evict: bool,
+    /// Full name of the command being executed ("config|get"), for errors and CLIENT LIST.
+    pub cmd_name: &'static str,
+}
+
+impl ConnCtx {
+    #[inline]
+    pub fn shared(&self) -> &Shared {
+        &self.worker.shared
+    }
+
+    #[inline]
+    pub fn threads(&self) -> usize {
+        self.worker.shared.threads
+    }
+
+    /// Runs a shard handler on the shard owning `key` (this thread's inline, else by message).
+    pub async fn run_on_key_shard(&mut self, f: ShardFn, key: &[u8], args: &[&[u8]]) {
+        let target = shard_of(key, self.threads());
+        self.run_on_shard(f, target, args).await
+    }
+
+    pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
+        if target == self.worker.id {
+            let w = self.worker.clone();
+            let mut shard = w.shard.borrow_mut();
+            let mut c = CmdCtx {
+                shard: &mut shard,
+                db: self.db,
+                now: clock::unix_ms(),
+                shared: &w.shared,
+                reply: &mut self.reply,
+            };
+            f(&mut c, args);
+        } else {
+            let owned = util::OwnedArgs::new(args);
+            let ver = self.reply.ver;
+            let db = self.db;
+            let bytes = self
+                .worker
+                .call(target, move |w| {
+                    let args = owned.slices();
+                    let mut reply = Reply::new(ver);
+                    let mut shard = w.shard.borrow_mut();
+                    let mut c = CmdCtx {
+                        shard: &mut shard,
+                        db,
+                        now: clock::unix_ms(),
+                        shared: &w.shared,
+                        reply: &mut reply,
+                    };
+                    f(&mut c, &args);
+                    reply.take()
+                })
+                .await;
+            self.reply.raw(&bytes);
+        }
+    }
+}
+
+/// Executes one parsed command, appending its reply to `cx.reply`.
+pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let reg = registry();
+    let Some(top) = reg.lookup(args[0]) else {
+        unknown_command(cx, args);
+        return;
+    };
+    let entry = if top.spec.subcommands.is_empty() {
+        top
+    } else if args.len() < 2 {
+        arity_error(cx, &top.fullname, top.id);
+        return;
+    } else {
+        match top.sub(args[1]) {
+            Some(e) => e,
+            None => {
+                let msg = format!(
+                    "ERR unknown subcommand '{}'. Try {} HELP.",
+                    util::trunc(args[1], 128),
+                    top.spec.name.to_ascii_uppercase()
+                );
+                cx.reply.error(&msg);
+                return;
+            }
+        }
+    };
+    let spec = entry.spec;
+    let argc = args.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        arity_error(cx, &entry.fullname, entry.id);
+        return;
+    }
+    if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
+        cx.reply.error("NOAUTH Authentication required.");
+        cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
+        return;
+    }
+    cx.cmd_name = entry.static_name;
+    let start_len = cx.reply.len();
+    let t0 = Instant::now();
+    match spec.handler {
+        Handler::Shard(f) => {
+            let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
+                shard_of(args[spec.first_key as usize], cx.threads())
+            } else {
+                cx.worker.id
+            };
+            cx.run_on_shard(f, target, args).await;
+        }
+        Handler::Local(f) => f(cx, args),
+        Handler::Conn(f) => f(cx, args).await,
+        Handler::Container => {}
+    }
+    let usec = t0.elapsed().as_micros() as u64;
+    let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
+    let mut st = cx.worker.stats.borrow_mut();
+    st.commands_processed += 1;
+    let cs = st.cmd_mut(entry.id);
+    cs.calls += 1;
+    cs.usec += usec;
+    if failed {
+        cs.failed += 1;
+        let code = error_code(&cx.reply.buf[start_len..]);
+        *st.errors.entry(code).or_insert(0) += 1;
+        st.total_error_replies += 1;
+    }
+    let slower = cx.worker.shared.config.slowlog_slower_than();
+    if slower >= 0 && usec >= slower as u64 && spec.flags & flags::SKIP_SLOWLOG == 0 {
+        drop(st);
+        server::slowlog_record(cx, args, usec);
+    }
+}
+
+fn error_code(buf: &[u8]) -> String {
+    let end = buf
+        .iter()
+        .position(|&c| c == b' ' || c == b'\r')
+        .unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[1..end.max(1)]).into_owned()
+}
+
+fn count_rejected(cx: &mut ConnCtx, id: Option<usize>, code: &str) {
+    let mut st = cx.worker.stats.borrow_mut();
+    if let Some(id) = id {
+        st.cmd_mut(id).rejected += 1;
+    }
+    *st.errors.entry(code.to_string()).or_insert(0) += 1;
+    st.total_error_replies += 1;
+}
+
+fn arity_error(cx: &mut ConnCtx, fullname: &str, id: usize) {
+    cx.reply.error(&format!(
+        "ERR wrong number of arguments for '{fullname}' command"
+    ));
+    count_rejected(cx, Some(id), "ERR");
+}
+
+fn unknown_command(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let mut rest = String::new();
+    for a in &args[1..] {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        rest.push('\'');
+        rest.push_str(&util::trunc(a, room));
+        rest.push_str("' ");
+    }
+    cx.reply.error(&format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        util::trunc(args[0], 128),
+        rest
+    ));
+    count_rejected(cx, None, "ERR");
+}

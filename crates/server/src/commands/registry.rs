@@ -1,0 +1,122 @@
+//! The command lookup table, built once from every family's spec list.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::CommandSpec;
+
+pub struct Entry {
+    pub spec: &'static CommandSpec,
+    /// Dense id used to index per-thread command statistics.
+    pub id: usize,
+    /// "get", or "config|get" for a subcommand.
+    pub fullname: String,
+    /// Same as `fullname`, leaked once at startup so connections can hold it as `&'static str`.
+    pub static_name: &'static str,
+    pub subs: HashMap<Vec<u8>, Entry>,
+}
+
+impl Entry {
+    pub fn sub(&self, name: &[u8]) -> Option<&Entry> {
+        let mut buf = [0u8; 32];
+        let key = lower(name, &mut buf)?;
+        self.subs.get(key)
+    }
+}
+
+pub struct Registry {
+    pub by_name: HashMap<Vec<u8>, Entry>,
+    pub count: usize,
+}
+
+fn lower<'a>(name: &[u8], buf: &'a mut [u8; 32]) -> Option<&'a [u8]> {
+    if name.len() > buf.len() {
+        return None;
+    }
+    for (d, s) in buf.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    Some(&buf[..name.len()])
+}
+
+impl Registry {
+    #[inline]
+    pub fn lookup(&self, name: &[u8]) -> Option<&Entry> {
+        let mut buf = [0u8; 32];
+        let key = lower(name, &mut buf)?;
+        self.by_name.get(key)
+    }
+
+    /// Every top-level entry, sorted by name.
+    pub fn all(&self) -> Vec<&Entry> {
+        let mut v: Vec<&Entry> = self.by_name.values().collect();
+        v.sort_by(|a, b| a.fullname.cmp(&b.fullname));
+        v
+    }
+
+    /// Entry by dense id (for statistics output).
+    pub fn by_id(&self) -> Vec<&Entry> {
+        let mut out: Vec<Option<&Entry>> = vec![None; self.count];
+        for e in self.by_name.values() {
+            out[e.id] = Some(e);
+            for s in e.subs.values() {
+                out[s.id] = Some(s);
+            }
+        }
+        out.into_iter().flatten().collect()
+    }
+}
+
+pub fn families() -> Vec<&'static [CommandSpec]> {
+    vec![
+        super::string::COMMANDS,
+        super::bitmap::COMMANDS,
+        super::keys::COMMANDS,
+        super::connection::COMMANDS,
+        super::server::COMMANDS,
+    ]
+}
+
+pub fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut by_name = HashMap::new();
+        let mut id = 0;
+        for fam in families() {
+            for spec in fam.iter() {
+                let mut subs = HashMap::new();
+                for sub in spec.subcommands {
+                    let fullname = format!("{}|{}", spec.name, sub.name);
+                    let static_name: &'static str = Box::leak(fullname.clone().into_boxed_str());
+                    id += 1;
+                    subs.insert(
+                        sub.name.as_bytes().to_vec(),
+                        Entry {
+                            spec: sub,
+                            id,
+                            fullname,
+                            static_name,
+                            subs: HashMap::new(),
+                        },
+                    );
+                }
+                id += 1;
+                let prev = by_name.insert(
+                    spec.name.as_bytes().to_vec(),
+                    Entry {
+                        spec,
+                        id,
+                        fullname: spec.name.to_string(),
+                        static_name: spec.name,
+                        subs,
+                    },
+                );
+                debug_assert!(prev.is_none(), "duplicate command {}", spec.name);
+            }
+        }
+        Registry {
+            by_name,
+            count: id + 1,
+        }
+    })
+}

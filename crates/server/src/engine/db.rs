@@ -1,0 +1,403 @@
+//! One logical database (SELECT n) inside a shard: the main Dash table plus an expiry table.
+//!
+//! Expiry: keys with a TTL carry `FLAG_EXPIRE` in their main-table slot, and their absolute
+//! deadline (unix ms) lives in a second Dash table keyed by the same key. Keys without a TTL cost
+//! nothing extra and reads of them never touch the expiry table. Active expiry walks the expiry
+//! table (only volatile keys) with a stateless cursor, so it never scans the whole keyspace.
+
+use damselfly_dash::{DashTable, Pos, FLAG_A};
+
+use crate::types::{CompactStr, Value};
+
+/// Slot flag: the key has an entry in the expiry table.
+pub const FLAG_EXPIRE: u8 = FLAG_A;
+
+/// What happens to an existing TTL when a key is overwritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TtlMode {
+    /// Drop any TTL (plain SET).
+    Clear,
+    /// Keep the current TTL (SET KEEPTTL, in-place updates).
+    Keep,
+    /// Set this absolute deadline in unix ms.
+    At(u64),
+}
+
+#[derive(Default, Clone, Copy, Debug)]
+pub struct DbStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub expired: u64,
+}
+
+pub struct Db {
+    prime: DashTable<CompactStr, Value>,
+    expire: DashTable<CompactStr, u64>,
+    expire_cursor: u64,
+    pub stats: DbStats,
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Result of one active-expiry step on a db.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ExpireStep {
+    pub checked: usize,
+    pub expired: usize,
+    /// The cursor wrapped around: every volatile key was looked at once.
+    pub wrapped: bool,
+}
+
+impl Db {
+    pub fn new() -> Self {
+        Db {
+            prime: DashTable::new(),
+            expire: DashTable::new(),
+            expire_cursor: 0,
+            stats: DbStats::default(),
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.prime.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.prime.is_empty()
+    }
+
+    #[inline]
+    pub fn expires_len(&self) -> usize {
+        self.expire.len()
+    }
+
+    /// Bytes used by table structures (not values).
+    pub fn table_mem(&self) -> usize {
+        self.prime.mem_usage() + self.expire.mem_usage()
+    }
+
+    pub fn prime(&self) -> &DashTable<CompactStr, Value> {
+        &self.prime
+    }
+
+    /// Finds a live key, removing it first if its deadline has passed (passive expiry).
+    #[inline]
+    pub fn find(&mut self, key: &[u8], now: u64) -> Option<Pos> {
+        let pos = self.prime.find(key)?;
+        if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
+            if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
+                if at <= now {
+                    self.remove_at(pos);
+                    self.stats.expired += 1;
+                    return None;
+                }
+            }
+        }
+        Some(pos)
+    }
+
+    /// Lookup for a read command: counts keyspace hits/misses like Redis's lookupKeyRead.
+    #[inline]
+    pub fn find_read(&mut self, key: &[u8], now: u64) -> Option<Pos> {
+        let r = self.find(key, now);
+        if r.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        r
+    }
+
+    #[inline]
+    pub fn get(&mut self, key: &[u8], now: u64) -> Option<&Value> {
+        let pos = self.find(key, now)?;
+        Some(self.prime.at(pos).1)
+    }
+
+    #[inline]
+    pub fn get_read(&mut self, key: &[u8], now: u64) -> Option<&Value> {
+        let pos = self.find_read(key, now)?;
+        Some(self.prime.at(pos).1)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
+        let pos = self.find(key, now)?;
+        Some(self.prime.at_mut(pos).1)
+    }
+
+    #[inline]
+    pub fn at(&self, pos: Pos) -> (&CompactStr, &Value) {
+        self.prime.at(pos)
+    }
+
+    #[inline]
+    pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
+        self.prime.at_mut(pos).1
+    }
+
+    #[inline]
+    pub fn exists(&mut self, key: &[u8], now: u64) -> bool {
+        self.find(key, now).is_some()
+    }
+
+    /// Absolute deadline (unix ms) of the key at `pos`, if it has one.
+    #[inline]
+    pub fn expire_at(&self, pos: Pos) -> Option<u64> {
+        if self.prime.flags(pos) & FLAG_EXPIRE == 0 {
+            return None;
+        }
+        let key = self.prime.at(pos).0.key();
+        self.expire.get(key).map(|(_, v)| *v)
+    }
+
+    /// Sets or clears the deadline of the key at `pos`. Positions stay valid (the expiry table is
+    /// a separate table).
+    pub fn set_expire(&mut self, pos: Pos, at: Option<u64>) {
+        let flags = self.prime.flags(pos);
+        let key = self.prime.at(pos).0.key();
+        match at {
+            Some(at) => {
+                if flags & FLAG_EXPIRE != 0 {
+                    if let Some((_, v)) = self.expire.get_mut(key) {
+                        *v = at;
+                        return;
+                    }
+                }
+                let k = CompactStr::from_bytes(key);
+                self.expire.insert(k, at);
+                self.prime.set_flags(pos, flags | FLAG_EXPIRE);
+            }
+            None => {
+                if flags & FLAG_EXPIRE != 0 {
+                    self.expire.remove(key);
+                    self.prime.set_flags(pos, flags & !FLAG_EXPIRE);
+                }
+            }
+        }
+    }
+
+    /// Inserts or overwrites `key`. Returns the position of the stored entry.
+    #[inline]
+    pub fn set(&mut self, key: &[u8], value: Value, ttl: TtlMode, now: u64) -> Pos {
+        match self.find(key, now) {
+            Some(pos) => {
+                *self.prime.at_mut(pos).1 = value;
+                match ttl {
+                    TtlMode::Keep => {}
+                    TtlMode::Clear => self.set_expire(pos, None),
+                    TtlMode::At(at) => self.set_expire(pos, Some(at)),
+                }
+                pos
+            }
+            None => self.insert_new(key, value, ttl),
+        }
+    }
+
+    /// Inserts a key known to be absent (after `find` returned None).
+    #[inline]
+    pub fn insert_new(&mut self, key: &[u8], value: Value, ttl: TtlMode) -> Pos {
+        let pos = self.prime.insert_new(CompactStr::from_bytes(key), value);
+        if let TtlMode::At(at) = ttl {
+            self.set_expire(pos, Some(at));
+        }
+        pos
+    }
+
+    /// Inserts an owned key known to be absent (RENAME/MOVE keep the key object).
+    pub fn insert_new_owned(&mut self, key: CompactStr, value: Value, at: Option<u64>) -> Pos {
+        let pos = self.prime.insert_new(key, value);
+        if at.is_some() {
+            self.set_expire(pos, at);
+        }
+        pos
+    }
+
+    /// Removes the entry at `pos`, with its expiry.
+    pub fn remove_at(&mut self, pos: Pos) -> (CompactStr, Value) {
+        if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
+            let key = self.prime.at(pos).0.key();
+            self.expire.remove(key);
+        }
+        self.prime.remove_at(pos)
+    }
+
+    /// Removes a live key. Returns its value and deadline.
+    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<(CompactStr, Value, Option<u64>)> {
+        let pos = self.find(key, now)?;
+        let at = self.expire_at(pos);
+        let (k, v) = self.remove_at(pos);
+        Some((k, v, at))
+    }
+
+    pub fn clear(&mut self) {
+        self.prime.clear();
+        self.expire.clear();
+        self.expire_cursor = 0;
+    }
+
+    /// Swaps contents with another db (SWAPDB within a shard).
+    pub fn swap(&mut self, other: &mut Db) {
+        std::mem::swap(&mut self.prime, &mut other.prime);
+        std::mem::swap(&mut self.expire, &mut other.expire);
+        std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
+    }
+
+    /// One SCAN step over the main table. `f` gets every visited live-or-stale entry with its
+    /// deadline; callers filter expired ones.
+    pub fn scan<F: FnMut(&CompactStr, &Value, Option<u64>)>(&self, cursor: u64, mut f: F) -> u64 {
+        let expire = &self.expire;
+        self.prime.scan(cursor, |pos, k, v| {
+            let at = if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
+                expire.get(k.key()).map(|(_, v)| *v)
+            } else {
+                None
+            };
+            f(k, v, at)
+        })
+    }
+
+    /// A random live key (RANDOMKEY). Expired keys met on the way are deleted.
+    pub fn random_key(&mut self, mut rnd: impl FnMut() -> u64, now: u64) -> Option<CompactStr> {
+        for _ in 0..100 {
+            let pos = self.prime.random_pos(rnd())?;
+            match self.expire_at(pos) {
+                Some(at) if at <= now => {
+                    self.remove_at(pos);
+                    self.stats.expired += 1;
+                }
+                _ => return Some(self.prime.at(pos).0.clone()),
+            }
+        }
+        // Mostly-expired table: fall back to a full pass.
+        let mut found = None;
+        let mut dead = Vec::new();
+        for (k, _) in self.prime.iter() {
+            let at = self.expire.get(k.key()).map(|(_, v)| *v);
+            match at {
+                Some(at) if at <= now => dead.push(k.clone()),
+                _ => {
+                    found = Some(k.clone());
+                    break;
+                }
+            }
+        }
+        for k in dead {
+            if let Some(pos) = self.prime.find(k.key()) {
+                self.remove_at(pos);
+                self.stats.expired += 1;
+            }
+        }
+        found
+    }
+
+    /// Iterates all entries (no expiry filtering). For snapshots/debug.
+    pub fn iter(&self) -> impl Iterator<Item = (&CompactStr, &Value)> + '_ {
+        self.prime.iter()
+    }
+
+    /// Active expiry: walks the expiry table from where it stopped last time, looking at up to
+    /// `max_checks` volatile keys and deleting the expired ones.
+    pub fn active_expire(&mut self, now: u64, max_checks: usize) -> ExpireStep {
+        let mut step = ExpireStep::default();
+        if self.expire.is_empty() {
+            self.expire_cursor = 0;
+            step.wrapped = true;
+            return step;
+        }
+        let mut dead: Vec<CompactStr> = Vec::new();
+        while step.checked < max_checks {
+            let cur = self.expire_cursor;
+            let next = self.expire.scan(cur, |_, k, &at| {
+                step.checked += 1;
+                if at <= now {
+                    dead.push(k.clone());
+                }
+            });
+            self.expire_cursor = next;
+            if next == 0 {
+                step.wrapped = true;
+                break;
+            }
+        }
+        for k in dead {
+            if let Some(pos) = self.prime.find(k.key()) {
+                self.remove_at(pos);
+                self.stats.expired += 1;
+                step.expired += 1;
+            } else {
+                // Stale expiry entry without a main entry should not happen; heal it.
+                self.expire.remove(k.key());
+            }
+        }
+        step
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[u8]) -> Value {
+        Value::Str(CompactStr::from_value(v))
+    }
+
+    #[test]
+    fn passive_expiry() {
+        let mut db = Db::new();
+        db.set(b"a", s(b"1"), TtlMode::At(1000), 0);
+        db.set(b"b", s(b"2"), TtlMode::Clear, 0);
+        assert!(db.exists(b"a", 999));
+        assert_eq!(db.expires_len(), 1);
+        assert!(!db.exists(b"a", 1000));
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.expires_len(), 0);
+        assert_eq!(db.stats.expired, 1);
+    }
+
+    #[test]
+    fn overwrite_clears_or_keeps_ttl() {
+        let mut db = Db::new();
+        db.set(b"a", s(b"1"), TtlMode::At(1000), 0);
+        let p = db.set(b"a", s(b"2"), TtlMode::Keep, 0);
+        assert_eq!(db.expire_at(p), Some(1000));
+        let p = db.set(b"a", s(b"3"), TtlMode::Clear, 0);
+        assert_eq!(db.expire_at(p), None);
+        assert_eq!(db.expires_len(), 0);
+    }
+
+    #[test]
+    fn active_expiry_reaches_every_volatile_key() {
+        let mut db = Db::new();
+        for i in 0..10_000u32 {
+            let k = format!("k{i}");
+            let ttl = if i % 2 == 0 {
+                TtlMode::At(500)
+            } else {
+                TtlMode::At(5000)
+            };
+            db.set(k.as_bytes(), s(b"v"), ttl, 0);
+        }
+        for i in 0..1000u32 {
+            db.set(format!("p{i}").as_bytes(), s(b"v"), TtlMode::Clear, 0);
+        }
+        let mut total = 0;
+        loop {
+            let st = db.active_expire(1000, 100);
+            assert!(st.checked <= 100 + 60 * 14, "a step is bounded");
+            total += st.expired;
+            if st.wrapped {
+                break;
+            }
+        }
+        assert_eq!(total, 5000);
+        assert_eq!(db.len(), 6000);
+        assert_eq!(db.expires_len(), 5000);
+    }
+}

@@ -1,0 +1,11 @@
+//! The shared-nothing engine: one shard per thread, cross-thread calls through inboxes.
+
+pub mod clock;
+pub mod db;
+pub mod inbox;
+pub mod router;
+pub mod shard;
+pub mod worker;
+
+pub use router::shard_of;
+pub use worker::{Shared, Worker};

@@ -1,0 +1,76 @@
+//! A shard: the slice of the keyspace owned by one thread. Only that thread touches it, so it is a
+//! plain single-threaded state machine (no locks); everything else reaches it through messages.
+
+use super::db::Db;
+
+/// Bounded work per active-expiry tick so a shard never stalls its connections.
+const EXPIRE_CHECKS_PER_TICK: usize = 2000;
+
+pub struct Shard {
+    pub id: usize,
+    pub dbs: Vec<Db>,
+    /// DEBUG SET-ACTIVE-EXPIRE toggles this.
+    pub active_expire: bool,
+    rng: u64,
+    pub expire_cycles: u64,
+}
+
+impl Shard {
+    pub fn new(id: usize, dbnum: usize) -> Self {
+        Shard {
+            id,
+            dbs: (0..dbnum.max(1)).map(|_| Db::new()).collect(),
+            active_expire: true,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+            expire_cycles: 0,
+        }
+    }
+
+    #[inline]
+    pub fn db(&mut self, i: usize) -> &mut Db {
+        &mut self.dbs[i]
+    }
+
+    /// xorshift64*: cheap randomness for sampling (RANDOMKEY, eviction), not for security.
+    #[inline]
+    pub fn rand(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Periodic work driven by `--hz`: active expiry over every db, bounded per tick. If a db had
+    /// many expired keys in its sample, it gets more budget next tick (like Redis's adaptive cycle).
+    pub fn tick(&mut self, now: u64) {
+        if !self.active_expire {
+            return;
+        }
+        self.expire_cycles += 1;
+        let per_db = (EXPIRE_CHECKS_PER_TICK / self.dbs.len().max(1)).max(64);
+        for db in self.dbs.iter_mut() {
+            if db.expires_len() == 0 {
+                continue;
+            }
+            let mut budget = per_db;
+            loop {
+                let st = db.active_expire(now, budget);
+                // Keep going while more than a quarter of the sample was expired.
+                if st.wrapped
+                    || st.checked == 0
+                    || st.expired * 4 < st.checked
+                    || budget >= per_db * 8
+                {
+                    break;
+                }
+                budget *= 2;
+            }
+        }
+    }
+
+    pub fn keys_total(&self) -> usize {
+        self.dbs.iter().map(|d| d.len()).sum()
+    }
+}

@@ -1,0 +1,367 @@
+//! Per-thread worker: one Tokio current-thread runtime, one shard, the connections accepted onto
+//! this thread, and the machinery to run closures on other threads and get results back.
+//!
+//! A call to another shard pushes a closure into the destination's inbox; the destination runs it
+//! and pushes the completion back into the caller's inbox, where the caller's inbox task resolves
+//! a local slot and wakes the waiting connection with a same-thread (syscall-free) wake.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::clock;
+use super::inbox::{Inbox, Msg};
+use super::shard::Shard;
+use crate::config::Config;
+use crate::server::client::ClientRegistry;
+use crate::stats::ThreadStats;
+
+/// State shared by all threads: read-mostly, and only atomics or the inboxes on hot paths.
+pub struct Shared {
+    pub threads: usize,
+    pub inboxes: Vec<Inbox>,
+    pub config: Arc<Config>,
+    pub next_client_id: AtomicU64,
+    pub connected_clients: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub started: Instant,
+    pub started_unix_ms: u64,
+    pub shutdown: AtomicBool,
+    pub shutdown_notify: tokio::sync::Notify,
+    pub run_id: String,
+    /// Unix time of the last successful save (LASTSAVE).
+    pub last_save: AtomicU64,
+    pub next_conn_thread: AtomicUsize,
+}
+
+impl Shared {
+    pub fn new(config: Arc<Config>) -> Arc<Self> {
+        let threads = config.threads();
+        let now = clock::unix_ms();
+        Arc::new(Shared {
+            threads,
+            // One queue per shard thread plus one for outside senders (the main thread).
+            inboxes: (0..threads).map(|_| Inbox::new(threads + 1)).collect(),
+            config,
+            next_client_id: AtomicU64::new(1),
+            connected_clients: AtomicUsize::new(0),
+            total_connections: AtomicU64::new(0),
+            rejected_connections: AtomicU64::new(0),
+            started: Instant::now(),
+            started_unix_ms: now,
+            shutdown: AtomicBool::new(false),
+            shutdown_notify: tokio::sync::Notify::new(),
+            run_id: make_run_id(now),
+            last_save: AtomicU64::new(now / 1000),
+            next_conn_thread: AtomicUsize::new(0),
+        })
+    }
+
+    /// Sends `f` to run on thread `dst` without waiting for a result. `src` is the sending thread
+    /// id, or `threads` for the main thread.
+    pub fn post(&self, src: usize, dst: usize, f: Msg) {
+        self.inboxes[dst].push(src, f);
+    }
+}
+
+fn make_run_id(seed: u64) -> String {
+    let mut x = seed ^ (std::process::id() as u64).rotate_left(32) ^ 0x51_7cc1_b727_220a_95;
+    let mut s = String::with_capacity(40);
+    for _ in 0..40 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push(char::from_digit((x % 16) as u32, 16).unwrap_or('0'));
+    }
+    s
+}
+
+enum Slot {
+    Free(usize),
+    Waiting(Option<Waker>),
+    Done(Box<dyn Any + Send>),
+    Abandoned,
+}
+
+/// Outstanding cross-thread calls made by this thread.
+struct Pending {
+    slots: Vec<Slot>,
+    free: usize,
+}
+
+const NO_SLOT: usize = usize::MAX;
+
+impl Pending {
+    fn alloc(&mut self) -> usize {
+        if self.free != NO_SLOT {
+            let i = self.free;
+            self.free = match self.slots[i] {
+                Slot::Free(next) => next,
+                _ => NO_SLOT,
+            };
+            self.slots[i] = Slot::Waiting(None);
+            i
+        } else {
+            self.slots.push(Slot::Waiting(None));
+            self.slots.len() - 1
+        }
+    }
+
+    fn release(&mut self, i: usize) {
+        self.slots[i] = Slot::Free(self.free);
+        self.free = i;
+    }
+}
+
+pub struct Worker {
+    pub id: usize,
+    pub shared: Arc<Shared>,
+    pub shard: RefCell<Shard>,
+    pending: RefCell<Pending>,
+    pub clients: RefCell<ClientRegistry>,
+    pub stats: RefCell<ThreadStats>,
+    /// Set while a DEBUG SLEEP-like operation blocks this thread, for diagnostics.
+    pub busy: Cell<bool>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
+}
+
+impl Worker {
+    pub fn new(id: usize, shared: Arc<Shared>) -> Rc<Self> {
+        let dbnum = shared.config.dbnum();
+        let w = Rc::new(Worker {
+            id,
+            shard: RefCell::new(Shard::new(id, dbnum)),
+            shared,
+            pending: RefCell::new(Pending {
+                slots: Vec::new(),
+                free: NO_SLOT,
+            }),
+            clients: RefCell::new(ClientRegistry::default()),
+            stats: RefCell::new(ThreadStats::default()),
+            busy: Cell::new(false),
+        });
+        CURRENT.with(|c| *c.borrow_mut() = Some(w.clone()));
+        w
+    }
+
+    /// The worker of the calling thread (inside a shard thread).
+    pub fn current() -> Option<Rc<Worker>> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    #[inline]
+    pub fn threads(&self) -> usize {
+        self.shared.threads
+    }
+
+    /// Fire-and-forget: run `f` on thread `dst` (or right away if it is this thread).
+    pub fn post<F>(self: &Rc<Self>, dst: usize, f: F)
+    where
+        F: FnOnce(&Rc<Worker>) + Send + 'static,
+    {
+        if dst == self.id {
+            f(self);
+        } else {
+            self.shared
+                .post(self.id, dst, Box::new(move |w: &Worker| with_rc(w, f)));
+        }
+    }
+
+    /// Runs `f` on thread `dst` and returns a future of its result. The message is sent before
+    /// this returns, so several calls issued back to back run in parallel on their shards.
+    pub fn call<R, F>(self: &Rc<Self>, dst: usize, f: F) -> Call<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Rc<Worker>) -> R + Send + 'static,
+    {
+        if dst == self.id {
+            return Call {
+                state: CallState::Ready(Some(f(self))),
+            };
+        }
+        let slot = self.pending.borrow_mut().alloc();
+        let origin = self.id;
+        self.shared.post(
+            self.id,
+            dst,
+            Box::new(move |w: &Worker| {
+                let r = with_rc(w, f);
+                let boxed: Box<dyn Any + Send> = Box::new(r);
+                w.shared.post(
+                    w.id,
+                    origin,
+                    Box::new(move |ow: &Worker| ow.complete(slot, boxed)),
+                );
+            }),
+        );
+        Call {
+            state: CallState::Remote {
+                worker: self.clone(),
+                slot,
+                _r: std::marker::PhantomData,
+            },
+        }
+    }
+
+    /// Runs `f` on every shard thread, in parallel, and returns the results in shard order.
+    pub async fn broadcast<R, F>(self: &Rc<Self>, f: F) -> Vec<R>
+    where
+        R: Send + 'static,
+        F: Fn(&Rc<Worker>) -> R + Send + Sync + Clone + 'static,
+    {
+        let mut calls: Vec<Call<R>> = Vec::with_capacity(self.threads());
+        // Remote shards first so they work while we run the local part.
+        for t in 0..self.threads() {
+            if t != self.id {
+                calls.push(self.call(t, f.clone()));
+            }
+        }
+        let local = f(self);
+        let mut out = Vec::with_capacity(self.threads());
+        let mut remote = calls.into_iter();
+        for t in 0..self.threads() {
+            if t == self.id {
+                out.push(None);
+            } else if let Some(c) = remote.next() {
+                out.push(Some(c.await));
+            }
+        }
+        let mut local = Some(local);
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| local.take().expect("one local result")))
+            .collect()
+    }
+
+    fn complete(&self, slot: usize, value: Box<dyn Any + Send>) {
+        let mut p = self.pending.borrow_mut();
+        match std::mem::replace(&mut p.slots[slot], Slot::Done(value)) {
+            Slot::Waiting(w) => {
+                drop(p);
+                if let Some(w) = w {
+                    w.wake();
+                }
+            }
+            Slot::Abandoned => p.release(slot),
+            _ => debug_assert!(false, "completion for a slot that was not waiting"),
+        }
+    }
+
+    /// Runs on each thread: executes messages from other threads.
+    pub async fn run_inbox(self: Rc<Self>) {
+        let inbox = &self.shared.inboxes[self.id];
+        let mut batch: Vec<Msg> = Vec::with_capacity(64);
+        loop {
+            inbox.begin_drain();
+            loop {
+                let all_empty = inbox.pop_batch(256, &mut batch);
+                for m in batch.drain(..) {
+                    m(&self);
+                }
+                if all_empty {
+                    break;
+                }
+                // Let this thread's connections run between large batches.
+                tokio::task::yield_now().await;
+            }
+            inbox.wait().await;
+        }
+    }
+
+    /// Runs on each thread: periodic shard maintenance at `--hz`.
+    pub async fn run_ticker(self: Rc<Self>) {
+        loop {
+            let hz = self.shared.config.hz().clamp(1, 500);
+            tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+            if self.shared.shutdown.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = clock::unix_ms();
+            self.shard.borrow_mut().tick(now);
+        }
+    }
+}
+
+fn with_rc<R>(w: &Worker, f: impl FnOnce(&Rc<Worker>) -> R) -> R {
+    let rc = CURRENT.with(|c| c.borrow().clone());
+    match rc {
+        Some(rc) if rc.id == w.id => f(&rc),
+        _ => panic!("message executed outside its worker thread"),
+    }
+}
+
+enum CallState<R> {
+    Ready(Option<R>),
+    Remote {
+        worker: Rc<Worker>,
+        slot: usize,
+        _r: std::marker::PhantomData<R>,
+    },
+    Finished,
+}
+
+/// Future of a cross-thread call.
+pub struct Call<R> {
+    state: CallState<R>,
+}
+
+impl<R> Unpin for Call<R> {}
+
+impl<R: 'static> Future for Call<R> {
+    type Output = R;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        // SAFETY-free: Call is Unpin (no self-references).
+        let this = self.get_mut();
+        match &mut this.state {
+            CallState::Ready(r) => {
+                let r = r.take().expect("polled after completion");
+                this.state = CallState::Finished;
+                Poll::Ready(r)
+            }
+            CallState::Remote { worker, slot, .. } => {
+                let slot = *slot;
+                let mut p = worker.pending.borrow_mut();
+                match std::mem::replace(&mut p.slots[slot], Slot::Abandoned) {
+                    Slot::Done(v) => {
+                        p.release(slot);
+                        drop(p);
+                        this.state = CallState::Finished;
+                        match v.downcast::<R>() {
+                            Ok(r) => Poll::Ready(*r),
+                            Err(_) => panic!("cross-thread call returned the wrong type"),
+                        }
+                    }
+                    Slot::Waiting(_) => {
+                        p.slots[slot] = Slot::Waiting(Some(cx.waker().clone()));
+                        Poll::Pending
+                    }
+                    _ => panic!("cross-thread call slot in a bad state"),
+                }
+            }
+            CallState::Finished => panic!("Call polled after completion"),
+        }
+    }
+}
+
+impl<R> Drop for Call<R> {
+    fn drop(&mut self) {
+        if let CallState::Remote { worker, slot, .. } = &self.state {
+            let mut p = worker.pending.borrow_mut();
+            match p.slots[*slot] {
+                // The result arrived but nobody took it: free the slot now.
+                Slot::Done(_) => p.release(*slot),
+                // Still in flight: the completion will free it.
+                _ => p.slots[*slot] = Slot::Abandoned,
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Damselfly server: a multi-threaded, shared-nothing, Redis- and Memcached-compatible store.
+//!
+//! Where things live:
+//! - `config`   — flags, flagfile, `DFLY_*` env, CONFIG GET/SET registry.
+//! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing.
+//! - `types`    — compact value representations (`CompactStr`, `Value`).
+//! - `server`   — listeners, connections, client registry, HTTP console.
+//! - `commands` — the command table and one module per family (`string.rs`, `keys.rs`, ...).
+//! - `stats`    — per-thread counters behind INFO.
+
+pub mod commands;
+pub mod config;
+pub mod engine;
+pub mod server;
+pub mod stats;
+pub mod types;
+
+use std::net::TcpListener as StdListener;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use config::Config;
+use engine::{Shared, Worker};
+
+/// Starts the server and blocks until SHUTDOWN or a termination signal.
+pub fn start(cfg: Config) -> std::io::Result<()> {
+    let cfg = Arc::new(cfg);
+    let shared = Shared::new(cfg.clone());
+    let bind = cfg.get("bind").unwrap_or_default();
+    let port = cfg.port();
+    let listeners = server::listener::bind_all(&bind, port).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot listen on {bind}:{port}: {e}"))
+    })?;
+    eprintln!(
+        "damselfly v{} starting: port {} ({}), {} shard threads, pid {}",
+        env!("CARGO_PKG_VERSION"),
+        port,
+        bind,
+        shared.threads,
+        std::process::id()
+    );
+    let cpus = allowed_cpus();
+    let pin = cfg.bool("pin_threads");
+    let mut listeners = Some(listeners);
+    let mut handles = Vec::new();
+    for i in 0..shared.threads {
+        let shared = shared.clone();
+        let ls = if i == 0 {
+            listeners.take().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let cpu = if pin && !cpus.is_empty() {
+            Some(cpus[i % cpus.len()])
+        } else {
+            None
+        };
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("shard-{i}"))
+                .spawn(move || thread_main(i, shared, ls, cpu))?,
+        );
+    }
+    eprintln!("damselfly: ready to accept connections");
+    for h in handles {
+        let _ = h.join();
+    }
+    eprintln!("damselfly: bye");
+    Ok(())
+}
+
+fn thread_main(id: usize, shared: Arc<Shared>, listeners: Vec<StdListener>, cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        pin_to(cpu);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("damselfly: cannot start runtime on thread {id}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let w = Worker::new(id, shared.clone());
+        tokio::task::spawn_local(w.clone().run_inbox());
+        tokio::task::spawn_local(w.clone().run_ticker());
+        for l in listeners {
+            tokio::task::spawn_local(server::listener::accept_loop(w.clone(), l));
+        }
+        if id == 0 {
+            tokio::task::spawn_local(watch_signals(w.clone()));
+        }
+        wait_shutdown(&w).await;
+    });
+}
+
+/// Blocks until `request_shutdown` is called.
+async fn wait_shutdown(w: &Rc<Worker>) {
+    loop {
+        let n = w.shared.shutdown_notify.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        if w.shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        n.await;
+    }
+}
+
+/// Makes every shard thread leave its event loop; `start` then returns.
+pub fn request_shutdown(shared: &Shared) {
+    shared.shutdown.store(true, Ordering::SeqCst);
+    shared.shutdown_notify.notify_waiters();
+}
+
+async fn watch_signals(w: Rc<Worker>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+    eprintln!("damselfly: received termination signal, shutting down");
+    request_shutdown(&w.shared);
+}
+
+/// CPUs this process may run on (respects `taskset`), so pinning never escapes the given set.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: plain libc calls on a zeroed cpu_set_t owned by this frame.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+fn pin_to(cpu: usize) {
+    // SAFETY: as above; pins only the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

@@ -1,0 +1,91 @@
+//! Per-connection client metadata, kept in the registry of the thread that owns the connection.
+//! CLIENT LIST / KILL broadcast to every thread and each answers for its own clients.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+#[derive(Clone, Debug)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub name: String,
+    pub lib_name: String,
+    pub lib_ver: String,
+    pub db: usize,
+    pub created: Instant,
+    pub last_interaction: Instant,
+    pub last_cmd: &'static str,
+    pub resp: u8,
+    pub multi: i64,
+    pub qbuf: usize,
+    pub omem: usize,
+    pub flags: String,
+    pub user: String,
+}
+
+impl ClientInfo {
+    /// One line of CLIENT LIST / CLIENT INFO in Redis 7's format.
+    pub fn line(&self) -> String {
+        let now = Instant::now();
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            self.name,
+            now.duration_since(self.created).as_secs(),
+            now.duration_since(self.last_interaction).as_secs(),
+            if self.flags.is_empty() { "N" } else { &self.flags },
+            self.db,
+            self.multi,
+            self.qbuf,
+            self.omem,
+            16384 + self.qbuf + self.omem,
+            self.last_cmd,
+            self.user,
+            self.resp,
+            self.lib_name,
+            self.lib_ver,
+        )
+    }
+}
+
+/// Shared between a connection task and its thread's registry.
+pub struct ClientHandle {
+    pub info: RefCell<ClientInfo>,
+    /// Set by CLIENT KILL (or shutdown); the connection closes at its next check.
+    pub killed: Cell<bool>,
+    /// Wakes the connection out of a blocking read when it is killed.
+    pub wake: Notify,
+}
+
+#[derive(Default)]
+pub struct ClientRegistry {
+    pub clients: BTreeMap<u64, Rc<ClientHandle>>,
+}
+
+impl ClientRegistry {
+    pub fn add(&mut self, h: Rc<ClientHandle>) {
+        let id = h.info.borrow().id;
+        self.clients.insert(id, h);
+    }
+
+    pub fn remove(&mut self, id: u64) {
+        self.clients.remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.clients.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty()
+    }
+}

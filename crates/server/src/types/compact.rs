@@ -1,0 +1,428 @@
+//! `CompactStr`: the 16-byte representation of keys and string values.
+//!
+//! Why: a per-key heap object costs an allocation header plus a pointer, which is most of Redis's
+//! per-key overhead. Strings of up to 15 bytes (most keys, small counters) live inline; integers
+//! are stored as `i64` (Redis's "int" encoding, also makes INCR cheap); longer strings are one
+//! exact-size heap block whose length lives in the struct, not in the block. The last byte is a
+//! tag enum so that `Option<CompactStr>` and enums wrapping it get a free niche.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::fmt;
+use std::ptr::NonNull;
+
+/// Inline capacity in bytes.
+pub const INLINE_CAP: usize = 15;
+
+/// Longest string we store (u32 length). Redis caps strings at 512 MB by default.
+pub const MAX_LEN: usize = u32::MAX as usize;
+
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[allow(dead_code)]
+enum Tag {
+    L0 = 0,
+    L1,
+    L2,
+    L3,
+    L4,
+    L5,
+    L6,
+    L7,
+    L8,
+    L9,
+    L10,
+    L11,
+    L12,
+    L13,
+    L14,
+    L15,
+    Heap,
+    Int,
+    /// Heap string that was modified in place (APPEND/SETRANGE): Redis reports it as "raw".
+    HeapRaw,
+}
+
+impl Tag {
+    #[inline]
+    fn inline(len: usize) -> Tag {
+        debug_assert!(len <= INLINE_CAP);
+        // SAFETY: Tag is repr(u8) with contiguous discriminants 0..=15 for inline lengths.
+        unsafe { std::mem::transmute::<u8, Tag>(len as u8) }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+union Word {
+    ptr: *mut u8,
+    int: i64,
+    bytes: [u8; 8],
+}
+
+/// See the module docs. Layout: `w0` (8 bytes: pointer, i64 or inline bytes 0..8), `w1` (7 bytes:
+/// inline bytes 8..15, or the heap length in its first 4 bytes), `tag`.
+#[repr(C)]
+pub struct CompactStr {
+    w0: Word,
+    w1: [u8; 7],
+    tag: Tag,
+}
+
+// SAFETY: the heap block is uniquely owned, like a Box<[u8]>.
+unsafe impl Send for CompactStr {}
+unsafe impl Sync for CompactStr {}
+
+const _: () = assert!(std::mem::size_of::<CompactStr>() == 16);
+const _: () = assert!(std::mem::size_of::<Option<CompactStr>>() == 16);
+
+/// The encoding Redis would report for a string value (OBJECT ENCODING).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StrEncoding {
+    Int,
+    Embstr,
+    Raw,
+}
+
+impl StrEncoding {
+    pub fn name(self) -> &'static str {
+        match self {
+            StrEncoding::Int => "int",
+            StrEncoding::Embstr => "embstr",
+            StrEncoding::Raw => "raw",
+        }
+    }
+}
+
+/// Scratch space for formatting an int-encoded value as bytes without allocating.
+pub type IntBuf = [u8; 20];
+
+impl CompactStr {
+    /// An empty string.
+    pub const fn empty() -> Self {
+        CompactStr {
+            w0: Word { bytes: [0; 8] },
+            w1: [0; 7],
+            tag: Tag::L0,
+        }
+    }
+
+    /// Stores `b` verbatim (never int-encoded): used for keys and binary values.
+    #[inline]
+    pub fn from_bytes(b: &[u8]) -> Self {
+        if b.len() <= INLINE_CAP {
+            let mut s = CompactStr::empty();
+            let mut raw = [0u8; 15];
+            raw[..b.len()].copy_from_slice(b);
+            let mut w0 = [0u8; 8];
+            w0.copy_from_slice(&raw[..8]);
+            s.w0 = Word { bytes: w0 };
+            s.w1.copy_from_slice(&raw[8..15]);
+            s.tag = Tag::inline(b.len());
+            s
+        } else {
+            Self::heap(b, Tag::Heap)
+        }
+    }
+
+    /// Stores a string value the way Redis's `tryObjectEncoding` would: integers that round-trip
+    /// exactly (no leading zeros/plus, at most 20 chars) become int-encoded.
+    #[inline]
+    pub fn from_value(b: &[u8]) -> Self {
+        if !b.is_empty() && b.len() <= 20 {
+            if let Some(v) = parse_strict_i64(b) {
+                return Self::from_int(v);
+            }
+        }
+        Self::from_bytes(b)
+    }
+
+    /// Like `from_value` but a heap result is reported as "raw" (value built by APPEND/SETRANGE).
+    pub fn from_value_raw(b: &[u8]) -> Self {
+        let mut s = Self::from_bytes(b);
+        if s.tag == Tag::Heap {
+            s.tag = Tag::HeapRaw;
+        }
+        s
+    }
+
+    #[inline]
+    pub fn from_int(v: i64) -> Self {
+        CompactStr {
+            w0: Word { int: v },
+            w1: [0; 7],
+            tag: Tag::Int,
+        }
+    }
+
+    fn heap(b: &[u8], tag: Tag) -> Self {
+        assert!(b.len() <= MAX_LEN, "string too long");
+        let layout = Layout::array::<u8>(b.len()).expect("layout");
+        // SAFETY: layout has non-zero size (len > INLINE_CAP); we copy exactly len bytes.
+        let ptr = unsafe {
+            let p = alloc(layout);
+            let p = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p.as_ptr(), b.len());
+            p.as_ptr()
+        };
+        let mut w1 = [0u8; 7];
+        w1[..4].copy_from_slice(&(b.len() as u32).to_le_bytes());
+        CompactStr {
+            w0: Word { ptr },
+            w1,
+            tag,
+        }
+    }
+
+    #[inline]
+    fn is_heap(&self) -> bool {
+        matches!(self.tag, Tag::Heap | Tag::HeapRaw)
+    }
+
+    #[inline]
+    fn heap_len(&self) -> usize {
+        u32::from_le_bytes([self.w1[0], self.w1[1], self.w1[2], self.w1[3]]) as usize
+    }
+
+    /// Integer value if int-encoded.
+    #[inline]
+    pub fn as_int(&self) -> Option<i64> {
+        if self.tag == Tag::Int {
+            // SAFETY: tag says the word holds an int.
+            Some(unsafe { self.w0.int })
+        } else {
+            None
+        }
+    }
+
+    /// Bytes of a string that is not int-encoded (always true for keys).
+    #[inline]
+    pub fn raw_bytes(&self) -> Option<&[u8]> {
+        match self.tag {
+            Tag::Int => None,
+            Tag::Heap | Tag::HeapRaw => {
+                // SAFETY: heap tag: ptr points to heap_len initialised bytes we own.
+                Some(unsafe { std::slice::from_raw_parts(self.w0.ptr, self.heap_len()) })
+            }
+            t => {
+                let len = t as usize;
+                // SAFETY: inline: the first `len` bytes of the struct (w0 then w1, contiguous in
+                // repr(C)) were written as bytes.
+                Some(unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, len) })
+            }
+        }
+    }
+
+    /// Key bytes. Keys are never int-encoded.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        self.raw_bytes().unwrap_or(&[])
+    }
+
+    /// The value's bytes; int-encoded values are formatted into `buf`.
+    #[inline]
+    pub fn bytes<'a>(&'a self, buf: &'a mut IntBuf) -> &'a [u8] {
+        match self.as_int() {
+            Some(v) => fmt_i64(v, buf),
+            None => self.raw_bytes().unwrap_or(&[]),
+        }
+    }
+
+    /// Owned copy of the bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut b = [0u8; 20];
+        self.bytes(&mut b).to_vec()
+    }
+
+    /// Length of the string representation (STRLEN).
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self.tag {
+            Tag::Int => {
+                let mut b = [0u8; 20];
+                self.bytes(&mut b).len()
+            }
+            Tag::Heap | Tag::HeapRaw => self.heap_len(),
+            t => t as usize,
+        }
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn encoding(&self) -> StrEncoding {
+        match self.tag {
+            Tag::Int => StrEncoding::Int,
+            Tag::HeapRaw => StrEncoding::Raw,
+            _ if self.len() <= 44 => StrEncoding::Embstr,
+            _ => StrEncoding::Raw,
+        }
+    }
+
+    /// Heap bytes owned beyond the 16-byte struct (for MEMORY USAGE / accounting).
+    pub fn heap_size(&self) -> usize {
+        if self.is_heap() {
+            self.heap_len()
+        } else {
+            0
+        }
+    }
+}
+
+impl Drop for CompactStr {
+    #[inline]
+    fn drop(&mut self) {
+        if self.is_heap() {
+            let len = self.heap_len();
+            // SAFETY: allocated in `heap` with exactly this layout.
+            unsafe { dealloc(self.w0.ptr, Layout::array::<u8>(len).expect("layout")) }
+        }
+    }
+}
+
+impl Clone for CompactStr {
+    fn clone(&self) -> Self {
+        match self.tag {
+            Tag::Heap | Tag::HeapRaw => Self::heap(self.raw_bytes().unwrap_or(&[]), self.tag),
+            // SAFETY: inline and int representations are plain bytes.
+            _ => CompactStr {
+                w0: self.w0,
+                w1: self.w1,
+                tag: self.tag,
+            },
+        }
+    }
+}
+
+impl PartialEq for CompactStr {
+    fn eq(&self, other: &Self) -> bool {
+        let (mut a, mut b) = ([0u8; 20], [0u8; 20]);
+        self.bytes(&mut a) == other.bytes(&mut b)
+    }
+}
+impl Eq for CompactStr {}
+
+impl fmt::Debug for CompactStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut b = [0u8; 20];
+        write!(f, "{:?}", String::from_utf8_lossy(self.bytes(&mut b)))
+    }
+}
+
+impl damselfly_dash::TableKey for CompactStr {
+    #[inline]
+    fn key_bytes(&self) -> &[u8] {
+        self.key()
+    }
+}
+
+/// Formats `v` into `buf`, returning the used tail.
+#[inline]
+pub fn fmt_i64(v: i64, buf: &mut IntBuf) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
+/// Redis `string2ll`: optional '-', digits, no leading zeros (except "0"), no '+', no spaces.
+#[inline]
+pub fn parse_strict_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = if s[0] == b'-' {
+        (true, &s[1..])
+    } else {
+        (false, s)
+    };
+    if digits.is_empty() || digits[0] == b'0' {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else if v > i64::MAX as u64 {
+        None
+    } else {
+        Some(v as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_heap_int_roundtrip() {
+        for s in [
+            &b""[..],
+            b"a",
+            b"fifteen_bytes!!",
+            b"sixteen_bytes!!!",
+            &[0u8, 1, 2, 255][..],
+        ] {
+            let c = CompactStr::from_bytes(s);
+            assert_eq!(c.key(), s);
+            assert_eq!(c.len(), s.len());
+            let d = c.clone();
+            assert_eq!(d.key(), s);
+        }
+        let long = vec![7u8; 1000];
+        let c = CompactStr::from_value(&long);
+        assert_eq!(c.raw_bytes().unwrap(), &long[..]);
+        assert_eq!(c.encoding(), StrEncoding::Raw);
+        let i = CompactStr::from_value(b"-12345");
+        assert_eq!(i.as_int(), Some(-12345));
+        assert_eq!(i.encoding(), StrEncoding::Int);
+        assert_eq!(i.len(), 6);
+        assert_eq!(i.to_vec(), b"-12345");
+        assert_eq!(CompactStr::from_value(b"012").as_int(), None);
+        assert_eq!(CompactStr::from_value(b"+1").as_int(), None);
+        assert_eq!(
+            CompactStr::from_value(b"9223372036854775808").as_int(),
+            None
+        );
+        assert_eq!(
+            CompactStr::from_value(b"-9223372036854775808").as_int(),
+            Some(i64::MIN)
+        );
+        assert_eq!(
+            CompactStr::from_value(b"hello world").encoding(),
+            StrEncoding::Embstr
+        );
+    }
+
+    #[test]
+    fn fmt_extremes() {
+        let mut b = [0u8; 20];
+        assert_eq!(fmt_i64(i64::MIN, &mut b), b"-9223372036854775808");
+        assert_eq!(fmt_i64(0, &mut b), b"0");
+        assert_eq!(fmt_i64(i64::MAX, &mut b), b"9223372036854775807");
+    }
+}
