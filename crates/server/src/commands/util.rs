@@ -60,7 +60,7 @@ impl OwnedArgs {
         OwnedArgs { data, ends }
     }
 
-    pub fn from_iter<'a>(args: impl Iterator<Item = &'a [u8]>) -> Self {
+    pub fn collect<'a>(args: impl Iterator<Item = &'a [u8]>) -> Self {
         let mut data = Vec::new();
         let mut ends = Vec::new();
         for a in args {
@@ -120,7 +120,7 @@ where
         if gs.is_empty() || s == w.id {
             continue;
         }
-        let owned = OwnedArgs::from_iter(gs.iter().flat_map(|&g| {
+        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| {
             args[first + g * width..first + (g + 1) * width]
                 .iter()
                 .copied()

@@ -72,7 +72,7 @@ impl Shared {
 }
 
 fn make_run_id(seed: u64) -> String {
-    let mut x = seed ^ (std::process::id() as u64).rotate_left(32) ^ 0x51_7cc1_b727_220a_95;
+    let mut x = seed ^ (std::process::id() as u64).rotate_left(32) ^ 0x517c_c1b7_2722_0a95;
     let mut s = String::with_capacity(40);
     for _ in 0..40 {
         x ^= x << 13;
