@@ -601,7 +601,12 @@ fn ttl_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ms: bool, abs: bool) {
         Some(at) => {
             let at = at.min(i64::MAX as u64) as i64;
             let t = if abs { at } else { (at - now as i64).max(0) };
-            cx.reply.int(if ms { t } else { (t + 500) / 1000 });
+            // `t` is never negative; unsigned rounding matches Redis even at the top of the range.
+            cx.reply.int(if ms {
+                t
+            } else {
+                ((t as u64 + 500) / 1000) as i64
+            });
         }
     }
 }
