@@ -125,7 +125,8 @@ pub static PARAMS: &[Param] = &[
     p(
         "proactor_threads",
         &["proactor-threads", "threads"],
-        Kind::Int(0, 1024),
+        // SCAN cursors carry the shard index in 8 bits.
+        Kind::Int(0, 256),
         "0",
         false,
         "number of shard threads (0 = number of CPUs)",
