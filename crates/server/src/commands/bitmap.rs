@@ -836,7 +836,7 @@ mod tests {
         assert_eq!(signed_overflow(127, 1, 8, Overflow::Wrap), (true, -128));
         assert_eq!(signed_overflow(127, 1, 8, Overflow::Sat), (true, 127));
         assert_eq!(signed_overflow(-128, -1, 8, Overflow::Sat), (true, -128));
-        assert_eq!(signed_overflow(5, 1, 8, Overflow::Wrap).0, false);
+        assert!(!signed_overflow(5, 1, 8, Overflow::Wrap).0);
         assert_eq!(
             signed_overflow(i64::MAX, 1, 64, Overflow::Wrap),
             (true, i64::MIN)

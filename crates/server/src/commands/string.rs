@@ -626,7 +626,7 @@ fn mget<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 fn mset_arity(cx: &mut ConnCtx, args: &[&[u8]], name: &str) -> bool {
-    if args.len() % 2 == 0 {
+    if args.len() & 1 == 0 {
         cx.reply.error(&format!(
             "ERR wrong number of arguments for '{name}' command"
         ));
@@ -653,7 +653,7 @@ fn mset<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !mset_arity(cx, args, "mset") {
             return;
         }
-        fan_out(cx, args, 1, 2, |c, kv| mset_pairs(c, kv)).await;
+        fan_out(cx, args, 1, 2, mset_pairs).await;
         cx.reply.ok();
     })
 }
@@ -697,7 +697,7 @@ fn msetnx<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             cx.reply.int(0);
             return;
         }
-        fan_out(cx, args, 1, 2, |c, kv| mset_pairs(c, kv)).await;
+        fan_out(cx, args, 1, 2, mset_pairs).await;
         cx.reply.int(1);
     })
 }
