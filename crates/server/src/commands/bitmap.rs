@@ -4,8 +4,6 @@
 //! bit of byte 0. Strings are edited in place (`CompactStr::make_raw_mut`), so SETBIT on a large
 //! bitmap does not copy it.
 
-use std::sync::Arc;
-
 use super::string::{cstr, on_key_shard, opt_is, read_strings, ReadStr};
 use super::util::*;
 use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
@@ -457,7 +455,6 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let res = compute_bitop(op, &srcs);
         drop(srcs);
         let len = res.len();
-        let res = Arc::new(res);
         let dest = args[2];
         on_key_shard(cx, dest, {
             let dest = dest.to_vec();
