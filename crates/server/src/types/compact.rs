@@ -259,13 +259,58 @@ impl CompactStr {
         Self::from_bytes(b)
     }
 
-    /// Like `from_value` but a heap result is reported as "raw" (value built by APPEND/SETRANGE).
+    /// A value built by APPEND/SETRANGE/SETBIT/BITOP: never int-encoded, and reported as "raw"
+    /// like Redis's modified-in-place sds strings (even short ones, so it lives on the heap).
+    /// Only the empty string stays inline.
     pub fn from_value_raw(b: &[u8]) -> Self {
-        let mut s = Self::from_bytes(b);
-        if s.tag == Tag::Heap {
-            s.tag = Tag::HeapRaw;
+        if b.is_empty() {
+            Self::empty()
+        } else {
+            Self::heap(b, Tag::HeapRaw)
         }
-        s
+    }
+
+    /// Makes this value a mutable "raw" heap string of at least `min_len` bytes (zero-padded
+    /// when it grows) and returns its bytes. Int-encoded, inline and shared-layout values are
+    /// converted first. Used by SETBIT/SETRANGE/BITFIELD/APPEND to edit in place instead of
+    /// rebuilding the whole string. The caller checks `min_len <= MAX_LEN`.
+    pub fn make_raw_mut(&mut self, min_len: usize) -> &mut [u8] {
+        assert!(min_len <= MAX_LEN, "string too long");
+        if self.tag != Tag::HeapRaw {
+            let mut b = [0u8; 20];
+            let cur = self.bytes(&mut b);
+            if cur.is_empty() && min_len == 0 {
+                return &mut [];
+            }
+            let mut v = Vec::with_capacity(cur.len().max(min_len));
+            v.extend_from_slice(cur);
+            if v.len() < min_len {
+                v.resize(min_len, 0);
+            }
+            *self = Self::heap(&v, Tag::HeapRaw);
+        } else {
+            let old = self.heap_len();
+            if old < min_len {
+                let layout = Layout::array::<u8>(old).expect("layout");
+                // SAFETY: the block was allocated with `layout` (old > 0 for heap strings); the
+                // new size is non-zero and at most MAX_LEN; the grown tail is zeroed below.
+                let p = unsafe {
+                    let p = std::alloc::realloc(self.w0.ptr, layout, min_len);
+                    if p.is_null() {
+                        std::alloc::handle_alloc_error(
+                            Layout::array::<u8>(min_len).expect("layout"),
+                        );
+                    }
+                    std::ptr::write_bytes(p.add(old), 0, min_len - old);
+                    p
+                };
+                self.w0 = Word { ptr: p };
+                self.w1[..4].copy_from_slice(&(min_len as u32).to_le_bytes());
+            }
+        }
+        let len = self.heap_len();
+        // SAFETY: HeapRaw: ptr points to `len` initialised bytes uniquely owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.w0.ptr, len) }
     }
 
     #[inline]
@@ -280,7 +325,8 @@ impl CompactStr {
     fn heap(b: &[u8], tag: Tag) -> Self {
         assert!(b.len() <= MAX_LEN, "string too long");
         let layout = Layout::array::<u8>(b.len()).expect("layout");
-        // SAFETY: layout has non-zero size (len > INLINE_CAP); we copy exactly len bytes.
+        // SAFETY: callers pass a non-empty `b`, so the layout has non-zero size; we copy exactly
+        // len bytes.
         let ptr = unsafe {
             let p = alloc(layout);
             let p = NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
@@ -550,6 +596,36 @@ mod tests {
             CompactStr::from_value(b"hello world").encoding(),
             StrEncoding::Embstr
         );
+    }
+
+    #[test]
+    fn raw_values_and_in_place_edits() {
+        let r = CompactStr::from_value_raw(b"12");
+        assert_eq!(r.as_int(), None);
+        assert_eq!(r.encoding(), StrEncoding::Raw);
+        assert_eq!(r.to_vec(), b"12");
+        assert_eq!(CompactStr::from_value_raw(b"").len(), 0);
+
+        let mut v = CompactStr::from_value(b"1234");
+        assert_eq!(v.encoding(), StrEncoding::Int);
+        v.make_raw_mut(0)[0] = b'2';
+        assert_eq!(v.to_vec(), b"2234");
+        assert_eq!(v.encoding(), StrEncoding::Raw);
+        let b = v.make_raw_mut(40);
+        assert_eq!(b.len(), 40);
+        b[39] = b'x';
+        assert_eq!(v.len(), 40);
+        let mut want = b"2234".to_vec();
+        want.resize(39, 0);
+        want.push(b'x');
+        assert_eq!(v.to_vec(), want);
+        let c = v.clone();
+        assert_eq!(c.encoding(), StrEncoding::Raw);
+        assert_eq!(c.to_vec(), want);
+
+        let mut e = CompactStr::empty();
+        assert!(e.make_raw_mut(0).is_empty());
+        assert_eq!(e.make_raw_mut(3), &[0, 0, 0]);
     }
 
     #[test]
