@@ -416,6 +416,13 @@ fn config_get_set_resetstat() {
     let mut r = srv.raw();
     r.send_exact("GET x\r\n", "-NOAUTH Authentication required.\r\n");
     let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", ""]);
+    // Parser limits apply to connections made after the change.
+    let _: () = q(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1000000"]);
+    let mut r = srv.raw();
+    r.send_exact(
+        "*3\r\n$3\r\nSET\r\n$1\r\na\r\n$2000000\r\n",
+        "-ERR Protocol error: invalid bulk length\r\n",
+    );
 
     for _ in 0..5 {
         let _: () = q(&mut c, &["SET", "a", "b"]);

@@ -716,7 +716,7 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         &mut o,
         "version",
         "gauge",
-        "",
+        "Damselfly version",
         &[(
             &format!("{{version=\"{}\"}}", env!("CARGO_PKG_VERSION")),
             "1".into(),
@@ -726,7 +726,7 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         &mut o,
         "role",
         "gauge",
-        "",
+        "Replication role",
         &[("{role=\"master\"}", "1".into())],
     );
     metric(
@@ -740,102 +740,126 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         &mut o,
         "uptime_in_seconds",
         "counter",
-        "",
+        "Server uptime in seconds",
         &one(shared.started.elapsed().as_secs()),
     );
     metric(
         &mut o,
         "connected_clients",
         "gauge",
-        "",
+        "Number of connected clients",
         &one(t.clients as u64),
     );
-    metric(&mut o, "blocked_clients", "gauge", "", &one(0));
+    metric(
+        &mut o,
+        "blocked_clients",
+        "gauge",
+        "Number of clients blocked on a blocking call",
+        &one(0),
+    );
     metric(
         &mut o,
         "memory_used_bytes",
         "gauge",
-        "",
+        "Memory used by the allocator in bytes",
         &one(t.mem.allocated),
     );
     metric(
         &mut o,
         "memory_used_peak_bytes",
         "gauge",
-        "",
+        "Peak memory used by the allocator in bytes",
         &one(t.mem.peak),
     );
     metric(
         &mut o,
         "used_memory_rss_bytes",
         "gauge",
-        "",
+        "Resident set size of the process in bytes",
         &one(t.mem.rss),
     );
     metric(
         &mut o,
         "memory_max_bytes",
         "gauge",
-        "",
+        "Maximum memory (maxmemory), 0 = unlimited",
         &one(cfg.maxmemory()),
     );
     metric(
         &mut o,
         "table_used_memory_bytes",
         "gauge",
-        "",
+        "Memory used by the key tables in bytes",
         &one(t.table_mem),
     );
     metric(
         &mut o,
         "connections_received_total",
         "counter",
-        "",
+        "Total connections accepted",
         &one(shared.total_connections.load(Ordering::Relaxed)),
     );
     metric(
         &mut o,
         "rejected_connections_total",
         "counter",
-        "",
+        "Total connections rejected",
         &one(shared.rejected_connections.load(Ordering::Relaxed)),
     );
     metric(
         &mut o,
         "commands_processed_total",
         "counter",
-        "",
+        "Total commands processed",
         &one(t.commands_processed),
     );
-    metric(&mut o, "keyspace_hits_total", "counter", "", &one(t.hits));
+    metric(
+        &mut o,
+        "keyspace_hits_total",
+        "counter",
+        "Successful key lookups",
+        &one(t.hits),
+    );
     metric(
         &mut o,
         "keyspace_misses_total",
         "counter",
-        "",
+        "Failed key lookups",
         &one(t.misses),
     );
     metric(
         &mut o,
         "net_input_bytes_total",
         "counter",
-        "",
+        "Bytes read from clients",
         &one(t.net_input_bytes),
     );
     metric(
         &mut o,
         "net_output_bytes_total",
         "counter",
-        "",
+        "Bytes written to clients",
         &one(t.net_output_bytes),
     );
-    metric(&mut o, "expired_keys_total", "counter", "", &one(t.expired));
-    metric(&mut o, "evicted_keys_total", "counter", "", &one(0));
+    metric(
+        &mut o,
+        "expired_keys_total",
+        "counter",
+        "Keys removed because their TTL passed",
+        &one(t.expired),
+    );
+    metric(
+        &mut o,
+        "evicted_keys_total",
+        "counter",
+        "Keys evicted because of maxmemory",
+        &one(0),
+    );
     metric(
         &mut o,
         "errors_total",
         "counter",
-        "",
+        "Error replies by error code",
         &t.errors
             .iter()
             .map(|(k, v)| (format!("{{error=\"{k}\"}}"), v.to_string()))
