@@ -266,8 +266,13 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let entry = if top.spec.subcommands.is_empty() {
         top
     } else if args.len() < 2 {
-        arity_error(cx, &top.fullname, top.id);
-        return;
+        // A container with its own handler (bare COMMAND) runs it; others need a subcommand.
+        if !matches!(top.spec.handler, Handler::Container) {
+            top
+        } else {
+            arity_error(cx, &top.fullname, top.id);
+            return;
+        }
     } else {
         match top.sub(args[1]) {
             Some(e) => e,

@@ -222,15 +222,16 @@ pub static PARAMS: &[Param] = &[
     p(
         "maxmemory-policy",
         &["maxmemory_policy"],
+        // Redis's order (it is listed in the CONFIG SET error).
         Kind::Enum(&[
-            "noeviction",
-            "allkeys-lru",
-            "allkeys-lfu",
-            "allkeys-random",
             "volatile-lru",
             "volatile-lfu",
             "volatile-random",
             "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
         ]),
         "noeviction",
         true,
