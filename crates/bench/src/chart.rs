@@ -80,7 +80,7 @@ fn fmt_value(v: f64) -> String {
         format!("{:.0}K", v / 1e3)
     } else if a >= 1e3 {
         format!("{:.1}K", v / 1e3)
-    } else if a >= 10.0 {
+    } else if a >= 10.0 || (a >= 1.0 && v.fract() == 0.0) {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.2}")

@@ -697,6 +697,7 @@ fn start_server(
         log,
     };
     let deadline = Instant::now() + Duration::from_secs(15);
+    let mut redis_ready_at: Option<Instant> = None;
     loop {
         if let Ok(Some(st)) = r.child.try_wait() {
             return Err(format!(
@@ -713,6 +714,16 @@ fn start_server(
         };
         if ok_redis && ok_mc {
             return Ok(r);
+        }
+        if ok_redis && spec.kind.speaks_redis() {
+            let t = *redis_ready_at.get_or_insert_with(Instant::now);
+            if t.elapsed() > Duration::from_secs(3) {
+                r.stop();
+                return Err(format!(
+                    "{} serves RESP but nothing answers memcache on --memcached_port",
+                    spec.kind.display()
+                ));
+            }
         }
         if Instant::now() > deadline {
             r.stop();
@@ -840,7 +851,11 @@ fn measure(ctx: &mut Ctx, spec: &ServerSpec, sc: &Scenario) -> Outcome<Measure> 
         };
         let errors = t("Errors") as u64;
         if ops > 0.0 && errors as f64 >= ops {
-            return Err("every request got an error reply (command not supported?)".into());
+            let first = v
+                .get("First error reply")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            return Err(format!("every request got an error reply: {first}"));
         }
         Ok(Measure {
             ops_sec: t("Ops/sec"),
@@ -1397,7 +1412,7 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
                             md,
                             "| {} | failed: {} | | | | | | | | | |",
                             k.display(),
-                            e.replace('|', "/")
+                            short_err(e)
                         );
                     }
                 }
@@ -1441,7 +1456,7 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
                             md,
                             "| {vs} | {} | failed: {} | | | | | |",
                             k.display(),
-                            e.replace('|', "/")
+                            short_err(e)
                         );
                     }
                 }
@@ -1465,6 +1480,15 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&workdir);
     }
     Ok(())
+}
+
+/// An error message fit for a table cell.
+fn short_err(e: &str) -> String {
+    let mut s: String = e.replace('|', "/").replace('`', "'");
+    if s.chars().count() > 110 {
+        s = s.chars().take(107).collect::<String>() + "...";
+    }
+    s
 }
 
 fn quote_args(v: &[String]) -> String {

@@ -180,7 +180,14 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
 /// memtier_benchmark-compatible load generator (run `damselfly-bench compare --help`
 /// for the side-by-side comparison runner).
 #[derive(Parser, Debug, Clone)]
-#[command(name = "damselfly-bench", version, about, long_about = None, args_override_self = true)]
+#[command(
+    name = "damselfly-bench",
+    version,
+    about,
+    long_about = None,
+    args_override_self = true,
+    after_help = "Comparison runner: damselfly-bench compare --help"
+)]
 pub struct BenchOpts {
     /// Server address.
     #[arg(short = 's', long = "server", default_value = "127.0.0.1")]

@@ -173,7 +173,8 @@ pub fn render_text(o: &BenchOpts, res: &RunResult) -> String {
     if errors > 0 {
         let _ = writeln!(
             s,
-            "\nWARNING: {errors} requests got error replies (counted in Ops/sec)."
+            "\nWARNING: {errors} requests got error replies (counted in Ops/sec); first: {}",
+            res.first_error_reply.as_deref().unwrap_or("?")
         );
     }
 
@@ -256,6 +257,7 @@ pub fn render_json(o: &BenchOpts, res: &RunResult) -> Value {
             "batch": o.batch,
         },
         "ALL STATS": Value::Object(all),
+        "First error reply": res.first_error_reply,
         "runtime": {
             "Start time": res.start_unix_ms as u64,
             "Finish time": res.start_unix_ms as u64 + dur_ms as u64,

@@ -77,6 +77,8 @@ pub struct RunResult {
     pub rows: Vec<RowStats>,
     pub duration: Duration,
     pub start_unix_ms: u128,
+    /// The first error reply seen, if any.
+    pub first_error_reply: Option<String>,
 }
 
 /// Everything clients share, immutable during the run.
@@ -121,6 +123,9 @@ struct Shared {
     stop: AtomicBool,
     failed: AtomicBool,
     first_error: Mutex<Option<String>>,
+    /// Text of the first error reply the server sent (e.g. "-ERR unknown command").
+    first_error_reply: Mutex<Option<String>>,
+    have_error_reply: AtomicBool,
     progress: Vec<Progress>,
     finished_threads: AtomicUsize,
 }
@@ -281,6 +286,8 @@ pub fn run(opts: &BenchOpts, show_progress: bool) -> Result<RunResult, String> {
         stop: AtomicBool::new(false),
         failed: AtomicBool::new(false),
         first_error: Mutex::new(None),
+        first_error_reply: Mutex::new(None),
+        have_error_reply: AtomicBool::new(false),
         progress: (0..threads).map(|_| Progress::default()).collect(),
         finished_threads: AtomicUsize::new(0),
     });
@@ -339,10 +346,12 @@ pub fn run(opts: &BenchOpts, show_progress: bool) -> Result<RunResult, String> {
         let first_error = shared.first_error.lock().ok().and_then(|g| g.clone());
         return Err(first_error.unwrap_or_else(|| "run failed".into()));
     }
+    let first_error_reply = shared.first_error_reply.lock().ok().and_then(|g| g.clone());
     Ok(RunResult {
         rows,
         duration: end.saturating_duration_since(start),
         start_unix_ms,
+        first_error_reply,
     })
 }
 
@@ -755,6 +764,13 @@ async fn client_loop(
                 }
                 .map_err(|e| format!("bad reply from {}: {e}", p.addr))?;
                 let Some((used, kind)) = parsed else { break };
+                if kind == ReplyKind::Error && !shared.have_error_reply.load(Ordering::Relaxed) {
+                    shared.have_error_reply.store(true, Ordering::Relaxed);
+                    let text = &rbuf[rstart..rstart + used.min(200)];
+                    if let Ok(mut g) = shared.first_error_reply.lock() {
+                        g.get_or_insert_with(|| String::from_utf8_lossy(text).trim().to_string());
+                    }
+                }
                 rstart += used;
                 if kind == ReplyKind::Push {
                     continue;
