@@ -86,6 +86,26 @@ impl Db {
         &self.prime
     }
 
+    /// Prefetch stages for a batch of lookups (pipelines): call `prefetch_1` for every key of the
+    /// batch, then `prefetch_2` for every key, then `prefetch_3`, then execute. Each stage only
+    /// issues cache-line loads, so the misses of the whole batch overlap.
+    #[inline]
+    pub fn prefetch_1(&self, hash: u64) {
+        self.prime.prefetch_meta(hash);
+    }
+
+    #[inline]
+    pub fn prefetch_2(&self, hash: u64) {
+        self.prime.prefetch_slots(hash);
+    }
+
+    #[inline]
+    pub fn prefetch_3(&self, key: &[u8], hash: u64) {
+        if let Some(pos) = self.prime.find_hashed(key, hash) {
+            self.prime.at(pos).1.prefetch();
+        }
+    }
+
     /// Finds a live key, removing it first if its deadline has passed (passive expiry).
     #[inline]
     pub fn find(&mut self, key: &[u8], now: u64) -> Option<Pos> {

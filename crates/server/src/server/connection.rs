@@ -7,17 +7,26 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use damselfly_protocol::{Parser, ParserLimits, Reply, RespVersion};
+use smallvec::SmallVec;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::client::{ClientHandle, ClientInfo};
-use crate::commands::{self, ConnCtx, ReplyMode};
+use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
 
 /// Initial read buffer and the minimum free space before a read.
 const READ_CHUNK: usize = 16 * 1024;
 /// Flush replies mid-batch beyond this, so one huge pipeline can't buffer unbounded output.
 const FLUSH_THRESHOLD: usize = 256 * 1024;
+/// Commands parsed ahead of execution per batch.
+const MAX_BATCH: usize = 64;
+/// Below this many commands in a batch, prefetching costs more than it saves.
+const PREFETCH_MIN_BATCH: usize = 4;
+
+/// Argument byte ranges of one parsed command inside the read buffer.
+type ArgRanges = SmallVec<[(usize, usize); 4]>;
+
 /// Grow toward a large bulk in steps no bigger than this: memory follows bytes actually received,
 /// so a client announcing a 512 MB bulk and sending nothing costs nothing.
 const MAX_RESERVE_STEP: usize = 4 * 1024 * 1024;
@@ -118,6 +127,8 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
     let mut parser = Parser::new(limits(&cx.worker));
     let mut start = 0usize;
     let mut first_read = true;
+    let mut batch: Vec<ArgRanges> = Vec::with_capacity(MAX_BATCH);
+    let mut hashes: Vec<Option<u64>> = Vec::with_capacity(MAX_BATCH);
     loop {
         // Make room for the next read, reserving toward a large bulk in bounded steps.
         let want = parser
@@ -148,35 +159,82 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             }
         }
 
-        // Execute every complete command, then flush once.
+        // Parse a batch of complete commands, prefetch the memory they will touch, execute them
+        // in order, and flush once.
         loop {
-            let end = rbuf.len();
-            match parser.next(&rbuf[start..end]) {
-                Ok(Some(consumed)) => {
-                    {
-                        let buf = &rbuf[start..start + consumed];
-                        let args: smallvec::SmallVec<[&[u8]; 8]> = parser.args(buf).collect();
-                        if !args.is_empty() {
-                            exec_one(cx, &args).await;
+            batch.clear();
+            let mut parse_err = None;
+            let mut immediate: Option<(usize, usize)> = None;
+            while batch.len() < MAX_BATCH {
+                let end = rbuf.len();
+                match parser.next(&rbuf[start..end]) {
+                    Ok(Some(consumed)) => {
+                        let base = rbuf.as_ptr() as usize;
+                        let mut ranges: ArgRanges = SmallVec::new();
+                        let mut in_buf = true;
+                        for a in parser.args(&rbuf[start..start + consumed]) {
+                            let off = (a.as_ptr() as usize).wrapping_sub(base);
+                            if off.checked_add(a.len()).map_or(true, |e| e > rbuf.len()) {
+                                in_buf = false;
+                                break;
+                            }
+                            ranges.push((off, off + a.len()));
                         }
-                        cx.client.info.borrow_mut().last_interaction = batch_start;
+                        let cmd_start = start;
+                        start += consumed;
+                        if !in_buf {
+                            // Inline command with unescaped args in the parser's scratch space:
+                            // run it before the parser is asked for the next command.
+                            immediate = Some((cmd_start, consumed));
+                            break;
+                        }
+                        if !ranges.is_empty() {
+                            batch.push(ranges);
+                        }
                     }
-                    start += consumed;
-                    if cx.close {
+                    Ok(None) => break,
+                    Err(e) => {
+                        parse_err = Some(e);
                         break;
                     }
-                    if cx.reply.len() >= FLUSH_THRESHOLD {
-                        flush(cx, stream).await?;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    cx.reply.error(&format!("ERR {e}"));
-                    cx.close = true;
-                    break;
                 }
             }
+            if batch.len() >= PREFETCH_MIN_BATCH {
+                prefetch_batch(cx, &rbuf, &batch, &mut hashes);
+            }
+            for ranges in batch.iter() {
+                let args: SmallVec<[&[u8]; 8]> = ranges.iter().map(|&(a, b)| &rbuf[a..b]).collect();
+                exec_one(cx, &args).await;
+                if cx.close {
+                    break;
+                }
+                if cx.reply.len() >= FLUSH_THRESHOLD {
+                    flush(cx, stream).await?;
+                }
+            }
+            if cx.close {
+                break;
+            }
+            if let Some((s0, n)) = immediate {
+                let args: SmallVec<[&[u8]; 8]> = parser.args(&rbuf[s0..s0 + n]).collect();
+                if !args.is_empty() {
+                    exec_one(cx, &args).await;
+                }
+                if cx.close {
+                    break;
+                }
+                continue;
+            }
+            if let Some(e) = parse_err {
+                cx.reply.error(&format!("ERR {e}"));
+                cx.close = true;
+                break;
+            }
+            if batch.len() < MAX_BATCH {
+                break;
+            }
         }
+        cx.client.info.borrow_mut().last_interaction = batch_start;
         flush(cx, stream).await?;
         if cx.close || cx.client.killed.get() {
             return Ok(());
@@ -228,4 +286,45 @@ async fn flush(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> 
         cx.reply.buf.shrink_to(READ_CHUNK);
     }
     Ok(())
+}
+
+/// Valkey-style batched prefetch: for every single-key command of the batch whose key lives on
+/// this thread's shard, load the bucket metadata, then the matching slots, then the value, each
+/// stage across the whole batch, so that the cache misses of a pipeline overlap.
+fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut Vec<Option<u64>>) {
+    let reg = commands::registry();
+    let threads = cx.threads();
+    let me = cx.worker.id;
+    hashes.clear();
+    for r in batch {
+        let mut h = None;
+        if r.len() >= 2 {
+            if let Some(e) = reg.lookup(&rbuf[r[0].0..r[0].1]) {
+                if matches!(e.spec.handler, Handler::Shard(_)) && e.spec.first_key == 1 {
+                    let key = &rbuf[r[1].0..r[1].1];
+                    if threads == 1 || crate::engine::shard_of(key, threads) == me {
+                        h = Some(damselfly_dash::hash_key(key));
+                    }
+                }
+            }
+        }
+        hashes.push(h);
+    }
+    let Ok(shard) = cx.worker.shard.try_borrow() else {
+        return;
+    };
+    let Some(db) = shard.dbs.get(cx.db) else {
+        return;
+    };
+    for h in hashes.iter().flatten() {
+        db.prefetch_1(*h);
+    }
+    for h in hashes.iter().flatten() {
+        db.prefetch_2(*h);
+    }
+    for (r, h) in batch.iter().zip(hashes.iter()) {
+        if let Some(h) = h {
+            db.prefetch_3(&rbuf[r[1].0..r[1].1], *h);
+        }
+    }
 }

@@ -430,6 +430,17 @@ impl CompactStr {
         }
     }
 
+    /// Address of the heap block, if any (for prefetching before a batch executes).
+    #[inline]
+    pub fn heap_ptr(&self) -> Option<*const u8> {
+        if self.is_heap() {
+            // SAFETY: heap tag: the word holds the block pointer.
+            Some(unsafe { self.w0.ptr } as *const u8)
+        } else {
+            None
+        }
+    }
+
     /// Heap bytes owned beyond the 16-byte struct (for MEMORY USAGE / accounting).
     pub fn heap_size(&self) -> usize {
         if self.is_heap() {

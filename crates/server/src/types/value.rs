@@ -32,6 +32,18 @@ impl Value {
         }
     }
 
+    /// Starts loading the value's heap bytes into cache (batched-lookup prefetching).
+    #[inline]
+    pub fn prefetch(&self) {
+        match self {
+            Value::Str(s) => {
+                if let Some(p) = s.heap_ptr() {
+                    damselfly_dash::prefetch(p);
+                }
+            }
+        }
+    }
+
     #[inline]
     pub fn as_str(&self) -> Option<&CompactStr> {
         match self {
