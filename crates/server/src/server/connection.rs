@@ -174,7 +174,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                         let mut in_buf = true;
                         for a in parser.args(&rbuf[start..start + consumed]) {
                             let off = (a.as_ptr() as usize).wrapping_sub(base);
-                            if off.checked_add(a.len()).map_or(true, |e| e > rbuf.len()) {
+                            if off.checked_add(a.len()).is_none_or(|e| e > rbuf.len()) {
                                 in_buf = false;
                                 break;
                             }
