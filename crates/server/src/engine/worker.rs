@@ -195,8 +195,14 @@ impl Worker {
             self.id,
             dst,
             Box::new(move |w: &Worker| {
-                let r = with_rc(w, f);
-                let boxed: Box<dyn Any + Send> = Box::new(r);
+                // A panicking command must not leave the caller waiting forever: ship the panic
+                // back and re-raise it on the caller's side (which closes that one connection).
+                let boxed: Box<dyn Any + Send> = match std::panic::catch_unwind(
+                    std::panic::AssertUnwindSafe(|| with_rc(w, f)),
+                ) {
+                    Ok(r) => Box::new(r),
+                    Err(_) => Box::new(RemotePanic),
+                };
                 w.shared.post(
                     w.id,
                     origin,
@@ -265,7 +271,14 @@ impl Worker {
             loop {
                 let all_empty = inbox.pop_batch(256, &mut batch);
                 for m in batch.drain(..) {
-                    m(&self);
+                    // One bad message must not take down this thread's inbox.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m(&self))).is_err()
+                    {
+                        eprintln!(
+                            "damselfly: a cross-thread task panicked on thread {}",
+                            self.id
+                        );
+                    }
                 }
                 if all_empty {
                     break;
@@ -298,6 +311,9 @@ fn with_rc<R>(w: &Worker, f: impl FnOnce(&Rc<Worker>) -> R) -> R {
         _ => panic!("message executed outside its worker thread"),
     }
 }
+
+/// Marker sent back when the remote closure panicked.
+struct RemotePanic;
 
 enum CallState<R> {
     Ready(Option<R>),
@@ -337,6 +353,9 @@ impl<R: 'static> Future for Call<R> {
                         this.state = CallState::Finished;
                         match v.downcast::<R>() {
                             Ok(r) => Poll::Ready(*r),
+                            Err(v) if v.is::<RemotePanic>() => {
+                                panic!("command panicked on another shard thread")
+                            }
                             Err(_) => panic!("cross-thread call returned the wrong type"),
                         }
                     }

@@ -111,10 +111,21 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         cmd_name: "NULL",
         now_ms: crate::engine::clock::unix_ms(),
     };
+    // Unregisters the client even if a command panics and tokio drops this task mid-way.
+    struct Cleanup(Rc<Worker>, u64);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Ok(mut c) = self.0.clients.try_borrow_mut() {
+                c.remove(self.1);
+            }
+            self.0
+                .shared
+                .connected_clients
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _cleanup = Cleanup(worker.clone(), id);
     let _ = run(&mut cx, &mut stream).await;
-
-    worker.clients.borrow_mut().remove(id);
-    shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn raw_fd(s: &TcpStream) -> i32 {
