@@ -15,7 +15,6 @@ use damselfly_protocol::Reply;
 use super::util::*;
 use super::{cmd, container, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::config::glob;
-use crate::engine::clock;
 use crate::engine::db::Db;
 use crate::engine::shard_of;
 use crate::types::{CompactStr, Value};
@@ -252,7 +251,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "keys",
         2,
-        READONLY,
+        READONLY | TX_GLOBAL_READ,
         (0, 0, 0),
         &["@keyspace", "@read", "@slow", "@dangerous"],
         "generic",
@@ -296,7 +295,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "dbsize",
         1,
-        READONLY | FAST,
+        READONLY | FAST | TX_GLOBAL_READ,
         (0, 0, 0),
         &["@keyspace", "@read", "@fast"],
         "server",
@@ -306,7 +305,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "flushdb",
         -1,
-        WRITE,
+        WRITE | TX_GLOBAL_WRITE,
         (0, 0, 0),
         &["@keyspace", "@write", "@slow", "@dangerous"],
         "server",
@@ -316,7 +315,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "flushall",
         -1,
-        WRITE,
+        WRITE | TX_GLOBAL_WRITE,
         (0, 0, 0),
         &["@keyspace", "@write", "@slow", "@dangerous"],
         "server",
@@ -327,7 +326,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         cmd(
             "swapdb",
             3,
-            WRITE | FAST,
+            WRITE | FAST | TX_GLOBAL_WRITE,
             (0, 0, 0),
             &["@keyspace", "@write", "@fast", "@dangerous"],
             "server",
@@ -416,22 +415,7 @@ where
     R: Send + 'static,
     F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
 {
-    let db = cx.db;
-    let ver = cx.reply.ver;
-    cx.worker
-        .call(shard, move |w| {
-            let mut scratch = Reply::new(ver);
-            let mut sh = w.shard.borrow_mut();
-            let mut c = CmdCtx {
-                shard: &mut sh,
-                db,
-                now: clock::unix_ms(),
-                shared: &w.shared,
-                reply: &mut scratch,
-            };
-            f(&mut c)
-        })
-        .await
+    on_shard(cx, shard, f).await
 }
 
 /// Parses a DB index argument like Redis's `getIntFromObjectOrReply` (32-bit int).

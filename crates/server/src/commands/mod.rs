@@ -14,6 +14,7 @@ pub mod keys;
 pub mod registry;
 pub mod server;
 pub mod string;
+pub mod tx;
 pub mod util;
 
 use std::future::Future;
@@ -48,6 +49,10 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 14;
     pub const ALLOW_BUSY: u32 = 1 << 15;
     pub const SENTINEL: u32 = 1 << 16;
+    /// Not Redis flags (never printed): a global command that must see all shards at one point
+    /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
+    pub const TX_GLOBAL_READ: u32 = 1 << 24;
+    pub const TX_GLOBAL_WRITE: u32 = 1 << 25;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -198,6 +203,11 @@ pub struct ConnCtx {
     /// Unix ms snapshot taken once per batch of pipelined commands (Redis also evaluates expiry
     /// against a per-command-call time snapshot rather than re-reading the clock per lookup).
     pub now_ms: u64,
+    /// The transaction the current command (or EXEC) runs in.
+    pub tx: Option<tx::TxState>,
+    /// Key locks of the current single-shard command, checked against transactions' locks.
+    pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::tx::KeyLock); 2]>,
+    pub cmd_shard_lock: crate::engine::tx::ShardLock,
 }
 
 impl ConnCtx {
@@ -218,41 +228,37 @@ impl ConnCtx {
     }
 
     pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
-        if target == self.worker.id {
+        if target == self.worker.id && self.tx.is_none() {
             let w = &self.worker;
-            let mut shard = w.shard.borrow_mut();
-            let mut c = CmdCtx {
-                shard: &mut shard,
-                db: self.db,
-                now: self.now_ms,
-                shared: &w.shared,
-                reply: &mut self.reply,
+            let free = {
+                let t = w.tx.borrow();
+                t.idle() || {
+                    let locks: crate::engine::tx::Locks = self.cmd_locks.iter().map(|(_, l)| *l).collect();
+                    t.quick_ok(&locks, self.cmd_shard_lock)
+                }
             };
-            f(&mut c, args);
-        } else {
-            let owned = util::OwnedArgs::new(args);
-            let ver = self.reply.ver;
-            let db = self.db;
-            let now = self.now_ms;
-            let bytes = self
-                .worker
-                .call(target, move |w| {
-                    let args = owned.slices();
-                    let mut reply = Reply::new(ver);
-                    let mut shard = w.shard.borrow_mut();
-                    let mut c = CmdCtx {
-                        shard: &mut shard,
-                        db,
-                        now,
-                        shared: &w.shared,
-                        reply: &mut reply,
-                    };
-                    f(&mut c, &args);
-                    reply.take()
-                })
-                .await;
-            self.reply.raw(&bytes);
+            if free {
+                let mut shard = w.shard.borrow_mut();
+                let mut c = CmdCtx { shard: &mut shard, db: self.db, now: self.now_ms, shared: &w.shared, reply: &mut self.reply };
+                f(&mut c, args);
+                return;
+            }
         }
+        let owned = util::OwnedArgs::new(args);
+        let ver = self.reply.ver;
+        let db = self.db;
+        let now = self.now_ms;
+        let bytes = self
+            .shard_exec(target, move |w| {
+                let args = owned.slices();
+                let mut reply = Reply::new(ver);
+                let mut shard = w.shard.borrow_mut();
+                let mut c = CmdCtx { shard: &mut shard, db, now, shared: &w.shared, reply: &mut reply };
+                f(&mut c, &args);
+                reply.take()
+            })
+            .await;
+        self.reply.raw(&bytes);
     }
 }
 
@@ -301,6 +307,10 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
+    let own_tx = if cx.tx.is_none() { tx::plan_command(cx, spec, args) } else { None };
+    if let Some(plan) = &own_tx {
+        cx.tx_begin(plan).await;
+    }
     match spec.handler {
         Handler::Shard(f) => {
             let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
@@ -313,6 +323,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         Handler::Local(f) => f(cx, args),
         Handler::Conn(f) => f(cx, args).await,
         Handler::Container => {}
+    }
+    if own_tx.is_some() {
+        cx.tx_end();
     }
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';

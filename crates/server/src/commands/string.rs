@@ -12,7 +12,7 @@ use damselfly_dash::Pos;
 use super::util::*;
 use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::{clock, shard_of};
+use crate::engine::shard_of;
 use crate::types::compact::{IntBuf, MAX_LEN};
 use crate::types::{CompactStr, Value};
 
@@ -279,23 +279,7 @@ where
     R: Send + 'static,
     F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
 {
-    let target = shard_of(key, cx.threads());
-    let ver = cx.reply.ver;
-    let db = cx.db;
-    cx.worker
-        .call(target, move |w| {
-            let mut scratch = damselfly_protocol::Reply::new(ver);
-            let mut shard = w.shard.borrow_mut();
-            let mut c = CmdCtx {
-                shard: &mut shard,
-                db,
-                now: clock::unix_ms(),
-                shared: &w.shared,
-                reply: &mut scratch,
-            };
-            f(&mut c)
-        })
-        .await
+    on_shard(cx, shard_of(key, cx.threads()), f).await
 }
 
 /// Stores `value` at `key`, given the result of a previous `find` (`pos`).
@@ -1285,7 +1269,7 @@ mod tests {
             let mut c = CmdCtx {
                 shard: &mut self.shard,
                 db: 0,
-                now: clock::unix_ms(),
+                now: crate::engine::clock::unix_ms(),
                 shared: &self.shared,
                 reply: &mut reply,
             };
@@ -1294,7 +1278,7 @@ mod tests {
         }
 
         fn enc(&mut self, key: &str) -> &'static str {
-            let now = clock::unix_ms();
+            let now = crate::engine::clock::unix_ms();
             match self.shard.dbs[0].get(key.as_bytes(), now) {
                 Some(v) => v.encoding_name(),
                 None => "none",

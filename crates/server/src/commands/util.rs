@@ -1,12 +1,10 @@
 //! Helpers shared by command families: argument parsing with Redis's error texts, owned argument
 //! copies for cross-thread execution, and the multi-shard fan-out used by multi-key commands.
 
-use std::rc::Rc;
-
 use damselfly_protocol::Reply;
 
 use super::{CmdCtx, ConnCtx};
-use crate::engine::{shard_of, Worker};
+use crate::engine::shard_of;
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -89,18 +87,31 @@ pub struct ShardPart<R> {
     pub result: R,
 }
 
+/// Runs `f` with a shard context on `shard`, inside the current command's transaction or
+/// through the lock-checked quick path (see `commands::tx`). The one way handlers touch shards.
+pub fn on_shard<R, F>(cx: &ConnCtx, shard: usize, f: F) -> crate::engine::worker::Call<R>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
+{
+    let ver = cx.reply.ver;
+    let db = cx.db;
+    let now = cx.now_ms;
+    cx.shard_exec(shard, move |w| {
+        let mut scratch = Reply::new(ver);
+        let mut sh = w.shard.borrow_mut();
+        let mut c = CmdCtx { shard: &mut sh, db, now, shared: &w.shared, reply: &mut scratch };
+        f(&mut c)
+    })
+}
+
 /// Splits `args[first..]` into groups of `width` arguments (the first of each group is the key),
 /// runs `f` on every shard owning at least one key with that shard's groups flattened, in
 /// parallel, and returns each shard's result. Used by MGET, MSET, DEL, EXISTS...
 ///
-/// Not atomic across shards by itself; the transaction framework orders these hops.
-pub async fn fan_out<R, F>(
-    cx: &ConnCtx,
-    args: &[&[u8]],
-    first: usize,
-    width: usize,
-    f: F,
-) -> Vec<ShardPart<R>>
+/// When the keys span several shards, `execute` has already put the command in a transaction,
+/// so the parts apply atomically.
+pub async fn fan_out<R, F>(cx: &ConnCtx, args: &[&[u8]], first: usize, width: usize, f: F) -> Vec<ShardPart<R>>
 where
     R: Send + 'static,
     F: Fn(&mut CmdCtx<'_>, &[&[u8]]) -> R + Send + Sync + Clone + 'static,
@@ -112,73 +123,18 @@ where
         let key = args[first + g * width];
         per[shard_of(key, threads)].push(g);
     }
-    let w: &Rc<Worker> = &cx.worker;
-    let ver = cx.reply.ver;
-    let db = cx.db;
-    let now = cx.now_ms;
-    let mut remote = Vec::new();
-    for (s, gs) in per.iter().enumerate() {
-        if gs.is_empty() || s == w.id {
+    let mut calls = Vec::new();
+    for (s, gs) in per.iter_mut().enumerate() {
+        if gs.is_empty() {
             continue;
         }
-        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| {
-            args[first + g * width..first + (g + 1) * width]
-                .iter()
-                .copied()
-        }));
+        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| args[first + g * width..first + (g + 1) * width].iter().copied()));
         let f = f.clone();
-        remote.push((
-            s,
-            w.call(s, move |w| {
-                let a = owned.slices();
-                let mut scratch = Reply::new(ver);
-                let mut shard = w.shard.borrow_mut();
-                let mut c = CmdCtx {
-                    shard: &mut shard,
-                    db,
-                    now,
-                    shared: &w.shared,
-                    reply: &mut scratch,
-                };
-                f(&mut c, &a)
-            }),
-        ));
+        calls.push((s, std::mem::take(gs), on_shard(cx, s, move |c| f(c, &owned.slices()))));
     }
-    let mut out = Vec::with_capacity(remote.len() + 1);
-    if !per[w.id].is_empty() {
-        let a: Vec<&[u8]> = per[w.id]
-            .iter()
-            .flat_map(|&g| {
-                args[first + g * width..first + (g + 1) * width]
-                    .iter()
-                    .copied()
-            })
-            .collect();
-        let mut scratch = Reply::new(ver);
-        let result = {
-            let mut shard = w.shard.borrow_mut();
-            let mut c = CmdCtx {
-                shard: &mut shard,
-                db,
-                now,
-                shared: &w.shared,
-                reply: &mut scratch,
-            };
-            f(&mut c, &a)
-        };
-        out.push(ShardPart {
-            shard: w.id,
-            groups: std::mem::take(&mut per[w.id]),
-            result,
-        });
-    }
-    for (s, call) in remote {
-        let result = call.await;
-        out.push(ShardPart {
-            shard: s,
-            groups: std::mem::take(&mut per[s]),
-            result,
-        });
+    let mut out = Vec::with_capacity(calls.len());
+    for (shard, groups, call) in calls {
+        out.push(ShardPart { shard, groups, result: call.await });
     }
     out
 }
@@ -189,21 +145,10 @@ where
     R: Send + 'static,
     F: Fn(&mut CmdCtx<'_>) -> R + Send + Sync + Clone + 'static,
 {
-    let ver = cx.reply.ver;
-    let db = cx.db;
-    let now = cx.now_ms;
-    cx.worker
-        .broadcast(move |w| {
-            let mut scratch = Reply::new(ver);
-            let mut shard = w.shard.borrow_mut();
-            let mut c = CmdCtx {
-                shard: &mut shard,
-                db,
-                now,
-                shared: &w.shared,
-                reply: &mut scratch,
-            };
-            f(&mut c)
-        })
-        .await
+    let calls: Vec<_> = (0..cx.threads()).map(|s| on_shard(cx, s, f.clone())).collect();
+    let mut out = Vec::with_capacity(calls.len());
+    for c in calls {
+        out.push(c.await);
+    }
+    out
 }

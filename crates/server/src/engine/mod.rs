@@ -5,6 +5,7 @@ pub mod db;
 pub mod inbox;
 pub mod router;
 pub mod shard;
+pub mod tx;
 pub mod worker;
 
 pub use router::shard_of;

@@ -39,6 +39,8 @@ pub struct Shared {
     /// Unix time of the last successful save (LASTSAVE).
     pub last_save: AtomicU64,
     pub next_conn_thread: AtomicUsize,
+    /// Global transaction id counter (only multi-shard or contended transactions take one).
+    pub next_txid: AtomicU64,
 }
 
 impl Shared {
@@ -61,6 +63,7 @@ impl Shared {
             run_id: make_run_id(now),
             last_save: AtomicU64::new(now / 1000),
             next_conn_thread: AtomicUsize::new(0),
+            next_txid: AtomicU64::new(1),
         })
     }
 
@@ -124,6 +127,8 @@ pub struct Worker {
     pub id: usize,
     pub shared: Arc<Shared>,
     pub shard: RefCell<Shard>,
+    /// Transaction queue and intent locks of this shard (see `engine::tx`).
+    pub tx: RefCell<super::tx::TxShard>,
     pending: RefCell<Pending>,
     pub clients: RefCell<ClientRegistry>,
     pub stats: RefCell<ThreadStats>,
@@ -141,6 +146,7 @@ impl Worker {
         let w = Rc::new(Worker {
             id,
             shard: RefCell::new(Shard::new(id, dbnum)),
+            tx: RefCell::new(super::tx::TxShard::default()),
             shared,
             pending: RefCell::new(Pending {
                 slots: Vec::new(),
@@ -217,6 +223,23 @@ impl Worker {
                 _r: std::marker::PhantomData,
             },
         }
+    }
+
+    /// Like `call`, but `f` answers through a `Responder` whenever it is ready — possibly later,
+    /// from parked work (transactions waiting for their turn).
+    pub fn call_deferred<R, F>(self: &Rc<Self>, dst: usize, f: F) -> Call<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Rc<Worker>, Responder) + Send + 'static,
+    {
+        let slot = self.pending.borrow_mut().alloc();
+        let resp = Responder { origin: self.id, slot, sent: false };
+        if dst == self.id {
+            f(self, resp);
+        } else {
+            self.shared.post(self.id, dst, Box::new(move |w: &Worker| with_rc(w, |w| f(w, resp))));
+        }
+        Call { state: CallState::Remote { worker: self.clone(), slot, _r: std::marker::PhantomData } }
     }
 
     /// Runs `f` on every shard thread, in parallel, and returns the results in shard order.
@@ -314,6 +337,40 @@ fn with_rc<R>(w: &Worker, f: impl FnOnce(&Rc<Worker>) -> R) -> R {
 
 /// Marker sent back when the remote closure panicked.
 struct RemotePanic;
+
+/// Completes a `call_deferred` from whichever thread the work finally runs on.
+pub struct Responder {
+    origin: usize,
+    slot: usize,
+    sent: bool,
+}
+
+impl Responder {
+    pub fn send<R: Send + 'static>(mut self, w: &Worker, r: R) {
+        self.sent = true;
+        self.deliver(w, Box::new(r));
+    }
+
+    fn deliver(&self, w: &Worker, v: Box<dyn Any + Send>) {
+        let slot = self.slot;
+        if w.id == self.origin {
+            w.complete(slot, v);
+        } else {
+            w.shared.post(w.id, self.origin, Box::new(move |ow: &Worker| ow.complete(slot, v)));
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        // Dropped unanswered (the work panicked): wake the caller with a panic marker.
+        if !self.sent {
+            if let Some(w) = Worker::current() {
+                self.deliver(&w, Box::new(RemotePanic));
+            }
+        }
+    }
+}
 
 enum CallState<R> {
     Ready(Option<R>),

@@ -110,6 +110,9 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         no_evict: false,
         cmd_name: "NULL",
         now_ms: crate::engine::clock::unix_ms(),
+        tx: None,
+        cmd_locks: smallvec::SmallVec::new(),
+        cmd_shard_lock: crate::engine::tx::ShardLock::None,
     };
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64);

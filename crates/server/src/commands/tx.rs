@@ -1,0 +1,189 @@
+//! Coordinator side of the transaction framework (shard side: `engine::tx`).
+//!
+//! `execute` plans every command from its key spec:
+//! - keys on one shard (the common case): no transaction id; the work runs on the owning shard at
+//!   once unless one of its keys is locked by a transaction, in which case it waits there;
+//! - keys on several shards, or a global command (FLUSHALL, DBSIZE, KEYS...): a transaction is
+//!   scheduled on every involved shard (intent locks + queue position), the handler's hops run
+//!   inside it, and it concludes on every shard afterwards — so no other client ever observes a
+//!   half-applied MSET or RENAME;
+//! - MULTI/EXEC plans one transaction over all queued commands.
+//!
+//! Handlers reach shards only through `ConnCtx::shard_exec` (directly or via `fan_out`,
+//! `on_all_shards`, `run_on_shard`), which routes each hop into the current transaction or
+//! through the lock-checked quick path.
+
+use std::rc::Rc;
+
+use smallvec::SmallVec;
+
+use super::{flags, CommandSpec, ConnCtx};
+use crate::engine::tx::{self, KeyLock, Locks, Sched, ShardLock};
+use crate::engine::worker::Call;
+use crate::engine::{shard_of, Worker};
+
+/// A scheduled transaction, held by the coordinating connection.
+#[derive(Clone, Debug)]
+pub struct TxState {
+    pub id: u64,
+    pub shards: SmallVec<[usize; 4]>,
+    /// Every shard granted its locks without conflict: hops run out of order.
+    pub ooo: bool,
+}
+
+/// What one command needs locked.
+#[derive(Clone, Debug, Default)]
+pub struct LockPlan {
+    pub keys: Vec<(usize, KeyLock)>,
+    pub global: Option<ShardLock>,
+}
+
+impl LockPlan {
+    pub fn add_command(&mut self, spec: &CommandSpec, args: &[&[u8]], db: usize, threads: usize) {
+        let excl = spec.flags & flags::WRITE != 0;
+        if spec.flags & flags::TX_GLOBAL_WRITE != 0 {
+            self.global = Some(ShardLock::Excl);
+        } else if spec.flags & flags::TX_GLOBAL_READ != 0 && self.global.is_none() {
+            self.global = Some(ShardLock::Shared);
+        }
+        for i in key_positions(spec, args.len()) {
+            let k = args[i];
+            self.keys.push((shard_of(k, threads), KeyLock::new(db, k, excl)));
+        }
+    }
+
+    /// Shards touched (sorted, unique). All shards for a global plan.
+    pub fn shards(&self, threads: usize) -> SmallVec<[usize; 4]> {
+        if self.global.is_some() {
+            return (0..threads).collect();
+        }
+        let mut v: SmallVec<[usize; 4]> = self.keys.iter().map(|(s, _)| *s).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    pub fn locks_for(&self, shard: usize) -> Locks {
+        self.keys.iter().filter(|(s, _)| *s == shard).map(|(_, l)| *l).collect()
+    }
+
+    pub fn shard_lock(&self) -> ShardLock {
+        self.global.unwrap_or(ShardLock::None)
+    }
+}
+
+/// Argument indices of a command's keys from its (legacy) key spec.
+pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
+    let first = spec.first_key.max(0) as usize;
+    let last = if spec.last_key < 0 { argc as i64 + spec.last_key as i64 } else { spec.last_key as i64 };
+    let step = spec.step.max(1) as usize;
+    let (first, last) = if first == 0 || last < first as i64 { (1, 0) } else { (first, last.min(argc as i64 - 1) as usize) };
+    (first..=last).step_by(step).filter(move |&i| i >= 1 && i < argc)
+}
+
+impl ConnCtx {
+    /// Schedules a transaction on every shard of `plan` (retrying with a new id when a shard has
+    /// already run a younger transaction) and makes it the current one.
+    pub async fn tx_begin(&mut self, plan: &LockPlan) {
+        let threads = self.threads();
+        let shards = plan.shards(threads);
+        let sl = plan.shard_lock();
+        loop {
+            let id = self.worker.shared.next_txid.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let calls: Vec<(usize, Call<Sched>)> = shards
+                .iter()
+                .map(|&s| {
+                    let locks = plan.locks_for(s);
+                    (s, self.worker.call(s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)))
+                })
+                .collect();
+            let mut ok: SmallVec<[usize; 4]> = SmallVec::new();
+            let mut granted = true;
+            let mut retry = false;
+            for (s, c) in calls {
+                match c.await {
+                    Sched::Ok(g) => {
+                        ok.push(s);
+                        granted &= g;
+                    }
+                    Sched::TooOld => retry = true,
+                }
+            }
+            if retry {
+                for s in ok {
+                    self.worker.post(s, move |w| tx::finish(w, id));
+                }
+                continue;
+            }
+            self.tx = Some(TxState { id, shards, ooo: granted });
+            return;
+        }
+    }
+
+    /// Concludes the current transaction on all its shards (fire and forget: per-pair queues are
+    /// FIFO, so the conclusion reaches each shard after this connection's hops).
+    pub fn tx_end(&mut self) {
+        if let Some(t) = self.tx.take() {
+            let id = t.id;
+            for s in t.shards {
+                self.worker.post(s, move |w| tx::finish(w, id));
+            }
+        }
+    }
+
+    /// Runs `f` on `shard` as part of the current command: inside its transaction when there is
+    /// one, otherwise as a quick operation that waits only while its keys are locked.
+    pub fn shard_exec<R, F>(&self, shard: usize, f: F) -> Call<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Rc<Worker>) -> R + Send + 'static,
+    {
+        match &self.tx {
+            Some(t) if t.shards.contains(&shard) => {
+                let (id, ooo) = (t.id, t.ooo);
+                self.worker.call_deferred(shard, move |w, resp| {
+                    tx::hop(w, id, ooo, move |w| {
+                        let r = f(w);
+                        resp.send(w, r);
+                    })
+                })
+            }
+            Some(_) => {
+                // A shard outside the transaction's plan (keyless work): nothing of the
+                // transaction can conflict there.
+                self.worker.call(shard, f)
+            }
+            None => {
+                let locks: Locks = self.cmd_locks.iter().filter(|(s, _)| *s == shard).map(|(_, l)| *l).collect();
+                let sl = self.cmd_shard_lock;
+                self.worker.call_deferred(shard, move |w, resp| {
+                    tx::quick(w, locks, sl, move |w| {
+                        let r = f(w);
+                        resp.send(w, r);
+                    })
+                })
+            }
+        }
+    }
+}
+
+/// Plans the current command for the quick path or a transaction. Returns the plan when the
+/// command needs its own transaction.
+pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Option<LockPlan> {
+    cx.cmd_locks.clear();
+    cx.cmd_shard_lock = ShardLock::None;
+    let threads = cx.threads();
+    let global = spec.flags & (flags::TX_GLOBAL_READ | flags::TX_GLOBAL_WRITE) != 0;
+    if !global && threads == 1 && cx.worker.tx.borrow().idle() {
+        // Single shard with no transaction anywhere: nothing to lock or check.
+        return None;
+    }
+    let mut plan = LockPlan::default();
+    plan.add_command(spec, args, cx.db, threads);
+    let multi_shard = global || plan.keys.iter().any(|(s, _)| *s != plan.keys[0].0);
+    if multi_shard {
+        return Some(plan);
+    }
+    cx.cmd_locks = plan.keys.into_iter().collect();
+    None
+}

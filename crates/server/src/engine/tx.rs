@@ -1,0 +1,379 @@
+//! Shard side of the transaction framework (after Dragonfly's, which follows the VLL paper:
+//! "VLL: a lock manager redesign for main memory database systems").
+//!
+//! There is no mutex anywhere: each shard thread owns a `TxShard` with
+//! - intent locks: per (db, key-hash) counters of shared/exclusive holders, plus a whole-shard
+//!   lock for global commands (FLUSHALL, DBSIZE...);
+//! - a queue of scheduled transactions ordered by a global transaction id;
+//! - `committed`: the highest id that has started executing here.
+//!
+//! Rules (see `commands::tx` for the coordinator):
+//! 1. A multi-shard (or contended) transaction is scheduled on all its shards before any of it
+//!    runs; a shard refuses an id lower than `committed` and the coordinator retries with a new
+//!    id, so every shard orders conflicting transactions the same way.
+//! 2. If every shard granted its locks without conflict, the transaction runs out of order (OOO)
+//!    as soon as its hops arrive; otherwise a hop runs when its transaction is at the head of the
+//!    queue and no *other* holder has a conflicting lock (which can then only be an OOO
+//!    transaction, which never waits) — so there are no deadlocks.
+//! 3. Uncontended single-shard commands don't enter the queue: they run at once unless one of
+//!    their keys is locked, in which case they wait until the conflicting locks are released.
+//!
+//! Locks are keyed by a 64-bit hash of the key: a collision can only make two transactions
+//! serialize needlessly, never let conflicting ones interleave.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+
+use super::worker::Worker;
+use crate::commands::registry::Fnv;
+
+/// One key lock request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyLock {
+    pub db: u32,
+    pub hash: u64,
+    pub excl: bool,
+}
+
+impl KeyLock {
+    pub fn new(db: usize, key: &[u8], excl: bool) -> Self {
+        KeyLock { db: db as u32, hash: damselfly_dash::hash_key(key), excl }
+    }
+}
+
+/// The key locks of one command or transaction on one shard (usually one or two keys).
+pub type Locks = smallvec::SmallVec<[KeyLock; 2]>;
+
+/// Whole-shard lock request of a global command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardLock {
+    None,
+    Shared,
+    Excl,
+}
+
+#[derive(Default, Clone, Copy, Debug)]
+struct Counts {
+    shared: u32,
+    excl: u32,
+}
+
+impl Counts {
+    fn conflicts(&self, excl: bool) -> bool {
+        self.excl > 0 || (excl && self.shared > 0)
+    }
+    fn add(&mut self, excl: bool) {
+        if excl {
+            self.excl += 1
+        } else {
+            self.shared += 1
+        }
+    }
+    fn sub(&mut self, excl: bool) {
+        if excl {
+            self.excl -= 1
+        } else {
+            self.shared -= 1
+        }
+    }
+    fn is_zero(&self) -> bool {
+        self.shared == 0 && self.excl == 0
+    }
+}
+
+/// Work parked on this thread until it may run.
+pub type Parked = Box<dyn FnOnce(&Rc<Worker>)>;
+
+struct Entry {
+    locks: Locks,
+    shard_lock: ShardLock,
+    ooo: bool,
+    pending: VecDeque<Parked>,
+}
+
+type LockMap = HashMap<(u32, u64), Counts, std::hash::BuildHasherDefault<Fnv>>;
+
+#[derive(Default)]
+pub struct TxShard {
+    locks: LockMap,
+    shard: Counts,
+    queue: BTreeMap<u64, Entry>,
+    committed: u64,
+    waiting: VecDeque<(Locks, ShardLock, Parked)>,
+    /// Statistics for INFO.
+    pub scheduled: u64,
+    pub retries: u64,
+    pub quick_waits: u64,
+}
+
+/// Outcome of scheduling on one shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sched {
+    /// Locks taken; `true` when none conflicted with another holder.
+    Ok(bool),
+    /// The id is older than a transaction that already ran here: retry with a new id.
+    TooOld,
+}
+
+impl TxShard {
+    /// No locks and no queued transactions: the fast path for single-shard commands.
+    #[inline]
+    pub fn idle(&self) -> bool {
+        self.locks.is_empty() && self.shard.is_zero() && self.queue.is_empty()
+    }
+
+    #[inline]
+    fn key_conflicts(&self, l: &KeyLock) -> bool {
+        if self.shard.conflicts(l.excl) {
+            return true;
+        }
+        self.locks.get(&(l.db, l.hash)).is_some_and(|c| c.conflicts(l.excl))
+    }
+
+    fn shard_conflicts(&self, s: ShardLock) -> bool {
+        match s {
+            ShardLock::None => false,
+            // A shard lock conflicts with any conflicting shard lock and with key locks.
+            ShardLock::Shared => self.shard.excl > 0 || self.locks.values().any(|c| c.excl > 0),
+            ShardLock::Excl => !self.shard.is_zero() || !self.locks.is_empty(),
+        }
+    }
+
+    /// May a command with these locks run right now without a transaction?
+    pub fn quick_ok(&self, locks: &[KeyLock], s: ShardLock) -> bool {
+        self.idle() || (!self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l)))
+    }
+
+    fn acquire(&mut self, locks: &[KeyLock], s: ShardLock) {
+        for l in locks {
+            self.locks.entry((l.db, l.hash)).or_default().add(l.excl);
+        }
+        match s {
+            ShardLock::None => {}
+            ShardLock::Shared => self.shard.add(false),
+            ShardLock::Excl => self.shard.add(true),
+        }
+    }
+
+    fn release(&mut self, locks: &[KeyLock], s: ShardLock) {
+        for l in locks {
+            let k = (l.db, l.hash);
+            if let Some(c) = self.locks.get_mut(&k) {
+                c.sub(l.excl);
+                if c.is_zero() {
+                    self.locks.remove(&k);
+                }
+            }
+        }
+        match s {
+            ShardLock::None => {}
+            ShardLock::Shared => self.shard.sub(false),
+            ShardLock::Excl => self.shard.sub(true),
+        }
+    }
+
+    pub fn schedule(&mut self, txid: u64, locks: Locks, s: ShardLock) -> Sched {
+        if txid < self.committed {
+            self.retries += 1;
+            return Sched::TooOld;
+        }
+        let granted = !self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l));
+        self.acquire(&locks, s);
+        self.queue.insert(txid, Entry { locks, shard_lock: s, ooo: false, pending: VecDeque::new() });
+        self.scheduled += 1;
+        Sched::Ok(granted)
+    }
+
+    /// Conflict with locks held by anyone other than `txid` itself.
+    fn conflicts_with_others(&self, txid: u64) -> bool {
+        let Some(e) = self.queue.get(&txid) else { return false };
+        // Count this transaction's own contribution per lock key.
+        let mut own: HashMap<(u32, u64), Counts, std::hash::BuildHasherDefault<Fnv>> = HashMap::default();
+        for l in &e.locks {
+            own.entry((l.db, l.hash)).or_default().add(l.excl);
+        }
+        let mut shard = self.shard;
+        match e.shard_lock {
+            ShardLock::None => {}
+            ShardLock::Shared => shard.sub(false),
+            ShardLock::Excl => shard.sub(true),
+        }
+        let others = |k: &(u32, u64)| {
+            let mut c = self.locks.get(k).copied().unwrap_or_default();
+            if let Some(o) = own.get(k) {
+                c.shared -= o.shared.min(c.shared);
+                c.excl -= o.excl.min(c.excl);
+            }
+            c
+        };
+        match e.shard_lock {
+            ShardLock::Excl => {
+                if !shard.is_zero() {
+                    return true;
+                }
+                if self.locks.keys().any(|k| !others(k).is_zero()) {
+                    return true;
+                }
+            }
+            ShardLock::Shared => {
+                if shard.excl > 0 || self.locks.keys().any(|k| others(k).excl > 0) {
+                    return true;
+                }
+            }
+            ShardLock::None => {}
+        }
+        e.locks.iter().any(|l| shard.conflicts(l.excl) || others(&(l.db, l.hash)).conflicts(l.excl))
+    }
+
+    fn runnable(&self, txid: u64) -> bool {
+        match self.queue.get(&txid) {
+            None => true,
+            Some(e) => e.ooo || (self.queue.keys().next() == Some(&txid) && !self.conflicts_with_others(txid)),
+        }
+    }
+
+    fn start(&mut self, txid: u64) {
+        if txid > self.committed {
+            self.committed = txid;
+        }
+    }
+
+    /// Removes a transaction and releases its locks (conclude or cancel).
+    fn finish(&mut self, txid: u64) {
+        if let Some(e) = self.queue.remove(&txid) {
+            self.release(&e.locks, e.shard_lock);
+        }
+    }
+}
+
+/// Runs one hop of transaction `txid` on this thread (now, or when it becomes runnable).
+pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, ooo: bool, f: F) {
+    {
+        let mut t = w.tx.borrow_mut();
+        if ooo {
+            if let Some(e) = t.queue.get_mut(&txid) {
+                e.ooo = true;
+            }
+        }
+        let has_pending = t.queue.get(&txid).is_some_and(|e| !e.pending.is_empty());
+        if has_pending || !t.runnable(txid) {
+            if let Some(e) = t.queue.get_mut(&txid) {
+                e.pending.push_back(Box::new(f));
+                return;
+            }
+        }
+        t.start(txid);
+    }
+    f(w);
+}
+
+/// Concludes (or cancels) a transaction on this shard and lets waiting work proceed.
+pub fn finish(w: &Rc<Worker>, txid: u64) {
+    w.tx.borrow_mut().finish(txid);
+    poll(w);
+}
+
+/// Runs a lock-checked single-shard operation now, or parks it until its keys are free.
+pub fn quick<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, locks: Locks, s: ShardLock, f: F) {
+    {
+        let mut t = w.tx.borrow_mut();
+        if !t.quick_ok(&locks, s) {
+            t.quick_waits += 1;
+            t.waiting.push_back((locks, s, Box::new(f)));
+            return;
+        }
+    }
+    f(w);
+}
+
+/// Runs whatever became runnable: the queue head's parked hops, then parked quick operations.
+pub fn poll(w: &Rc<Worker>) {
+    loop {
+        let next: Option<Parked> = {
+            let mut t = w.tx.borrow_mut();
+            let mut found = None;
+            // Any transaction whose hop is parked and that is now runnable (head or OOO).
+            let ids: Vec<u64> = t.queue.iter().filter(|(_, e)| !e.pending.is_empty()).map(|(id, _)| *id).collect();
+            for id in ids {
+                if t.runnable(id) {
+                    t.start(id);
+                    found = t.queue.get_mut(&id).and_then(|e| e.pending.pop_front());
+                    break;
+                }
+            }
+            if found.is_none() {
+                if let Some(i) = (0..t.waiting.len()).find(|&i| {
+                    let (l, s, _) = &t.waiting[i];
+                    t.quick_ok(l, *s)
+                }) {
+                    found = t.waiting.remove(i).map(|(_, _, f)| f);
+                }
+            }
+            found
+        };
+        match next {
+            Some(f) => f(w),
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kl(k: &[u8], excl: bool) -> KeyLock {
+        KeyLock::new(0, k, excl)
+    }
+
+    fn v(l: &[KeyLock]) -> Locks {
+        l.iter().copied().collect()
+    }
+
+    #[test]
+    fn grant_and_conflict() {
+        let mut t = TxShard::default();
+        assert!(t.idle());
+        assert_eq!(t.schedule(1, v(&[kl(b"a", true)]), ShardLock::None), Sched::Ok(true));
+        assert_eq!(t.schedule(2, v(&[kl(b"a", false)]), ShardLock::None), Sched::Ok(false));
+        assert_eq!(t.schedule(3, v(&[kl(b"b", false)]), ShardLock::None), Sched::Ok(true));
+        assert!(!t.quick_ok(&[kl(b"a", false)], ShardLock::None));
+        assert!(t.quick_ok(&[kl(b"b", false)], ShardLock::None));
+        assert!(!t.quick_ok(&[kl(b"b", true)], ShardLock::None));
+        // 1 is head and conflicts with nobody else's lock on "a"? 2 holds a shared lock on "a".
+        assert!(!t.runnable(1) || t.queue.get(&1).is_some());
+        t.start(3);
+        assert_eq!(t.schedule(2, v(&[]), ShardLock::None), Sched::TooOld);
+        t.finish(1);
+        t.finish(2);
+        t.finish(3);
+        assert!(t.idle());
+    }
+
+    #[test]
+    fn head_waits_for_ooo_holder() {
+        let mut t = TxShard::default();
+        assert_eq!(t.schedule(5, v(&[kl(b"k", true)]), ShardLock::None), Sched::Ok(true));
+        t.queue.get_mut(&5).map(|e| e.ooo = true);
+        assert_eq!(t.schedule(4, v(&[kl(b"k", true)]), ShardLock::None), Sched::Ok(false));
+        // 4 is the head but 5 (OOO) holds the key: 4 must wait.
+        assert!(!t.runnable(4));
+        assert!(t.runnable(5));
+        t.finish(5);
+        assert!(t.runnable(4));
+    }
+
+    #[test]
+    fn shard_locks() {
+        let mut t = TxShard::default();
+        assert_eq!(t.schedule(1, v(&[]), ShardLock::Excl), Sched::Ok(true));
+        assert!(!t.quick_ok(&[kl(b"x", false)], ShardLock::None));
+        assert_eq!(t.schedule(2, v(&[kl(b"x", false)]), ShardLock::None), Sched::Ok(false));
+        t.finish(1);
+        assert!(t.runnable(2));
+        assert!(!t.quick_ok(&[], ShardLock::Excl));
+        assert!(t.quick_ok(&[], ShardLock::Shared));
+        t.finish(2);
+        assert!(t.idle());
+    }
+}
