@@ -90,13 +90,16 @@ impl Server {
     ///
     /// With `DFLY_TEST_TARGET=redis` in the environment a real redis-server is started instead
     /// (damselfly-only flags dropped): a quick way to check that a test's expectations are
-    /// Redis's own behaviour.
+    /// Redis's own behaviour. `DFLY_TEST_BIN=/path/to/damselfly` runs another build (e.g. release).
     pub fn start(args: &[&str]) -> Server {
         if against_redis() {
             return RedisServer::start();
         }
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        Server::spawn("damselfly", env!("CARGO_BIN_EXE_damselfly").into(), &args)
+        let bin = std::env::var_os("DFLY_TEST_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_damselfly").into());
+        Server::spawn("damselfly", bin, &args)
     }
 
     fn spawn(name: &'static str, bin: PathBuf, args: &[String]) -> Server {
