@@ -25,6 +25,7 @@ use engine::{Shared, Worker};
 
 /// Starts the server and blocks until SHUTDOWN or a termination signal.
 pub fn start(cfg: Config) -> std::io::Result<()> {
+    engine::clock::init();
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
     let bind = cfg.get("bind").unwrap_or_default();

@@ -1,7 +1,16 @@
-//! Connection commands: PING ECHO QUIT SELECT (HELLO AUTH RESET CLIENT ... are added here).
+//! Connection commands: PING ECHO QUIT SELECT HELLO AUTH RESET and the CLIENT family.
+
+use damselfly_protocol::RespVersion;
 
 use super::util::*;
-use super::{cmd, flags::*, CommandSpec, ConnCtx, Handler};
+use super::{cmd, container, flags::*, BoxFut, CommandSpec, ConnCtx, Handler, ReplyMode};
+
+/// The Redis version we emulate; clients gate features on it.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+const CONN_ACL: &[&str] = &["@fast", "@connection"];
+const CONN_SLOW_ACL: &[&str] = &["@slow", "@connection"];
+const CLIENT_ADMIN_ACL: &[&str] = &["@admin", "@slow", "@dangerous", "@connection"];
 
 pub static COMMANDS: &[CommandSpec] = &[
     cmd(
@@ -9,7 +18,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         -1,
         FAST | STALE,
         (0, 0, 0),
-        &["@fast", "@connection"],
+        CONN_ACL,
         "connection",
         "Returns the server's liveliness response.",
         Handler::Local(ping),
@@ -19,7 +28,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         2,
         FAST,
         (0, 0, 0),
-        &["@fast", "@connection"],
+        CONN_ACL,
         "connection",
         "Returns the given string.",
         Handler::Local(echo),
@@ -29,7 +38,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         -1,
         ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST,
         (0, 0, 0),
-        &["@fast", "@connection"],
+        CONN_ACL,
         "connection",
         "Closes the connection.",
         Handler::Local(quit),
@@ -39,10 +48,207 @@ pub static COMMANDS: &[CommandSpec] = &[
         2,
         LOADING | STALE | FAST,
         (0, 0, 0),
-        &["@fast", "@connection"],
+        CONN_ACL,
         "connection",
         "Changes the selected database.",
         Handler::Local(select),
+    ),
+    CommandSpec {
+        since: "6.0.0",
+        ..cmd(
+            "hello",
+            -1,
+            NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
+            (0, 0, 0),
+            CONN_ACL,
+            "connection",
+            "Handshakes with the Redis server.",
+            Handler::Local(hello),
+        )
+    },
+    cmd(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
+        (0, 0, 0),
+        CONN_ACL,
+        "connection",
+        "Authenticates the connection.",
+        Handler::Local(auth),
+    ),
+    CommandSpec {
+        since: "6.2.0",
+        ..cmd(
+            "reset",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL,
+            (0, 0, 0),
+            CONN_ACL,
+            "connection",
+            "Resets the connection.",
+            Handler::Local(reset),
+        )
+    },
+    container(
+        "client",
+        -2,
+        &["@slow"],
+        "connection",
+        "A container for client connection commands.",
+        CLIENT_SUBS,
+    ),
+];
+
+static CLIENT_SUBS: &[CommandSpec] = &[
+    cmd(
+        "id",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Returns the unique client ID of the connection.",
+        Handler::Local(client_id),
+    ),
+    cmd(
+        "setname",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Sets the connection name.",
+        Handler::Local(client_setname),
+    ),
+    cmd(
+        "getname",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Returns the name of the connection.",
+        Handler::Local(client_getname),
+    ),
+    cmd(
+        "setinfo",
+        4,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Sets information specific to the client or connection.",
+        Handler::Local(client_setinfo),
+    ),
+    cmd(
+        "list",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Lists open connections.",
+        Handler::Conn(client_list),
+    ),
+    cmd(
+        "info",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Returns information about the connection.",
+        Handler::Local(client_info),
+    ),
+    cmd(
+        "kill",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Terminates open connections.",
+        Handler::Conn(client_kill),
+    ),
+    cmd(
+        "reply",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Instructs the server whether to reply to commands.",
+        Handler::Local(client_reply),
+    ),
+    cmd(
+        "no-evict",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Sets the client eviction mode of the connection.",
+        Handler::Local(client_no_evict),
+    ),
+    cmd(
+        "no-touch",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+        Handler::Local(client_no_touch),
+    ),
+    cmd(
+        "getredir",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CONN_SLOW_ACL,
+        "connection",
+        "Returns the client ID to which the connection's tracking notifications are redirected.",
+        Handler::Local(client_getredir),
+    ),
+    cmd(
+        "pause",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Suspends commands processing.",
+        Handler::Local(client_pause),
+    ),
+    cmd(
+        "unpause",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Resumes processing commands from paused clients.",
+        Handler::Local(client_ok),
+    ),
+    cmd(
+        "unblock",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        (0, 0, 0),
+        CLIENT_ADMIN_ACL,
+        "connection",
+        "Unblocks a client blocked by a blocking command from a different connection.",
+        Handler::Local(client_unblock),
+    ),
+    cmd(
+        "help",
+        2,
+        LOADING | STALE,
+        (0, 0, 0),
+        &["@slow", "@connection"],
+        "connection",
+        "Returns helpful text about the different subcommands.",
+        Handler::Local(client_help),
     ),
 ];
 
@@ -75,4 +281,582 @@ fn select(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
     cx.db = i as usize;
     cx.reply.ok();
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// ACL-less authentication: one user, "default", with the `requirepass` password (or nopass).
+fn check_credentials(cx: &ConnCtx, user: &[u8], pass: &[u8]) -> bool {
+    if user != b"default" {
+        return false;
+    }
+    let cfg = &cx.shared().config;
+    if !cfg.has_password() {
+        return true;
+    }
+    let want = cfg.requirepass();
+    constant_time_eq(want.as_bytes(), pass)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn auth(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() > 3 {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    let (user, pass): (&[u8], &[u8]) = if args.len() == 2 {
+        if !cx.shared().config.has_password() {
+            cx.reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+            return;
+        }
+        (b"default", args[1])
+    } else {
+        (args[1], args[2])
+    };
+    if check_credentials(cx, user, pass) {
+        cx.authed = true;
+        cx.client.info.borrow_mut().user = "default".into();
+        cx.reply.ok();
+    } else {
+        cx.reply.error(WRONGPASS);
+    }
+}
+
+/// Redis's client-name charset rule: printable ASCII without spaces.
+fn valid_attr(v: &[u8]) -> bool {
+    v.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+const ERR_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// Sets the connection name (empty clears it); writes the error and returns false when invalid.
+fn set_name(cx: &mut ConnCtx, name: &[u8]) -> bool {
+    if !valid_attr(name) {
+        cx.reply.error(ERR_CLIENT_NAME);
+        return false;
+    }
+    cx.client.info.borrow_mut().name = String::from_utf8_lossy(name).into_owned();
+    true
+}
+
+fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let mut ver = 0i64;
+    let mut next = 1;
+    if args.len() >= 2 {
+        match parse_i64(args[1]) {
+            Some(v) => ver = v,
+            None => {
+                cx.reply
+                    .error("ERR Protocol version is not an integer or out of range");
+                return;
+            }
+        }
+        next = 2;
+        if !(2..=3).contains(&ver) {
+            cx.reply.error("NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    let mut creds: Option<(&[u8], &[u8])> = None;
+    let mut name: Option<&[u8]> = None;
+    let mut j = next;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = args[j];
+        if eq_ic(opt, "auth") && more >= 2 {
+            creds = Some((args[j + 1], args[j + 2]));
+            j += 3;
+        } else if eq_ic(opt, "setname") && more >= 1 {
+            name = Some(args[j + 1]);
+            j += 2;
+        } else {
+            cx.reply.error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                trunc(opt, 128)
+            ));
+            return;
+        }
+    }
+    if let Some((user, pass)) = creds {
+        if check_credentials(cx, user, pass) {
+            cx.authed = true;
+        } else {
+            cx.reply.error(WRONGPASS);
+            return;
+        }
+    }
+    if !cx.authed && cx.shared().config.has_password() {
+        cx.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        return;
+    }
+    if let Some(n) = name {
+        if !set_name(cx, n) {
+            return;
+        }
+    }
+    if ver != 0 {
+        cx.reply.ver = if ver == 3 {
+            RespVersion::Resp3
+        } else {
+            RespVersion::Resp2
+        };
+        cx.client.info.borrow_mut().resp = ver as u8;
+    }
+    let proto = if cx.reply.is_resp3() { 3 } else { 2 };
+    let id = cx.client.info.borrow().id;
+    let r = &mut cx.reply;
+    r.map(7);
+    r.bulk_str("server");
+    r.bulk_str("redis");
+    r.bulk_str("version");
+    r.bulk_str(REDIS_VERSION);
+    r.bulk_str("proto");
+    r.int(proto);
+    r.bulk_str("id");
+    r.int(id as i64);
+    r.bulk_str("mode");
+    r.bulk_str("standalone");
+    r.bulk_str("role");
+    r.bulk_str("master");
+    r.bulk_str("modules");
+    r.empty_array();
+}
+
+fn reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.db = 0;
+    cx.reply.ver = RespVersion::Resp2;
+    cx.authed = !cx.shared().config.has_password();
+    cx.reply_mode = ReplyMode::On;
+    cx.no_evict = false;
+    cx.no_touch = false;
+    {
+        let mut info = cx.client.info.borrow_mut();
+        info.name.clear();
+        info.resp = 2;
+        info.db = 0;
+    }
+    cx.reply.simple("RESET");
+}
+
+fn client_ok(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.ok();
+}
+
+fn client_id(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let id = cx.client.info.borrow().id;
+    cx.reply.int(id as i64);
+}
+
+fn client_setname(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if set_name(cx, args[2]) {
+        cx.reply.ok();
+    }
+}
+
+fn client_getname(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let name = cx.client.info.borrow().name.clone();
+    if name.is_empty() {
+        cx.reply.null();
+    } else {
+        cx.reply.bulk_str(&name);
+    }
+}
+
+fn client_setinfo(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let attr = args[2];
+    let val = args[3];
+    let is_name = eq_ic(attr, "lib-name");
+    if !is_name && !eq_ic(attr, "lib-ver") {
+        cx.reply
+            .error(&format!("ERR Unrecognized option '{}'", trunc(attr, 128)));
+        return;
+    }
+    if !valid_attr(val) {
+        cx.reply.error(&format!(
+            "ERR {} cannot contain spaces, newlines or special characters.",
+            trunc(attr, 128)
+        ));
+        return;
+    }
+    let v = String::from_utf8_lossy(val).into_owned();
+    let mut info = cx.client.info.borrow_mut();
+    if is_name {
+        info.lib_name = v;
+    } else {
+        info.lib_ver = v;
+    }
+    drop(info);
+    cx.reply.ok();
+}
+
+/// Refreshes the fields of this connection's CLIENT LIST line that `exec_one` updates only after
+/// the command, so the caller sees itself as Redis shows it (cmd=client|list).
+fn refresh_self(cx: &ConnCtx) {
+    let mut info = cx.client.info.borrow_mut();
+    info.last_cmd = cx.cmd_name;
+    info.db = cx.db;
+    info.resp = if cx.reply.is_resp3() { 3 } else { 2 };
+}
+
+fn client_info(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    refresh_self(cx);
+    let mut line = cx.client.info.borrow().line();
+    line.push('\n');
+    cx.reply.verbatim("txt", line.as_bytes());
+}
+
+/// Client types Redis knows; every damselfly client is "normal".
+fn client_type_ok(cx: &mut ConnCtx, t: &[u8]) -> Option<bool> {
+    let l = t.to_ascii_lowercase();
+    match l.as_slice() {
+        b"normal" => Some(true),
+        b"slave" | b"replica" | b"master" | b"pubsub" => Some(false),
+        _ => {
+            cx.reply
+                .error(&format!("ERR Unknown client type '{}'", trunc(t, 128)));
+            None
+        }
+    }
+}
+
+fn client_list<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let mut ids: Option<Vec<u64>> = None;
+        if args.len() == 4 && eq_ic(args[2], "type") {
+            match client_type_ok(cx, args[3]) {
+                None => return,
+                Some(false) => {
+                    cx.reply.verbatim("txt", b"");
+                    return;
+                }
+                Some(true) => {}
+            }
+        } else if args.len() > 3 && eq_ic(args[2], "id") {
+            let mut v = Vec::new();
+            for a in &args[3..] {
+                match parse_i64(a) {
+                    Some(id) => v.push(id as u64),
+                    None => {
+                        cx.reply.error("ERR Invalid client ID");
+                        return;
+                    }
+                }
+            }
+            ids = Some(v);
+        } else if args.len() != 2 {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+        refresh_self(cx);
+        let filter = ids.clone();
+        let per_thread = cx
+            .worker
+            .broadcast(move |w| {
+                w.clients
+                    .borrow()
+                    .clients
+                    .iter()
+                    .filter(|(id, _)| filter.as_ref().is_none_or(|f| f.contains(id)))
+                    .map(|(id, h)| (*id, h.info.borrow().line()))
+                    .collect::<Vec<_>>()
+            })
+            .await;
+        let mut all: Vec<(u64, String)> = per_thread.into_iter().flatten().collect();
+        match &ids {
+            // Redis lists CLIENT LIST ID results in the order the ids were given.
+            Some(order) => {
+                let mut out = String::new();
+                for id in order {
+                    if let Some((_, l)) = all.iter().find(|(i, _)| i == id) {
+                        out.push_str(l);
+                        out.push('\n');
+                    }
+                }
+                cx.reply.verbatim("txt", out.as_bytes());
+            }
+            None => {
+                all.sort_by_key(|(id, _)| *id);
+                let mut out = String::new();
+                for (_, l) in &all {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                cx.reply.verbatim("txt", out.as_bytes());
+            }
+        }
+    })
+}
+
+/// CLIENT KILL filter (all given conditions must match).
+#[derive(Clone, Default)]
+struct KillFilter {
+    addr: Option<String>,
+    laddr: Option<String>,
+    id: Option<u64>,
+    /// `Some(false)` = a type no damselfly client has (master, replica, pubsub).
+    normal_type: Option<bool>,
+    skip_id: Option<u64>,
+}
+
+fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let my_id = cx.client.info.borrow().id;
+        let mut f = KillFilter::default();
+        let old_form = args.len() == 3;
+        if old_form {
+            f.addr = Some(String::from_utf8_lossy(args[2]).into_owned());
+        } else if args.len().is_multiple_of(2) {
+            f.skip_id = Some(my_id);
+            let mut i = 2;
+            while i < args.len() {
+                let (opt, val) = (args[i], args[i + 1]);
+                if eq_ic(opt, "id") {
+                    match parse_i64(val) {
+                        Some(v) if v >= 1 => f.id = Some(v as u64),
+                        _ => {
+                            cx.reply.error("ERR client-id should be greater than 0");
+                            return;
+                        }
+                    }
+                } else if eq_ic(opt, "type") {
+                    match client_type_ok(cx, val) {
+                        None => return,
+                        Some(t) => f.normal_type = Some(t),
+                    }
+                } else if eq_ic(opt, "addr") {
+                    f.addr = Some(String::from_utf8_lossy(val).into_owned());
+                } else if eq_ic(opt, "laddr") {
+                    f.laddr = Some(String::from_utf8_lossy(val).into_owned());
+                } else if eq_ic(opt, "user") {
+                    if val != b"default" {
+                        cx.reply
+                            .error(&format!("ERR No such user '{}'", trunc(val, 128)));
+                        return;
+                    }
+                } else if eq_ic(opt, "skipme") {
+                    if eq_ic(val, "yes") {
+                        f.skip_id = Some(my_id);
+                    } else if eq_ic(val, "no") {
+                        f.skip_id = None;
+                    } else {
+                        cx.reply.error(ERR_SYNTAX);
+                        return;
+                    }
+                } else {
+                    cx.reply.error(ERR_SYNTAX);
+                    return;
+                }
+                i += 2;
+            }
+        } else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+        let filter = f.clone();
+        let results = cx
+            .worker
+            .broadcast(move |w| {
+                let mut killed = 0i64;
+                let mut self_hit = false;
+                if filter.normal_type == Some(false) {
+                    return (0, false);
+                }
+                for (id, h) in w.clients.borrow().clients.iter() {
+                    let info = h.info.borrow();
+                    if filter.addr.as_ref().is_some_and(|a| *a != info.addr)
+                        || filter.laddr.as_ref().is_some_and(|a| *a != info.laddr)
+                        || filter.id.is_some_and(|i| i != *id)
+                        || filter.skip_id == Some(*id)
+                    {
+                        continue;
+                    }
+                    killed += 1;
+                    if *id == my_id {
+                        // The caller closes after its reply is written.
+                        self_hit = true;
+                    } else {
+                        h.killed.set(true);
+                        h.wake.notify_one();
+                    }
+                }
+                (killed, self_hit)
+            })
+            .await;
+        let killed: i64 = results.iter().map(|r| r.0).sum();
+        if results.iter().any(|r| r.1) {
+            cx.close = true;
+        }
+        if old_form {
+            if killed == 0 {
+                cx.reply.error("ERR No such client");
+            } else {
+                cx.reply.ok();
+            }
+        } else {
+            cx.reply.int(killed);
+        }
+    })
+}
+
+fn client_reply(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let a = args[2];
+    if eq_ic(a, "on") {
+        cx.reply_mode = ReplyMode::On;
+        cx.reply.ok();
+    } else if eq_ic(a, "off") {
+        cx.reply_mode = ReplyMode::Off;
+    } else if eq_ic(a, "skip") {
+        if cx.reply_mode != ReplyMode::Off {
+            cx.reply_mode = ReplyMode::SkipNext;
+        }
+    } else {
+        cx.reply.error(ERR_SYNTAX);
+    }
+}
+
+fn on_off(a: &[u8]) -> Option<bool> {
+    if eq_ic(a, "on") {
+        Some(true)
+    } else if eq_ic(a, "off") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn client_no_evict(cx: &mut ConnCtx, args: &[&[u8]]) {
+    match on_off(args[2]) {
+        Some(v) => {
+            cx.no_evict = v;
+            cx.reply.ok();
+        }
+        None => cx.reply.error(ERR_SYNTAX),
+    }
+}
+
+fn client_no_touch(cx: &mut ConnCtx, args: &[&[u8]]) {
+    match on_off(args[2]) {
+        Some(v) => {
+            cx.no_touch = v;
+            cx.reply.ok();
+        }
+        None => cx.reply.error(ERR_SYNTAX),
+    }
+}
+
+fn client_getredir(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.int(-1);
+}
+
+/// CLIENT PAUSE is validated and acknowledged; pausing is not implemented yet.
+fn client_pause(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() > 4 {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    match parse_i64(args[2]) {
+        Some(v) if v >= 0 => {}
+        Some(_) => {
+            cx.reply.error("ERR timeout is negative");
+            return;
+        }
+        None => {
+            cx.reply
+                .error("ERR timeout is not an integer or out of range");
+            return;
+        }
+    }
+    if args.len() == 4 && !eq_ic(args[3], "write") && !eq_ic(args[3], "all") {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    cx.reply.ok();
+}
+
+/// No client is ever blocked yet, so nothing to unblock.
+fn client_unblock(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "timeout") && !eq_ic(args[3], "error"))
+    {
+        cx.reply
+            .error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        return;
+    }
+    if parse_i64(args[2]).is_none() {
+        cx.reply.error(ERR_NOT_INT);
+        return;
+    }
+    cx.reply.int(0);
+}
+
+/// Writes a Redis-style HELP reply: the header line then each line as a status string.
+pub fn help_reply(cx: &mut ConnCtx, name: &str, lines: &[&str]) {
+    cx.reply.array(lines.len() + 3);
+    cx.reply.simple(&format!(
+        "{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+    ));
+    for l in lines {
+        cx.reply.simple(l);
+    }
+    cx.reply.simple("HELP");
+    cx.reply.simple("    Prints this help.");
+}
+
+fn client_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "CLIENT",
+        &[
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are:",
+            "    * LIB-NAME: the client lib name.",
+            "    * LIB-VER: the client lib version.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
+        ],
+    );
 }

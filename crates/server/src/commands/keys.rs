@@ -1,7 +1,42 @@
-//! Generic key commands: DEL EXISTS ... (full family being filled in).
+//! Generic keyspace commands: DEL UNLINK EXISTS TOUCH TYPE, the EXPIRE/TTL family, PERSIST,
+//! RENAME RENAMENX COPY MOVE, KEYS SCAN RANDOMKEY, OBJECT, and the database-wide DBSIZE FLUSHDB
+//! FLUSHALL SWAPDB.
+//!
+//! Single-key commands are shard handlers. Commands whose keys may live on different shards
+//! (RENAME, RENAMENX, COPY) are coordinators that run each step as a closure on one shard
+//! ("hops"): when both keys share a shard the whole command is one hop, otherwise the source is
+//! read/removed on its shard and written on the destination shard by a second hop. Keeping every
+//! hop a self-contained closure lets the transaction framework schedule them atomically later.
+
+use std::sync::Arc;
+
+use damselfly_protocol::Reply;
 
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CommandSpec, ConnCtx, Handler};
+use super::{cmd, container, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use crate::config::glob;
+use crate::engine::clock;
+use crate::engine::db::Db;
+use crate::engine::shard_of;
+use crate::types::{CompactStr, Value};
+
+const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
+const ERR_LFU_FREQ: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+const ERR_LFU_IDLE: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+
+/// SCAN cursor layout: shard index in the top 8 bits, the shard's table cursor below.
+const SCAN_SHARD_SHIFT: u32 = 56;
+const SCAN_CURSOR_MASK: u64 = (1 << SCAN_SHARD_SHIFT) - 1;
+
+/// Redis's OBJ_SHARED_REFCOUNT / OBJ_SHARED_INTEGERS.
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+const SHARED_INTEGERS: i64 = 10_000;
+/// Redis's LFU_INIT_VAL: the counter a fresh key starts with.
+const LFU_INIT_VAL: i64 = 5;
+
+const fn since(spec: CommandSpec, v: &'static str) -> CommandSpec {
+    CommandSpec { since: v, ..spec }
+}
 
 pub static COMMANDS: &[CommandSpec] = &[
     cmd(
@@ -11,8 +46,21 @@ pub static COMMANDS: &[CommandSpec] = &[
         (1, -1, 1),
         &["@keyspace", "@write", "@slow"],
         "generic",
-        "Deletes one or more keys.",
+        "Delete a key",
         Handler::Conn(del),
+    ),
+    since(
+        cmd(
+            "unlink",
+            -2,
+            WRITE | FAST,
+            (1, -1, 1),
+            &["@keyspace", "@write", "@fast"],
+            "generic",
+            "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
+            Handler::Conn(del),
+        ),
+        "4.0.0",
     ),
     cmd(
         "exists",
@@ -21,8 +69,229 @@ pub static COMMANDS: &[CommandSpec] = &[
         (1, -1, 1),
         &["@keyspace", "@read", "@fast"],
         "generic",
-        "Determines whether one or more keys exist.",
+        "Determine if a key exists",
         Handler::Conn(exists),
+    ),
+    since(
+        cmd(
+            "touch",
+            -2,
+            READONLY | FAST,
+            (1, -1, 1),
+            &["@keyspace", "@read", "@fast"],
+            "generic",
+            "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+            Handler::Conn(touch),
+        ),
+        "3.2.1",
+    ),
+    cmd(
+        "type",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        &["@keyspace", "@read", "@fast"],
+        "generic",
+        "Determine the type stored at key",
+        Handler::Shard(type_cmd),
+    ),
+    cmd(
+        "expire",
+        -3,
+        WRITE | FAST,
+        (1, 1, 1),
+        &["@keyspace", "@write", "@fast"],
+        "generic",
+        "Set a key's time to live in seconds",
+        Handler::Shard(expire),
+    ),
+    since(
+        cmd(
+            "pexpire",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@write", "@fast"],
+            "generic",
+            "Set a key's time to live in milliseconds",
+            Handler::Shard(pexpire),
+        ),
+        "2.6.0",
+    ),
+    since(
+        cmd(
+            "expireat",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@write", "@fast"],
+            "generic",
+            "Set the expiration for a key as a UNIX timestamp",
+            Handler::Shard(expireat),
+        ),
+        "1.2.0",
+    ),
+    since(
+        cmd(
+            "pexpireat",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@write", "@fast"],
+            "generic",
+            "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
+            Handler::Shard(pexpireat),
+        ),
+        "2.6.0",
+    ),
+    cmd(
+        "ttl",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        &["@keyspace", "@read", "@fast"],
+        "generic",
+        "Get the time to live for a key in seconds",
+        Handler::Shard(ttl),
+    ),
+    since(
+        cmd(
+            "pttl",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@read", "@fast"],
+            "generic",
+            "Get the time to live for a key in milliseconds",
+            Handler::Shard(pttl),
+        ),
+        "2.6.0",
+    ),
+    since(
+        cmd(
+            "expiretime",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@read", "@fast"],
+            "generic",
+            "Get the expiration Unix timestamp for a key",
+            Handler::Shard(expiretime),
+        ),
+        "7.0.0",
+    ),
+    since(
+        cmd(
+            "pexpiretime",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@read", "@fast"],
+            "generic",
+            "Get the expiration Unix timestamp for a key in milliseconds",
+            Handler::Shard(pexpiretime),
+        ),
+        "7.0.0",
+    ),
+    since(
+        cmd(
+            "persist",
+            2,
+            WRITE | FAST,
+            (1, 1, 1),
+            &["@keyspace", "@write", "@fast"],
+            "generic",
+            "Remove the expiration from a key",
+            Handler::Shard(persist),
+        ),
+        "2.2.0",
+    ),
+    cmd(
+        "rename",
+        3,
+        WRITE,
+        (1, 2, 1),
+        &["@keyspace", "@write", "@slow"],
+        "generic",
+        "Rename a key",
+        Handler::Conn(rename),
+    ),
+    cmd(
+        "renamenx",
+        3,
+        WRITE | FAST,
+        (1, 2, 1),
+        &["@keyspace", "@write", "@fast"],
+        "generic",
+        "Rename a key, only if the new key does not exist",
+        Handler::Conn(renamenx),
+    ),
+    since(
+        cmd(
+            "copy",
+            -3,
+            WRITE | DENYOOM,
+            (1, 2, 1),
+            &["@keyspace", "@write", "@slow"],
+            "generic",
+            "Copy a key",
+            Handler::Conn(copy),
+        ),
+        "6.2.0",
+    ),
+    cmd(
+        "move",
+        3,
+        WRITE | FAST,
+        (1, 1, 1),
+        &["@keyspace", "@write", "@fast"],
+        "generic",
+        "Move a key to another database",
+        Handler::Shard(move_cmd),
+    ),
+    cmd(
+        "keys",
+        2,
+        READONLY,
+        (0, 0, 0),
+        &["@keyspace", "@read", "@slow", "@dangerous"],
+        "generic",
+        "Find all keys matching the given pattern",
+        Handler::Conn(keys),
+    ),
+    since(
+        cmd(
+            "scan",
+            -2,
+            READONLY,
+            (0, 0, 0),
+            &["@keyspace", "@read", "@slow"],
+            "generic",
+            "Incrementally iterate the keys space",
+            Handler::Conn(scan),
+        ),
+        "2.8.0",
+    ),
+    cmd(
+        "randomkey",
+        1,
+        READONLY,
+        (0, 0, 0),
+        &["@keyspace", "@read", "@slow"],
+        "generic",
+        "Return a random key from the keyspace",
+        Handler::Conn(randomkey),
+    ),
+    since(
+        container(
+            "object",
+            -2,
+            &["@slow"],
+            "generic",
+            "A container for object introspection commands",
+            OBJECT_SUBCOMMANDS,
+        ),
+        "2.2.3",
     ),
     cmd(
         "dbsize",
@@ -31,17 +300,172 @@ pub static COMMANDS: &[CommandSpec] = &[
         (0, 0, 0),
         &["@keyspace", "@read", "@fast"],
         "server",
-        "Returns the number of keys in the database.",
+        "Return the number of keys in the selected database",
         Handler::Conn(dbsize),
     ),
+    cmd(
+        "flushdb",
+        -1,
+        WRITE,
+        (0, 0, 0),
+        &["@keyspace", "@write", "@slow", "@dangerous"],
+        "server",
+        "Remove all keys from the current database",
+        Handler::Conn(flushdb),
+    ),
+    cmd(
+        "flushall",
+        -1,
+        WRITE,
+        (0, 0, 0),
+        &["@keyspace", "@write", "@slow", "@dangerous"],
+        "server",
+        "Remove all keys from all databases",
+        Handler::Conn(flushall),
+    ),
+    since(
+        cmd(
+            "swapdb",
+            3,
+            WRITE | FAST,
+            (0, 0, 0),
+            &["@keyspace", "@write", "@fast", "@dangerous"],
+            "server",
+            "Swaps two Redis databases",
+            Handler::Conn(swapdb),
+        ),
+        "4.0.0",
+    ),
 ];
+
+static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
+    since(
+        cmd(
+            "encoding",
+            3,
+            READONLY,
+            (2, 2, 1),
+            &["@keyspace", "@read", "@slow"],
+            "generic",
+            "Inspect the internal encoding of a Redis object",
+            Handler::Shard(object_encoding),
+        ),
+        "2.2.3",
+    ),
+    since(
+        cmd(
+            "freq",
+            3,
+            READONLY,
+            (2, 2, 1),
+            &["@keyspace", "@read", "@slow"],
+            "generic",
+            "Get the logarithmic access frequency counter of a Redis object",
+            Handler::Shard(object_freq),
+        ),
+        "4.0.0",
+    ),
+    since(
+        cmd(
+            "idletime",
+            3,
+            READONLY,
+            (2, 2, 1),
+            &["@keyspace", "@read", "@slow"],
+            "generic",
+            "Get the time since a Redis object was last accessed",
+            Handler::Shard(object_idletime),
+        ),
+        "2.2.3",
+    ),
+    since(
+        cmd(
+            "refcount",
+            3,
+            READONLY,
+            (2, 2, 1),
+            &["@keyspace", "@read", "@slow"],
+            "generic",
+            "Get the number of references to the value of the key",
+            Handler::Shard(object_refcount),
+        ),
+        "2.2.3",
+    ),
+    since(
+        cmd(
+            "help",
+            2,
+            LOADING | STALE,
+            (0, 0, 0),
+            &["@keyspace", "@slow"],
+            "generic",
+            "Show helpful text about the different subcommands",
+            Handler::Local(object_help),
+        ),
+        "6.2.0",
+    ),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Hops
+
+/// Runs `f` on shard `shard` (inline when it is this thread) and returns its result. One step of a
+/// multi-shard command; it owns everything it needs so it can later be scheduled transactionally.
+async fn hop<R, F>(cx: &ConnCtx, shard: usize, f: F) -> R
+where
+    R: Send + 'static,
+    F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
+{
+    let db = cx.db;
+    let ver = cx.reply.ver;
+    cx.worker
+        .call(shard, move |w| {
+            let mut scratch = Reply::new(ver);
+            let mut sh = w.shard.borrow_mut();
+            let mut c = CmdCtx {
+                shard: &mut sh,
+                db,
+                now: clock::unix_ms(),
+                shared: &w.shared,
+                reply: &mut scratch,
+            };
+            f(&mut c)
+        })
+        .await
+}
+
+/// Parses a DB index argument like Redis's `getIntFromObjectOrReply` (32-bit int).
+fn parse_int32(a: &[u8]) -> Option<i64> {
+    parse_i64(a).filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v))
+}
+
+fn valid_db(cx: &ConnCtx, id: i64) -> bool {
+    id >= 0 && (id as usize) < cx.shared().config.dbnum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// DEL UNLINK EXISTS TOUCH TYPE
 
 fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let parts = fan_out(cx, args, 1, 1, |c, keys| {
             let now = c.now;
+            let db = c.db();
+            keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
+        })
+        .await;
+        cx.reply.int(parts.iter().map(|p| p.result).sum());
+    })
+}
+
+/// EXISTS counts every argument that names a live key, duplicates included.
+fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let parts = fan_out(cx, args, 1, 1, |c, keys| {
+            let now = c.now;
+            let db = c.db();
             keys.iter()
-                .filter(|k| c.db().remove(k, now).is_some())
+                .filter(|k| db.find_read(k, now).is_some())
                 .count() as i64
         })
         .await;
@@ -49,20 +473,879 @@ fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(async move {
-        let parts = fan_out(cx, args, 1, 1, |c, keys| {
+/// TOUCH: like EXISTS (we do not track access times yet).
+fn touch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    exists(cx, args)
+}
+
+fn type_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.get_read(args[1], now) {
+        Some(v) => cx.reply.simple(v.type_name()),
+        None => cx.reply.simple("none"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// EXPIRE family
+
+#[derive(Default)]
+struct ExpireFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+fn parse_expire_flags(reply: &mut Reply, opts: &[&[u8]]) -> Option<ExpireFlags> {
+    let mut f = ExpireFlags::default();
+    for o in opts {
+        if eq_ic(o, "nx") {
+            f.nx = true;
+        } else if eq_ic(o, "xx") {
+            f.xx = true;
+        } else if eq_ic(o, "gt") {
+            f.gt = true;
+        } else if eq_ic(o, "lt") {
+            f.lt = true;
+        } else {
+            reply.error(&format!("ERR Unsupported option {}", trunc(o, o.len())));
+            return None;
+        }
+    }
+    if f.nx && (f.xx || f.gt || f.lt) {
+        reply.error("ERR NX and XX, GT or LT options at the same time are not compatible");
+        return None;
+    }
+    if f.gt && f.lt {
+        reply.error("ERR GT and LT options at the same time are not compatible");
+        return None;
+    }
+    Some(f)
+}
+
+/// Redis `expireGenericCommand`: `relative` adds the current time, `secs` scales by 1000.
+fn expire_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], relative: bool, secs: bool, name: &str) {
+    let Some(flags) = parse_expire_flags(cx.reply, &args[3..]) else {
+        return;
+    };
+    let Some(mut when) = int_arg(cx.reply, args[2]) else {
+        return;
+    };
+    let invalid = |reply: &mut Reply| {
+        reply.error(&format!("ERR invalid expire time in '{name}' command"));
+    };
+    if secs {
+        if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
+            invalid(cx.reply);
+            return;
+        }
+        when *= 1000;
+    }
+    let now = cx.now;
+    let base = if relative { now as i64 } else { 0 };
+    if when > i64::MAX - base {
+        invalid(cx.reply);
+        return;
+    }
+    when += base;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        cx.reply.int(0);
+        return;
+    };
+    let current = db.expire_at(pos).map(|t| t as i64);
+    let refused = (flags.nx && current.is_some())
+        || (flags.xx && current.is_none())
+        || (flags.gt && current.is_none_or(|c| when <= c))
+        || (flags.lt && current.is_some_and(|c| when >= c));
+    if refused {
+        cx.reply.int(0);
+        return;
+    }
+    if when <= now as i64 {
+        db.remove_at(pos);
+    } else {
+        db.set_expire(pos, Some(when as u64));
+    }
+    cx.reply.int(1);
+}
+
+fn expire(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    expire_generic(cx, args, true, true, "expire");
+}
+
+fn pexpire(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    expire_generic(cx, args, true, false, "pexpire");
+}
+
+fn expireat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    expire_generic(cx, args, false, true, "expireat");
+}
+
+fn pexpireat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    expire_generic(cx, args, false, false, "pexpireat");
+}
+
+/// Redis `ttlGenericCommand`.
+fn ttl_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ms: bool, abs: bool) {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find_read(args[1], now) else {
+        cx.reply.int(-2);
+        return;
+    };
+    match db.expire_at(pos) {
+        None => cx.reply.int(-1),
+        Some(at) => {
+            let at = at.min(i64::MAX as u64) as i64;
+            let t = if abs { at } else { (at - now as i64).max(0) };
+            // `t` is never negative; unsigned rounding matches Redis even at the top of the range.
+            cx.reply.int(if ms {
+                t
+            } else {
+                ((t as u64 + 500) / 1000) as i64
+            });
+        }
+    }
+}
+
+fn ttl(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    ttl_generic(cx, args, false, false);
+}
+
+fn pttl(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    ttl_generic(cx, args, true, false);
+}
+
+fn expiretime(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    ttl_generic(cx, args, false, true);
+}
+
+fn pexpiretime(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    ttl_generic(cx, args, true, true);
+}
+
+fn persist(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.find(args[1], now) {
+        Some(pos) if db.expire_at(pos).is_some() => {
+            db.set_expire(pos, None);
+            cx.reply.int(1);
+        }
+        _ => cx.reply.int(0),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RENAME RENAMENX COPY MOVE
+
+/// Why a rename did not happen.
+#[derive(Debug, PartialEq, Eq)]
+enum RenameErr {
+    NoSuchKey,
+    /// RENAMENX and the destination exists.
+    Exists,
+}
+
+/// RENAME/RENAMENX with both keys in one db (same shard).
+fn rename_in_db(db: &mut Db, src: &[u8], dst: &[u8], nx: bool, now: u64) -> Result<(), RenameErr> {
+    if db.find(src, now).is_none() {
+        return Err(RenameErr::NoSuchKey);
+    }
+    if src == dst {
+        return if nx { Err(RenameErr::Exists) } else { Ok(()) };
+    }
+    if db.exists(dst, now) {
+        if nx {
+            return Err(RenameErr::Exists);
+        }
+        db.remove(dst, now);
+    }
+    let Some((_, value, at)) = db.remove(src, now) else {
+        return Err(RenameErr::NoSuchKey);
+    };
+    db.insert_new_owned(CompactStr::from_bytes(dst), value, at);
+    Ok(())
+}
+
+/// Writes `value` under `key`, replacing any current value and TTL.
+fn put_replace(db: &mut Db, key: &[u8], value: Value, at: Option<u64>, now: u64) {
+    db.remove(key, now);
+    db.insert_new_owned(CompactStr::from_bytes(key), value, at);
+}
+
+fn rename_reply(reply: &mut Reply, r: Result<(), RenameErr>, nx: bool) {
+    match r {
+        Err(RenameErr::NoSuchKey) => reply.error(ERR_NO_KEY),
+        Err(RenameErr::Exists) => reply.int(0),
+        Ok(()) if nx => reply.int(1),
+        Ok(()) => reply.ok(),
+    }
+}
+
+fn rename<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(rename_generic(cx, args, false))
+}
+
+fn renamenx<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(rename_generic(cx, args, true))
+}
+
+async fn rename_generic(cx: &mut ConnCtx, args: &[&[u8]], nx: bool) {
+    let threads = cx.threads();
+    let (s_shard, d_shard) = (shard_of(args[1], threads), shard_of(args[2], threads));
+    let src = args[1].to_vec();
+    let dst = args[2].to_vec();
+    if s_shard == d_shard {
+        let r = hop(cx, s_shard, move |c| {
             let now = c.now;
-            keys.iter().filter(|k| c.db().exists(k, now)).count() as i64
+            rename_in_db(c.db(), &src, &dst, nx, now)
         })
         .await;
-        cx.reply.int(parts.iter().map(|p| p.result).sum());
+        rename_reply(&mut cx.reply, r, nx);
+        return;
+    }
+    if nx {
+        // The destination's existence decides between 0 and a move, but a missing source is
+        // reported first, so only peek at the source when the destination exists.
+        let d = dst.clone();
+        let dst_exists = hop(cx, d_shard, move |c| {
+            let now = c.now;
+            c.db().exists(&d, now)
+        })
+        .await;
+        if dst_exists {
+            let s = src.clone();
+            let src_exists = hop(cx, s_shard, move |c| {
+                let now = c.now;
+                c.db().exists(&s, now)
+            })
+            .await;
+            let r = if src_exists {
+                Err(RenameErr::Exists)
+            } else {
+                Err(RenameErr::NoSuchKey)
+            };
+            rename_reply(&mut cx.reply, r, nx);
+            return;
+        }
+    }
+    // Hop 1: take the source (value + deadline) off its shard.
+    let s = src.clone();
+    let taken = hop(cx, s_shard, move |c| {
+        let now = c.now;
+        c.db().remove(&s, now).map(|(_, v, at)| (v, at))
+    })
+    .await;
+    let Some((value, at)) = taken else {
+        rename_reply(&mut cx.reply, Err(RenameErr::NoSuchKey), nx);
+        return;
+    };
+    // Hop 2: write it at the destination.
+    let d = dst.clone();
+    let back = hop(cx, d_shard, move |c| {
+        let now = c.now;
+        let db = c.db();
+        if nx && db.exists(&d, now) {
+            return Some((value, at));
+        }
+        put_replace(db, &d, value, at, now);
+        None
+    })
+    .await;
+    match back {
+        None => rename_reply(&mut cx.reply, Ok(()), nx),
+        Some((value, at)) => {
+            // RENAMENX lost a race with a writer of the destination: restore the source.
+            hop(cx, s_shard, move |c| {
+                let now = c.now;
+                let db = c.db();
+                if !db.exists(&src, now) {
+                    db.insert_new_owned(CompactStr::from_bytes(&src), value, at);
+                }
+            })
+            .await;
+            rename_reply(&mut cx.reply, Err(RenameErr::Exists), nx);
+        }
+    }
+}
+
+fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let src_db = cx.db;
+        let mut dst_db = cx.db;
+        let mut replace = false;
+        let mut j = 3;
+        while j < args.len() {
+            let more = args.len() - j - 1;
+            if eq_ic(args[j], "replace") {
+                replace = true;
+            } else if eq_ic(args[j], "db") && more >= 1 {
+                let Some(id) = parse_int32(args[j + 1]) else {
+                    cx.reply.error(ERR_NOT_INT);
+                    return;
+                };
+                if !valid_db(cx, id) {
+                    cx.reply.error(ERR_DB_INDEX);
+                    return;
+                }
+                dst_db = id as usize;
+                j += 1;
+            } else {
+                cx.reply.error(ERR_SYNTAX);
+                return;
+            }
+            j += 1;
+        }
+        if src_db == dst_db && args[1] == args[2] {
+            cx.reply.error(ERR_SAME_OBJECT);
+            return;
+        }
+        let threads = cx.threads();
+        let (s_shard, d_shard) = (shard_of(args[1], threads), shard_of(args[2], threads));
+        let src = args[1].to_vec();
+        let dst = args[2].to_vec();
+        let copied = if s_shard == d_shard {
+            hop(cx, s_shard, move |c| {
+                let now = c.now;
+                let db = &mut c.shard.dbs[src_db];
+                let Some(pos) = db.find_read(&src, now) else {
+                    return false;
+                };
+                let at = db.expire_at(pos);
+                let value = db.at(pos).1.clone();
+                let ddb = &mut c.shard.dbs[dst_db];
+                if !replace && ddb.exists(&dst, now) {
+                    return false;
+                }
+                put_replace(ddb, &dst, value, at, now);
+                true
+            })
+            .await
+        } else {
+            // Hop 1: read the source on its shard.
+            let got = hop(cx, s_shard, move |c| {
+                let now = c.now;
+                let db = &mut c.shard.dbs[src_db];
+                let pos = db.find_read(&src, now)?;
+                Some((db.at(pos).1.clone(), db.expire_at(pos)))
+            })
+            .await;
+            match got {
+                None => false,
+                // Hop 2: write the copy on the destination shard.
+                Some((value, at)) => {
+                    hop(cx, d_shard, move |c| {
+                        let now = c.now;
+                        let ddb = &mut c.shard.dbs[dst_db];
+                        if !replace && ddb.exists(&dst, now) {
+                            return false;
+                        }
+                        put_replace(ddb, &dst, value, at, now);
+                        true
+                    })
+                    .await
+                }
+            }
+        };
+        cx.reply.int(copied as i64);
     })
 }
+
+/// MOVE key db: both databases of one key live on the key's shard, so this is a shard handler.
+fn move_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(id) = parse_int32(args[2]) else {
+        cx.reply.error(ERR_NOT_INT);
+        return;
+    };
+    if id < 0 || id as usize >= cx.shard.dbs.len() {
+        cx.reply.error(ERR_DB_INDEX);
+        return;
+    }
+    let dst_db = id as usize;
+    if dst_db == cx.db {
+        cx.reply.error(ERR_SAME_OBJECT);
+        return;
+    }
+    let now = cx.now;
+    let key = args[1];
+    if !cx.shard.dbs[cx.db].exists(key, now) {
+        cx.reply.int(0);
+        return;
+    }
+    if cx.shard.dbs[dst_db].exists(key, now) {
+        cx.reply.int(0);
+        return;
+    }
+    let Some((k, v, at)) = cx.shard.dbs[cx.db].remove(key, now) else {
+        cx.reply.int(0);
+        return;
+    };
+    cx.shard.dbs[dst_db].insert_new_owned(k, v, at);
+    cx.reply.int(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// KEYS SCAN RANDOMKEY
+
+fn keys<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let limit = cx.shared().config.keys_output_limit();
+        let pattern: Arc<Vec<u8>> = Arc::new(args[1].to_vec());
+        let all = pattern.as_slice() == b"*";
+        let per_shard = on_all_shards(cx, move |c| {
+            let now = c.now;
+            let db = c.db();
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            let mut cur = 0u64;
+            loop {
+                cur = db.scan(cur, |k, _, at| {
+                    if out.len() >= limit || at.is_some_and(|t| t <= now) {
+                        return;
+                    }
+                    let key = k.key();
+                    if all || glob::matches(&pattern, key, false) {
+                        out.push(key.to_vec());
+                    }
+                });
+                if cur == 0 || out.len() >= limit {
+                    break;
+                }
+            }
+            out
+        })
+        .await;
+        let total: usize = per_shard.iter().map(|v| v.len()).sum::<usize>().min(limit);
+        cx.reply.array(total);
+        for k in per_shard.iter().flatten().take(total) {
+            cx.reply.bulk(k);
+        }
+    })
+}
+
+/// Redis `parseScanCursorOrReply` (strtoul): optional sign, digits, no surrounding junk; an empty
+/// string is cursor 0.
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    if a.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match a[0] {
+        b'-' => (true, &a[1..]),
+        b'+' => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// The part of one SCAN call done on one shard.
+struct ScanStep {
+    next: u64,
+    visited: usize,
+    keys: Vec<Vec<u8>>,
+}
+
+/// Scans one shard's db from `cursor`, stopping after `budget` visited entries, after `budget * 10`
+/// table steps (sparse tables, like Redis's empty-bucket limit) or at its end. Expired entries are
+/// skipped and deleted, like Redis's SCAN.
+fn scan_shard(
+    c: &mut CmdCtx<'_>,
+    cursor: u64,
+    budget: usize,
+    pattern: Option<&[u8]>,
+    type_name: Option<&[u8]>,
+) -> ScanStep {
+    let now = c.now;
+    let db = c.db();
+    let mut step = ScanStep {
+        next: cursor,
+        visited: 0,
+        keys: Vec::new(),
+    };
+    let mut dead: Vec<Vec<u8>> = Vec::new();
+    let max_steps = budget.saturating_mul(10);
+    let mut steps = 0usize;
+    loop {
+        steps += 1;
+        step.next = db.scan(step.next, |k, v, at| {
+            step.visited += 1;
+            let key = k.key();
+            if at.is_some_and(|t| t <= now) {
+                dead.push(key.to_vec());
+                return;
+            }
+            if let Some(p) = pattern {
+                if !glob::matches(p, key, false) {
+                    return;
+                }
+            }
+            if let Some(t) = type_name {
+                if !t.eq_ignore_ascii_case(v.type_name().as_bytes()) {
+                    return;
+                }
+            }
+            step.keys.push(key.to_vec());
+        });
+        if step.next == 0 || step.visited >= budget || steps >= max_steps {
+            break;
+        }
+    }
+    // Removing entries never moves others, so the cursor stays valid.
+    for k in dead {
+        db.find(&k, now);
+    }
+    step
+}
+
+fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let Some(cursor) = parse_cursor(args[1]) else {
+            cx.reply.error("ERR invalid cursor");
+            return;
+        };
+        let mut count: i64 = 10;
+        let mut pattern: Option<Vec<u8>> = None;
+        let mut type_name: Option<Vec<u8>> = None;
+        let mut i = 2;
+        while i < args.len() {
+            let left = args.len() - i;
+            if eq_ic(args[i], "count") && left >= 2 {
+                let Some(n) = int_arg(&mut cx.reply, args[i + 1]) else {
+                    return;
+                };
+                if n < 1 {
+                    cx.reply.error(ERR_SYNTAX);
+                    return;
+                }
+                count = n;
+            } else if eq_ic(args[i], "match") && left >= 2 {
+                pattern = if args[i + 1] == b"*" {
+                    None
+                } else {
+                    Some(args[i + 1].to_vec())
+                };
+            } else if eq_ic(args[i], "type") && left >= 2 {
+                type_name = Some(args[i + 1].to_vec());
+            } else {
+                cx.reply.error(ERR_SYNTAX);
+                return;
+            }
+            i += 2;
+        }
+        let threads = cx.threads();
+        let mut sid = (cursor >> SCAN_SHARD_SHIFT) as usize;
+        let mut cur = cursor & SCAN_CURSOR_MASK;
+        let budget = count.min(i64::MAX / 2) as usize;
+        let mut visited = 0usize;
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let pattern = pattern.map(Arc::new);
+        let type_name = type_name.map(Arc::new);
+        while sid < threads {
+            let p = pattern.clone();
+            let t = type_name.clone();
+            let left = budget - visited;
+            let step = hop(cx, sid, move |c| {
+                scan_shard(
+                    c,
+                    cur,
+                    left,
+                    p.as_deref().map(|v| v.as_slice()),
+                    t.as_deref().map(|v| v.as_slice()),
+                )
+            })
+            .await;
+            visited += step.visited;
+            keys.extend(step.keys);
+            cur = step.next;
+            if cur != 0 {
+                // The shard stopped early: resume there next call.
+                break;
+            }
+            sid += 1;
+            if visited >= budget {
+                break;
+            }
+        }
+        let next = if sid >= threads {
+            0
+        } else {
+            ((sid as u64) << SCAN_SHARD_SHIFT) | cur
+        };
+        cx.reply.array(2);
+        cx.reply.bulk_str(&next.to_string());
+        cx.reply.array(keys.len());
+        for k in &keys {
+            cx.reply.bulk(k);
+        }
+    })
+}
+
+fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        for _ in 0..8 {
+            let sizes = on_all_shards(cx, |c| c.db().len() as u64).await;
+            let total: u64 = sizes.iter().sum();
+            if total == 0 {
+                break;
+            }
+            let mut r = cx.worker.shard.borrow_mut().rand() % total;
+            let mut target = 0;
+            for (i, &n) in sizes.iter().enumerate() {
+                if r < n {
+                    target = i;
+                    break;
+                }
+                r -= n;
+            }
+            let key = hop(cx, target, |c| {
+                let now = c.now;
+                let mut x = c.shard.rand() | 1;
+                c.db()
+                    .random_key(
+                        move || {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            x
+                        },
+                        now,
+                    )
+                    .map(|k| k.key().to_vec())
+            })
+            .await;
+            if let Some(k) = key {
+                cx.reply.bulk(&k);
+                return;
+            }
+        }
+        cx.reply.null();
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// OBJECT
+
+fn lfu_policy(cx: &CmdCtx<'_>) -> bool {
+    cx.shared
+        .config
+        .get("maxmemory-policy")
+        .is_some_and(|p| p.contains("lfu"))
+}
+
+fn object_encoding(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    match cx.shard.dbs[cx.db].get_read(args[2], now) {
+        Some(v) => cx.reply.bulk_str(v.encoding_name()),
+        None => cx.reply.null(),
+    }
+}
+
+fn object_freq(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    if cx.shard.dbs[cx.db].find_read(args[2], now).is_none() {
+        cx.reply.null();
+        return;
+    }
+    if !lfu_policy(cx) {
+        cx.reply.error(ERR_LFU_FREQ);
+        return;
+    }
+    // Access frequency is not tracked yet: report the counter of a freshly written key.
+    cx.reply.int(LFU_INIT_VAL);
+}
+
+fn object_idletime(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    if cx.shard.dbs[cx.db].find_read(args[2], now).is_none() {
+        cx.reply.null();
+        return;
+    }
+    if lfu_policy(cx) {
+        cx.reply.error(ERR_LFU_IDLE);
+        return;
+    }
+    // Access time is not tracked yet.
+    cx.reply.int(0);
+}
+
+fn object_refcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let shared_ints = {
+        let cfg = &cx.shared.config;
+        // Redis stops sharing integers when maxmemory evicts by LRU/LFU (they need per-object
+        // access data).
+        !(cfg.maxmemory() > 0
+            && cfg
+                .get("maxmemory-policy")
+                .is_some_and(|p| p.contains("lru") || p.contains("lfu")))
+    };
+    match cx.shard.dbs[cx.db].get_read(args[2], now) {
+        None => cx.reply.null(),
+        Some(Value::Str(s))
+            if shared_ints
+                && s.as_int()
+                    .is_some_and(|v| (0..SHARED_INTEGERS).contains(&v)) =>
+        {
+            cx.reply.int(SHARED_REFCOUNT)
+        }
+        Some(_) => cx.reply.int(1),
+    }
+}
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn object_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.array(OBJECT_HELP.len());
+    for l in OBJECT_HELP {
+        cx.reply.simple(l);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// DBSIZE FLUSHDB FLUSHALL SWAPDB
 
 fn dbsize<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let sizes = on_all_shards(cx, |c| c.db().len() as i64).await;
         cx.reply.int(sizes.iter().sum());
     })
+}
+
+/// Redis `getFlushCommandFlags`: nothing, ASYNC or SYNC.
+fn flush_flags_ok(reply: &mut Reply, args: &[&[u8]]) -> bool {
+    match args.len() {
+        1 => true,
+        2 if eq_ic(args[1], "async") || eq_ic(args[1], "sync") => true,
+        _ => {
+            reply.error(ERR_SYNTAX);
+            false
+        }
+    }
+}
+
+fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if !flush_flags_ok(&mut cx.reply, args) {
+            return;
+        }
+        on_all_shards(cx, |c| c.db().clear()).await;
+        cx.reply.ok();
+    })
+}
+
+fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if !flush_flags_ok(&mut cx.reply, args) {
+            return;
+        }
+        on_all_shards(cx, |c| {
+            for db in c.shard.dbs.iter_mut() {
+                db.clear();
+            }
+        })
+        .await;
+        cx.reply.ok();
+    })
+}
+
+fn swapdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let Some(a) = parse_int32(args[1]) else {
+            cx.reply.error("ERR invalid first DB index");
+            return;
+        };
+        let Some(b) = parse_int32(args[2]) else {
+            cx.reply.error("ERR invalid second DB index");
+            return;
+        };
+        if !valid_db(cx, a) || !valid_db(cx, b) {
+            cx.reply.error(ERR_DB_INDEX);
+            return;
+        }
+        if a != b {
+            let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
+            on_all_shards(cx, move |c| {
+                let (l, r) = c.shard.dbs.split_at_mut(hi);
+                l[lo].swap(&mut r[0]);
+            })
+            .await;
+        }
+        cx.reply.ok();
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[u8]) -> Value {
+        Value::Str(CompactStr::from_value(v))
+    }
+
+    #[test]
+    fn cursor_parsing_follows_strtoul() {
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"+7"), Some(7));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        assert_eq!(parse_cursor(b" 1"), None);
+        assert_eq!(parse_cursor(b"1x"), None);
+        assert_eq!(parse_cursor(b"-"), None);
+    }
+
+    #[test]
+    fn rename_within_db() {
+        let mut db = Db::new();
+        db.set(b"a", s(b"1"), crate::engine::db::TtlMode::At(5000), 0);
+        db.set(b"b", s(b"2"), crate::engine::db::TtlMode::Clear, 0);
+        assert_eq!(
+            rename_in_db(&mut db, b"a", b"b", true, 0),
+            Err(RenameErr::Exists)
+        );
+        assert_eq!(
+            rename_in_db(&mut db, b"x", b"b", false, 0),
+            Err(RenameErr::NoSuchKey)
+        );
+        assert_eq!(rename_in_db(&mut db, b"a", b"a", false, 0), Ok(()));
+        assert_eq!(
+            rename_in_db(&mut db, b"a", b"a", true, 0),
+            Err(RenameErr::Exists)
+        );
+        assert_eq!(rename_in_db(&mut db, b"a", b"b", false, 0), Ok(()));
+        assert!(!db.exists(b"a", 0));
+        let pos = db.find(b"b", 0).expect("b");
+        assert_eq!(db.expire_at(pos), Some(5000));
+        assert_eq!(db.len(), 1);
+        assert_eq!(db.expires_len(), 1);
+    }
 }

@@ -19,7 +19,6 @@ pub mod util;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::time::Instant;
 
 use damselfly_protocol::Reply;
 
@@ -196,6 +195,9 @@ pub struct ConnCtx {
     pub no_evict: bool,
     /// Full name of the command being executed ("config|get"), for errors and CLIENT LIST.
     pub cmd_name: &'static str,
+    /// Unix ms snapshot taken once per batch of pipelined commands (Redis also evaluates expiry
+    /// against a per-command-call time snapshot rather than re-reading the clock per lookup).
+    pub now_ms: u64,
 }
 
 impl ConnCtx {
@@ -217,12 +219,12 @@ impl ConnCtx {
 
     pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
         if target == self.worker.id {
-            let w = self.worker.clone();
+            let w = &self.worker;
             let mut shard = w.shard.borrow_mut();
             let mut c = CmdCtx {
                 shard: &mut shard,
                 db: self.db,
-                now: clock::unix_ms(),
+                now: self.now_ms,
                 shared: &w.shared,
                 reply: &mut self.reply,
             };
@@ -231,6 +233,7 @@ impl ConnCtx {
             let owned = util::OwnedArgs::new(args);
             let ver = self.reply.ver;
             let db = self.db;
+            let now = self.now_ms;
             let bytes = self
                 .worker
                 .call(target, move |w| {
@@ -240,7 +243,7 @@ impl ConnCtx {
                     let mut c = CmdCtx {
                         shard: &mut shard,
                         db,
-                        now: clock::unix_ms(),
+                        now,
                         shared: &w.shared,
                         reply: &mut reply,
                     };
@@ -263,8 +266,13 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let entry = if top.spec.subcommands.is_empty() {
         top
     } else if args.len() < 2 {
-        arity_error(cx, &top.fullname, top.id);
-        return;
+        // A container with its own handler (bare COMMAND) runs it; others need a subcommand.
+        if !matches!(top.spec.handler, Handler::Container) {
+            top
+        } else {
+            arity_error(cx, &top.fullname, top.id);
+            return;
+        }
     } else {
         match top.sub(args[1]) {
             Some(e) => e,
@@ -292,7 +300,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
-    let t0 = Instant::now();
+    let t0 = clock::Ticks::now();
     match spec.handler {
         Handler::Shard(f) => {
             let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
@@ -306,7 +314,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         Handler::Conn(f) => f(cx, args).await,
         Handler::Container => {}
     }
-    let usec = t0.elapsed().as_micros() as u64;
+    let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
     let mut st = cx.worker.stats.borrow_mut();
     st.commands_processed += 1;

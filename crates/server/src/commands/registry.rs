@@ -1,7 +1,34 @@
 //! The command lookup table, built once from every family's spec list.
 
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
+
+/// FNV-1a: command names are a few bytes, where SipHash's setup cost dominates a lookup.
+#[derive(Default)]
+pub struct Fnv(u64);
+
+impl Hasher for Fnv {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<Fnv>>;
 
 use super::CommandSpec;
 
@@ -80,11 +107,11 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
 pub fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| {
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::default();
         let mut id = 0;
         for fam in families() {
             for spec in fam.iter() {
-                let mut subs = HashMap::new();
+                let mut subs = HashMap::default();
                 for sub in spec.subcommands {
                     let fullname = format!("{}|{}", spec.name, sub.name);
                     let static_name: &'static str = Box::leak(fullname.clone().into_boxed_str());
@@ -96,7 +123,7 @@ pub fn registry() -> &'static Registry {
                             id,
                             fullname,
                             static_name,
-                            subs: HashMap::new(),
+                            subs: HashMap::default(),
                         },
                     );
                 }

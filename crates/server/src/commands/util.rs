@@ -6,7 +6,7 @@ use std::rc::Rc;
 use damselfly_protocol::Reply;
 
 use super::{CmdCtx, ConnCtx};
-use crate::engine::{clock, shard_of, Worker};
+use crate::engine::{shard_of, Worker};
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -115,6 +115,7 @@ where
     let w: &Rc<Worker> = &cx.worker;
     let ver = cx.reply.ver;
     let db = cx.db;
+    let now = cx.now_ms;
     let mut remote = Vec::new();
     for (s, gs) in per.iter().enumerate() {
         if gs.is_empty() || s == w.id {
@@ -135,7 +136,7 @@ where
                 let mut c = CmdCtx {
                     shard: &mut shard,
                     db,
-                    now: clock::unix_ms(),
+                    now,
                     shared: &w.shared,
                     reply: &mut scratch,
                 };
@@ -159,7 +160,7 @@ where
             let mut c = CmdCtx {
                 shard: &mut shard,
                 db,
-                now: clock::unix_ms(),
+                now,
                 shared: &w.shared,
                 reply: &mut scratch,
             };
@@ -190,6 +191,7 @@ where
 {
     let ver = cx.reply.ver;
     let db = cx.db;
+    let now = cx.now_ms;
     cx.worker
         .broadcast(move |w| {
             let mut scratch = Reply::new(ver);
@@ -197,7 +199,7 @@ where
             let mut c = CmdCtx {
                 shard: &mut shard,
                 db,
-                now: clock::unix_ms(),
+                now,
                 shared: &w.shared,
                 reply: &mut scratch,
             };

@@ -125,7 +125,8 @@ pub static PARAMS: &[Param] = &[
     p(
         "proactor_threads",
         &["proactor-threads", "threads"],
-        Kind::Int(0, 1024),
+        // SCAN cursors carry the shard index in 8 bits.
+        Kind::Int(0, 256),
         "0",
         false,
         "number of shard threads (0 = number of CPUs)",
@@ -221,15 +222,16 @@ pub static PARAMS: &[Param] = &[
     p(
         "maxmemory-policy",
         &["maxmemory_policy"],
+        // Redis's order (it is listed in the CONFIG SET error).
         Kind::Enum(&[
-            "noeviction",
-            "allkeys-lru",
-            "allkeys-lfu",
-            "allkeys-random",
             "volatile-lru",
             "volatile-lfu",
             "volatile-random",
             "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
         ]),
         "noeviction",
         true,

@@ -27,3 +27,55 @@ pub fn unix_us() -> u64 {
 pub fn advance_ms(delta: i64) {
     OFFSET_MS.fetch_add(delta, Ordering::Relaxed);
 }
+
+/// Cheap monotonic tick counter for per-command timing (commandstats, slowlog). On x86_64 this
+/// is the TSC (a few ns, no syscall), calibrated once against the monotonic clock.
+pub struct Ticks;
+
+#[cfg(target_arch = "x86_64")]
+impl Ticks {
+    #[inline]
+    pub fn now() -> u64 {
+        // SAFETY: rdtsc has no preconditions.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    /// Converts a tick delta to microseconds.
+    #[inline]
+    pub fn to_us(delta: u64) -> u64 {
+        (delta as u128 * 1_000_000 / tsc_hz() as u128) as u64
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn tsc_hz() -> u64 {
+    use std::sync::OnceLock;
+    static HZ: OnceLock<u64> = OnceLock::new();
+    *HZ.get_or_init(|| {
+        let t0 = std::time::Instant::now();
+        // SAFETY: as above.
+        let c0 = unsafe { core::arch::x86_64::_rdtsc() };
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let c1 = unsafe { core::arch::x86_64::_rdtsc() };
+        let ns = t0.elapsed().as_nanos().max(1) as u64;
+        ((c1.wrapping_sub(c0)) as u128 * 1_000_000_000 / ns as u128).max(1) as u64
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl Ticks {
+    #[inline]
+    pub fn now() -> u64 {
+        unix_us()
+    }
+    #[inline]
+    pub fn to_us(delta: u64) -> u64 {
+        delta
+    }
+}
+
+/// Calibrates the tick counter (call once at startup, not on a hot path).
+pub fn init() {
+    #[cfg(target_arch = "x86_64")]
+    let _ = tsc_hz();
+}

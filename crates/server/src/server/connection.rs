@@ -100,6 +100,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         no_touch: false,
         no_evict: false,
         cmd_name: "NULL",
+        now_ms: crate::engine::clock::unix_ms(),
     };
     let _ = run(&mut cx, &mut stream).await;
 
@@ -135,6 +136,8 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             return Ok(());
         }
         cx.worker.stats.borrow_mut().net_input_bytes += n as u64;
+        cx.now_ms = crate::engine::clock::unix_ms();
+        let batch_start = Instant::now();
 
         if first_read {
             first_read = false;
@@ -156,6 +159,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                         if !args.is_empty() {
                             exec_one(cx, &args).await;
                         }
+                        cx.client.info.borrow_mut().last_interaction = batch_start;
                     }
                     start += consumed;
                     if cx.close {
@@ -198,7 +202,6 @@ async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
     commands::execute(cx, args).await;
     {
         let mut info = cx.client.info.borrow_mut();
-        info.last_interaction = Instant::now();
         info.last_cmd = cx.cmd_name;
         info.db = cx.db;
     }

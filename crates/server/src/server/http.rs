@@ -25,14 +25,16 @@ pub async fn serve(
         .position(|&c| c == b'\n')
         .unwrap_or(request.len());
     let line = String::from_utf8_lossy(&request[..line_end]).into_owned();
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let (status, ctype, body) = if path.starts_with("/metrics") {
+    let target = line.split_whitespace().nth(1).unwrap_or("/");
+    // Ignore any query string ("/metrics?name[]=x" from Prometheus-style scrapers).
+    let path = target.split('?').next().unwrap_or("/").to_string();
+    let (status, ctype, body) = if path == "/metrics" {
         (
             "200 OK",
             "text/plain; version=0.0.4",
             crate::commands::server::prometheus_metrics(cx).await,
         )
-    } else if path == "/" {
+    } else if path == "/" || path == "/index.html" {
         (
             "200 OK",
             "text/html; charset=utf-8",

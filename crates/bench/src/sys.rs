@@ -1,0 +1,146 @@
+//! Small Linux helpers: CPU pinning, /proc readers, free ports.
+
+use std::net::TcpListener;
+
+/// Pin the calling thread (and threads it creates afterwards) to `cpus`.
+pub fn pin_current_thread(cpus: &[usize]) -> Result<(), String> {
+    set_affinity(0, cpus)
+}
+
+/// Pin process/thread `pid` (0 = caller) to `cpus`.
+pub fn set_affinity(pid: libc::pid_t, cpus: &[usize]) -> Result<(), String> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it and
+    // sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cpus {
+            if c >= libc::CPU_SETSIZE as usize {
+                return Err(format!("cpu {c} out of range"));
+            }
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "sched_setaffinity({cpus:?}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Number of CPUs this process may run on.
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// utime + stime of a process (all its threads) in nanoseconds, from /proc/PID/stat.
+pub fn process_cpu_ns(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces; fields restart after the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3 → index 0; utime is field 14 → index 11; stime index 12.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) * 1_000_000_000 / clock_ticks_per_sec())
+}
+
+/// CPU time of all live threads of `pid` in nanoseconds, from
+/// /proc/PID/task/*/schedstat (ns resolution); falls back to /proc/PID/stat (clock ticks).
+pub fn process_cpu_ns_precise(pid: u32) -> Option<u64> {
+    let mut total = 0u64;
+    let mut any = false;
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for ent in rd.flatten() {
+            let p = ent.path().join("schedstat");
+            if let Ok(s) = std::fs::read_to_string(p) {
+                if let Some(ns) = s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse::<u64>().ok())
+                {
+                    total += ns;
+                    any = true;
+                }
+            }
+        }
+    }
+    if any {
+        Some(total)
+    } else {
+        process_cpu_ns(pid)
+    }
+}
+
+/// A `VmXXX:` value from /proc/PID/status, in bytes.
+pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    for line in s.lines() {
+        if let Some(rest) = line.strip_prefix(field) {
+            let rest = rest.trim_start_matches(':').trim();
+            let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
+            return Some(kb * 1024);
+        }
+    }
+    None
+}
+
+/// Current resident set size in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    proc_status_kb(pid, "VmRSS")
+}
+
+/// Peak resident set size in bytes.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    proc_status_kb(pid, "VmHWM")
+}
+
+/// A loopback TCP port that was free a moment ago.
+pub fn free_port() -> Option<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").ok()?;
+    Some(l.local_addr().ok()?.port())
+}
+
+/// Find an executable on PATH.
+pub fn which(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(name);
+        if let Ok(md) = std::fs::metadata(&p) {
+            if md.is_file() && md.permissions().mode() & 0o111 != 0 {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_readers_work_on_self() {
+        let pid = std::process::id();
+        assert!(process_cpu_ns(pid).is_some());
+        assert!(process_cpu_ns_precise(pid).is_some());
+        assert!(rss_bytes(pid).unwrap() > 0);
+        assert!(peak_rss_bytes(pid).unwrap() > 0);
+        assert!(free_port().is_some());
+    }
+}

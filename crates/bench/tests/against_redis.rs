@@ -1,0 +1,336 @@
+//! Bounded integration tests against a real `redis-server` (and `memcached` when
+//! installed). CI installs redis-server; without it these tests fail loudly.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_damselfly-bench");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+        .unwrap_or(false)
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_ready(port: u16, probe: &[u8], expect: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            if s.write_all(probe).is_ok() {
+                let mut buf = [0u8; 64];
+                if let Ok(n) = s.read(&mut buf) {
+                    if buf[..n].starts_with(expect) {
+                        return;
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("server on port {port} did not become ready");
+}
+
+fn start_redis() -> (Server, u16) {
+    assert!(
+        on_path("redis-server"),
+        "redis-server is not on PATH: install it (apt-get install redis-server) to run these tests"
+    );
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("failed to start redis-server");
+    let s = Server(child);
+    wait_ready(port, b"PING\r\n", b"+PONG");
+    (s, port)
+}
+
+fn bench(port: u16, extra: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .args(["-s", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-t", "1", "-c", "2", "-n", "200", "--key-maximum", "500"])
+        .args(extra)
+        .output()
+        .expect("failed to run damselfly-bench");
+    assert!(
+        out.status.success(),
+        "damselfly-bench {extra:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Value of the Ops/sec column of the row starting with `row`.
+fn ops_of(stdout: &str, row: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(row))
+        .unwrap_or_else(|| panic!("no '{row}' row in output:\n{stdout}"));
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("bad row: {line}"))
+}
+
+fn assert_memtier_table(stdout: &str) {
+    for needle in [
+        "ALL STATS",
+        "Type",
+        "Ops/sec",
+        "Hits/sec",
+        "Misses/sec",
+        "Avg. Latency",
+        "p50 Latency",
+        "p99 Latency",
+        "p99.9 Latency",
+        "KB/sec",
+        "Sets",
+        "Gets",
+        "Totals",
+    ] {
+        assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
+    }
+    assert!(ops_of(stdout, "Totals") > 0.0, "zero throughput:\n{stdout}");
+}
+
+#[test]
+fn write_read_pipelined_against_redis() {
+    let (_srv, port) = start_redis();
+    let tmp = std::env::temp_dir().join(format!("dfbench-it-{}.json", std::process::id()));
+
+    // Write-only, with JSON output.
+    let out = bench(
+        port,
+        &[
+            "--ratio",
+            "1:0",
+            "--key-pattern",
+            "S:S",
+            "--hide-histogram",
+            "--json-out-file",
+            tmp.to_str().unwrap(),
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_memtier_table(&s);
+    assert!(ops_of(&s, "Sets") > 0.0);
+    assert_eq!(ops_of(&s, "Gets"), 0.0);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tmp).unwrap()).unwrap();
+    assert_eq!(json["ALL STATS"]["Sets"]["Count"], 400);
+    assert!(json["ALL STATS"]["Totals"]["Ops/sec"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_file(&tmp);
+
+    // Read-only after the sequential fill above: every GET of keys 0..199 hits.
+    let out = bench(
+        port,
+        &[
+            "--ratio",
+            "0:1",
+            "--key-pattern",
+            "S:S",
+            "--key-maximum",
+            "199",
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_memtier_table(&s);
+    assert!(s.contains("Request Latency Distribution"));
+    let gets = s.lines().find(|l| l.starts_with("Gets")).unwrap();
+    let cols: Vec<&str> = gets.split_whitespace().collect();
+    assert!(cols[2].parse::<f64>().unwrap() > 0.0, "no hits: {gets}");
+    assert_eq!(cols[3].parse::<f64>().unwrap(), 0.0, "misses: {gets}");
+
+    // Pipelined mixed run and RESP3.
+    let out = bench(
+        port,
+        &["--pipeline", "10", "--ratio", "1:1", "--hide-histogram"],
+    );
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+    let out = bench(port, &["--protocol", "resp3", "--hide-histogram"]);
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+
+    // Command templates: MSET batches and SET+EXPIRE pairs.
+    let out = bench(
+        port,
+        &[
+            "--command",
+            "MSET __key__ __data__",
+            "--batch",
+            "50",
+            "-n",
+            "5",
+            "--hide-histogram",
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(ops_of(&s, "Mset") > 0.0, "{s}");
+    let out = bench(
+        port,
+        &[
+            "--command",
+            "SET __key__ __data__;EXPIRE __key__ 100",
+            "--pipeline",
+            "20",
+            "--hide-histogram",
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(ops_of(&s, "Set+Expire") > 0.0, "{s}");
+    assert!(!s.contains("WARNING"), "{s}");
+
+    // A time-bounded run stops on time.
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args([
+            "-p",
+            &port.to_string(),
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "--test-time",
+            "1",
+        ])
+        .args(["--hide-histogram", "--key-maximum", "100"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn connection_refused_is_an_error_not_a_hang() {
+    let port = free_port();
+    let out = Command::new(BIN)
+        .args(["-p", &port.to_string(), "-t", "1", "-c", "1", "-n", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("connect"));
+}
+
+#[test]
+fn memcache_text_against_memcached() {
+    if !on_path("memcached") {
+        eprintln!("memcached not installed: skipping the memcache protocol test");
+        return;
+    }
+    let port = free_port();
+    let mut cmd = Command::new("memcached");
+    cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["-u", "root"]);
+    }
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _srv = Server(child);
+    wait_ready(port, b"version\r\n", b"VERSION");
+    let out = bench(
+        port,
+        &[
+            "--protocol",
+            "memcache_text",
+            "--ratio",
+            "1:1",
+            "--hide-histogram",
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert_memtier_table(&s);
+    assert!(ops_of(&s, "Gets") > 0.0);
+}
+
+fn png_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "png"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn compare_quick_writes_tables_and_charts() {
+    assert!(
+        on_path("redis-server"),
+        "redis-server is not on PATH: install it (apt-get install redis-server) to run these tests"
+    );
+    let dir = std::env::temp_dir().join(format!("dfbench-cmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let md = dir.join("compare.md");
+    let img = dir.join("img");
+    let out = Command::new(BIN)
+        .args([
+            "compare",
+            "--quick",
+            "--servers",
+            "redis,memcached,damselfly",
+        ])
+        .args([
+            "--scenarios",
+            "write,read,read_p10,mc_read,mset_1000,memory",
+        ])
+        .args(["--damselfly", "/nonexistent/damselfly"])
+        .arg("--out")
+        .arg(&md)
+        .arg("--img")
+        .arg(&img)
+        .output()
+        .expect("failed to run compare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "compare failed: {stderr}");
+    assert!(stderr.contains("skip damselfly"), "{stderr}");
+    let text = std::fs::read_to_string(&md).expect("no markdown written");
+    assert!(text.contains("| server |"), "{text}");
+    assert!(text.contains("| redis-server |"), "{text}");
+    assert!(text.contains("Memory efficiency"), "{text}");
+    assert!(!text.contains("| redis-server | failed"), "{text}");
+    let pngs = png_files(&img);
+    assert!(
+        pngs.iter().any(|p| p.ends_with("throughput.png")),
+        "{pngs:?}"
+    );
+    for p in &pngs {
+        let bytes = std::fs::read(p).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG", "{} is not a PNG", p.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,319 @@
+//! COMMAND, COMMAND COUNT / LIST / INFO / DOCS / GETKEYS / GETKEYSANDFLAGS / HELP.
+
+use damselfly_protocol::Reply;
+
+use crate::commands::connection::help_reply;
+use crate::commands::util::*;
+use crate::commands::{flags, registry, CommandSpec, ConnCtx, Entry};
+use crate::config::glob;
+
+fn sorted_subs(e: &Entry) -> Vec<&Entry> {
+    let mut v: Vec<&Entry> = e.subs.values().collect();
+    v.sort_by(|a, b| a.fullname.cmp(&b.fullname));
+    v
+}
+
+/// Access flags of a command's (single, legacy-derived) key spec.
+fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
+    if spec.flags & flags::WRITE != 0 {
+        &["RW", "update"]
+    } else {
+        &["RO", "access"]
+    }
+}
+
+/// Redis 7 COMMAND INFO entry: [name, arity, flags, first, last, step, acl, tips, key specs,
+/// subcommands].
+fn write_info(r: &mut Reply, e: &Entry) {
+    let s = e.spec;
+    r.array(10);
+    r.bulk_str(&e.fullname);
+    r.int(s.arity as i64);
+    let fl: Vec<&str> = flags::NAMES
+        .iter()
+        .filter(|(bit, _)| s.flags & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    r.set(fl.len());
+    for f in fl {
+        r.simple(f);
+    }
+    r.int(s.first_key as i64);
+    r.int(s.last_key as i64);
+    r.int(s.step as i64);
+    r.set(s.acl.len());
+    for a in s.acl {
+        r.simple(a);
+    }
+    r.set(0);
+    if s.first_key > 0 {
+        r.set(1);
+        r.map(3);
+        r.bulk_str("flags");
+        let kf = key_flags(s);
+        r.set(kf.len());
+        for f in kf {
+            r.simple(f);
+        }
+        r.bulk_str("begin_search");
+        r.map(2);
+        r.bulk_str("type");
+        r.bulk_str("index");
+        r.bulk_str("spec");
+        r.map(1);
+        r.bulk_str("index");
+        r.int(s.first_key as i64);
+        r.bulk_str("find_keys");
+        r.map(2);
+        r.bulk_str("type");
+        r.bulk_str("range");
+        r.bulk_str("spec");
+        r.map(3);
+        r.bulk_str("lastkey");
+        r.int(if s.last_key < 0 {
+            s.last_key as i64
+        } else {
+            (s.last_key - s.first_key) as i64
+        });
+        r.bulk_str("keystep");
+        r.int(s.step as i64);
+        r.bulk_str("limit");
+        r.int(0);
+    } else {
+        r.set(0);
+    }
+    if e.subs.is_empty() {
+        r.set(0);
+    } else {
+        let subs = sorted_subs(e);
+        r.array(subs.len());
+        for sub in subs {
+            write_info(r, sub);
+        }
+    }
+}
+
+/// COMMAND DOCS entry value: summary, since, group (+ subcommands).
+fn write_docs(r: &mut Reply, e: &Entry) {
+    let s = e.spec;
+    let has_subs = !e.subs.is_empty();
+    r.map(if has_subs { 4 } else { 3 });
+    r.bulk_str("summary");
+    r.bulk_str(s.summary);
+    r.bulk_str("since");
+    r.bulk_str(s.since);
+    r.bulk_str("group");
+    r.bulk_str(s.group);
+    if has_subs {
+        r.bulk_str("subcommands");
+        let subs = sorted_subs(e);
+        r.map(subs.len());
+        for sub in subs {
+            r.bulk_str(&sub.fullname);
+            write_docs(r, sub);
+        }
+    }
+}
+
+/// Bare COMMAND: every command's info.
+pub fn command(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let all = registry().all();
+    cx.reply.array(all.len());
+    for e in all {
+        write_info(&mut cx.reply, e);
+    }
+}
+
+pub fn command_count(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.int(registry().by_name.len() as i64);
+}
+
+/// Looks up "get" or "config|get" style names.
+fn lookup_full(name: &[u8]) -> Option<&'static Entry> {
+    let reg = registry();
+    match name.iter().position(|&c| c == b'|') {
+        Some(bar) => reg.lookup(&name[..bar])?.sub(&name[bar + 1..]),
+        None => reg.lookup(name),
+    }
+}
+
+pub fn command_info(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() == 2 {
+        return command(cx, args);
+    }
+    cx.reply.array(args.len() - 2);
+    for name in &args[2..] {
+        match lookup_full(name) {
+            Some(e) => write_info(&mut cx.reply, e),
+            None => cx.reply.null_array(),
+        }
+    }
+}
+
+pub fn command_docs(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let entries: Vec<&Entry> = if args.len() == 2 {
+        registry().all()
+    } else {
+        args[2..].iter().filter_map(|n| lookup_full(n)).collect()
+    };
+    cx.reply.map(entries.len());
+    for e in entries {
+        cx.reply.bulk_str(&e.fullname);
+        write_docs(&mut cx.reply, e);
+    }
+}
+
+pub fn command_list(cx: &mut ConnCtx, args: &[&[u8]]) {
+    enum Filter<'a> {
+        None,
+        Module,
+        Acl(String),
+        Pattern(&'a [u8]),
+    }
+    let filter = if args.len() == 2 {
+        Filter::None
+    } else if args.len() == 5 && eq_ic(args[2], "filterby") {
+        if eq_ic(args[3], "module") {
+            Filter::Module
+        } else if eq_ic(args[3], "aclcat") {
+            Filter::Acl(String::from_utf8_lossy(args[4]).to_ascii_lowercase())
+        } else if eq_ic(args[3], "pattern") {
+            Filter::Pattern(args[4])
+        } else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+    } else {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    };
+    let keep = |e: &Entry| match &filter {
+        Filter::None => true,
+        Filter::Module => false,
+        Filter::Acl(cat) => e
+            .spec
+            .acl
+            .iter()
+            .any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(cat)),
+        Filter::Pattern(p) => glob::matches(p, e.fullname.as_bytes(), true),
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for e in registry().all() {
+        if keep(e) {
+            names.push(&e.fullname);
+        }
+        for s in sorted_subs(e) {
+            if keep(s) {
+                names.push(&s.fullname);
+            }
+        }
+    }
+    cx.reply.array(names.len());
+    for n in names {
+        cx.reply.bulk_str(n);
+    }
+}
+
+/// Resolves the command in `cmdargs` and the positions of its key arguments, or writes Redis's
+/// error.
+fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry, Vec<usize>)> {
+    let Some(top) = registry().lookup(cmdargs[0]) else {
+        cx.reply.error("ERR Invalid command specified");
+        return None;
+    };
+    let e = if !top.subs.is_empty() && cmdargs.len() >= 2 {
+        match top.sub(cmdargs[1]) {
+            Some(s) => s,
+            None => {
+                cx.reply.error("ERR Invalid command specified");
+                return None;
+            }
+        }
+    } else {
+        top
+    };
+    let s = e.spec;
+    let argc = cmdargs.len() as i32;
+    if (s.arity > 0 && argc != s.arity) || (s.arity < 0 && argc < -s.arity) {
+        cx.reply
+            .error("ERR Invalid number of arguments specified for command");
+        return None;
+    }
+    if s.first_key <= 0 {
+        cx.reply.error("ERR The command has no key arguments");
+        return None;
+    }
+    let last = if s.last_key < 0 {
+        argc + s.last_key
+    } else {
+        s.last_key.min(argc - 1)
+    };
+    let step = s.step.max(1);
+    let mut pos = Vec::new();
+    let mut i = s.first_key;
+    while i <= last && i < argc {
+        pos.push(i as usize);
+        i += step;
+    }
+    if pos.is_empty() {
+        cx.reply
+            .error("ERR Invalid arguments specified for command");
+        return None;
+    }
+    Some((e, pos))
+}
+
+pub fn command_getkeys(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let cmdargs = &args[2..];
+    let Some((_, pos)) = key_positions(cx, cmdargs) else {
+        return;
+    };
+    cx.reply.array(pos.len());
+    for p in pos {
+        cx.reply.bulk(cmdargs[p]);
+    }
+}
+
+pub fn command_getkeysandflags(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let cmdargs = &args[2..];
+    let Some((e, pos)) = key_positions(cx, cmdargs) else {
+        return;
+    };
+    let kf = key_flags(e.spec);
+    cx.reply.array(pos.len());
+    for p in pos {
+        cx.reply.array(2);
+        cx.reply.bulk(cmdargs[p]);
+        cx.reply.set(kf.len());
+        for f in kf {
+            cx.reply.simple(f);
+        }
+    }
+}
+
+pub fn command_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "COMMAND",
+        &[
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
+        ],
+    );
+}

@@ -1,0 +1,122 @@
+//! CONFIG GET / SET / RESETSTAT / REWRITE / HELP.
+
+use std::sync::atomic::Ordering;
+
+use crate::commands::connection::help_reply;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, ConnCtx};
+use crate::config::{find_param, ConfigError};
+
+pub fn config_get(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let cfg = cx.shared().config.clone();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for pat in &args[2..] {
+        for (name, value) in cfg.get_matching(&[pat]) {
+            if !out.iter().any(|(n, _)| *n == name) {
+                out.push((name, value));
+            }
+        }
+    }
+    cx.reply.map(out.len());
+    for (n, v) in out {
+        cx.reply.bulk_str(&n);
+        cx.reply.bulk_str(&v);
+    }
+}
+
+fn set_error(typed: &str, e: &ConfigError) -> String {
+    match e {
+        ConfigError::UnknownParam(_) => {
+            format!("ERR Unknown option or number of arguments for CONFIG SET - '{typed}'")
+        }
+        ConfigError::BadValue { why, .. } => {
+            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}")
+        }
+        ConfigError::Immutable(_) => format!(
+            "ERR CONFIG SET failed (possibly related to argument '{typed}') - can't set immutable config"
+        ),
+        ConfigError::Io(msg) => {
+            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {msg}")
+        }
+    }
+}
+
+/// All-or-nothing: every pair is validated before any is applied.
+///
+/// Note: connections read parser limits (proto-max-bulk-len) when they connect, so changing
+/// them affects new connections only.
+pub fn config_set(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if !args.len().is_multiple_of(2) {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    let cfg = cx.shared().config.clone();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut seen: Vec<&'static str> = Vec::new();
+    for pair in args[2..].chunks(2) {
+        let name = String::from_utf8_lossy(pair[0]).into_owned();
+        let value = String::from_utf8_lossy(pair[1]).into_owned();
+        if let Some(p) = find_param(&name) {
+            if seen.contains(&p.name) {
+                cx.reply.error(&format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
+                ));
+                return;
+            }
+            seen.push(p.name);
+        }
+        if let Err(e) = cfg.check(&name, &value) {
+            cx.reply.error(&set_error(&name, &e));
+            return;
+        }
+        pairs.push((name, value));
+    }
+    for (name, value) in &pairs {
+        if let Err(e) = cfg.set(name, value) {
+            cx.reply.error(&set_error(name, &e));
+            return;
+        }
+    }
+    cx.reply.ok();
+}
+
+/// Resets the INFO counters of every thread and shard.
+pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        cx.worker
+            .broadcast(|w| {
+                w.stats.borrow_mut().reset();
+                for db in w.shard.borrow_mut().dbs.iter_mut() {
+                    db.stats = Default::default();
+                }
+            })
+            .await;
+        let shared = cx.shared();
+        shared.total_connections.store(0, Ordering::Relaxed);
+        shared.rejected_connections.store(0, Ordering::Relaxed);
+        super::info::reset_peak();
+        cx.reply.ok();
+    })
+}
+
+pub fn config_rewrite(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply
+        .error("ERR The server is running without a config file");
+}
+
+pub fn config_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+}

@@ -1,0 +1,448 @@
+//! DEBUG and MEMORY.
+
+use std::time::Duration;
+
+use crate::commands::connection::help_reply;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, CmdCtx, ConnCtx};
+use crate::engine::db::TtlMode;
+use crate::engine::shard_of;
+use crate::types::compact::fmt_i64;
+use crate::types::{CompactStr, Value};
+
+use super::info::{human_bytes, mem_stats};
+
+const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+fn positive_arg(cx: &mut ConnCtx, a: &[u8]) -> Option<u64> {
+    match parse_i64(a) {
+        Some(v) if v >= 0 => Some(v as u64),
+        _ => {
+            cx.reply.error(ERR_POSITIVE);
+            None
+        }
+    }
+}
+
+/// Lenient float like C's strtod on the leading number (DEBUG SLEEP never fails).
+fn lenient_f64(a: &[u8]) -> f64 {
+    let s = String::from_utf8_lossy(a);
+    let s = s.trim();
+    let mut end = 0;
+    for (i, c) in s.char_indices() {
+        if c.is_ascii_digit() || c == '.' || ((c == '-' || c == '+') && i == 0) {
+            end = i + 1;
+        } else {
+            break;
+        }
+    }
+    s[..end].parse().unwrap_or(0.0)
+}
+
+fn subcommand_error(cx: &mut ConnCtx, sub: &[u8], cmd: &str) {
+    cx.reply.error(&format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
+        trunc(sub, 128)
+    ));
+}
+
+pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let sub = args[1].to_ascii_lowercase();
+        let n = args.len();
+        match (sub.as_slice(), n) {
+            (b"help", 2) => debug_help(cx),
+            (b"populate", 3..=5) => debug_populate(cx, args).await,
+            (b"sleep", 3) => {
+                let secs = lenient_f64(args[2]);
+                if secs.is_finite() && secs > 0.0 {
+                    cx.worker.busy.set(true);
+                    std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
+                    cx.worker.busy.set(false);
+                }
+                cx.reply.ok();
+            }
+            (b"object", 3) => {
+                let key = args[2];
+                cx.run_on_key_shard(debug_object, key, args).await;
+            }
+            (b"set-active-expire", 3) => {
+                let on = parse_i64(args[2]).unwrap_or(0) != 0;
+                on_all_shards(cx, move |c| c.shard.active_expire = on).await;
+                cx.reply.ok();
+            }
+            (b"reload", _) => cx.reply.error("ERR DEBUG RELOAD not supported yet"),
+            (b"jmap", _) => cx.reply.error("ERR DEBUG JMAP not supported yet"),
+            (b"error", 3) => cx.reply.error_bytes(args[2]),
+            (b"log", 3) => {
+                eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
+                cx.reply.ok();
+            }
+            (b"change-repl-id", 2) => cx.reply.ok(),
+            _ => subcommand_error(cx, args[1], "DEBUG"),
+        }
+    })
+}
+
+fn debug_help(cx: &mut ConnCtx) {
+    help_reply(
+        cx,
+        "DEBUG",
+        &[
+            "CHANGE-REPL-ID",
+            "    Change the replication IDs of the instance.",
+            "ERROR <string>",
+            "    Return a Redis protocol error with <string> as message. Useful for clients",
+            "    unit tests to simulate Redis errors.",
+            "LOG <message>",
+            "    Write <message> to the server log.",
+            "OBJECT <key>",
+            "    Show low level info about the `key` and associated value.",
+            "POPULATE <count> [<prefix>] [<size>]",
+            "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+            "    it is used instead of the 'key' prefix. These are not propagated to",
+            "    replicas. Cluster slots are not respected so keys not belonging to the",
+            "    current node can be created in cluster mode.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in background when they are not",
+            "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+            "    default.",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+        ],
+    );
+}
+
+/// DEBUG POPULATE: every shard walks all indices and inserts only the keys it owns, so the work
+/// is spread over the shards and runs in parallel.
+async fn debug_populate(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let Some(count) = positive_arg(cx, args[2]) else {
+        return;
+    };
+    let prefix: Vec<u8> = if args.len() >= 4 {
+        args[3].to_vec()
+    } else {
+        b"key".to_vec()
+    };
+    let size = if args.len() == 5 {
+        match positive_arg(cx, args[4]) {
+            Some(v) => v as usize,
+            None => return,
+        }
+    } else {
+        0
+    };
+    if count > (1 << 34) || size > (1 << 29) {
+        cx.reply.error("ERR OOM in dictTryExpand");
+        return;
+    }
+    on_all_shards(cx, move |c| populate_shard(c, count, &prefix, size)).await;
+    cx.reply.ok();
+}
+
+fn populate_shard(c: &mut CmdCtx<'_>, count: u64, prefix: &[u8], size: usize) {
+    let threads = c.shared.threads;
+    let me = c.shard.id;
+    let now = c.now;
+    let mut key = Vec::with_capacity(prefix.len() + 24);
+    let mut val = Vec::with_capacity(size.max(32));
+    let mut ibuf = [0u8; 20];
+    for j in 0..count {
+        let digits = fmt_i64(j as i64, &mut ibuf);
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.push(b':');
+        key.extend_from_slice(digits);
+        if shard_of(&key, threads) != me {
+            continue;
+        }
+        let db = c.db();
+        if db.find(&key, now).is_some() {
+            continue;
+        }
+        val.clear();
+        val.extend_from_slice(b"value:");
+        val.extend_from_slice(digits);
+        if size > 0 {
+            val.resize(size, 0);
+        }
+        db.insert_new(
+            &key,
+            Value::Str(CompactStr::from_value(&val)),
+            TtlMode::Clear,
+        );
+    }
+}
+
+/// Bytes of an RDB length prefix.
+fn rdb_len_bytes(len: usize) -> usize {
+    if len < 64 {
+        1
+    } else if len < 16384 {
+        2
+    } else if len <= u32::MAX as usize {
+        5
+    } else {
+        9
+    }
+}
+
+fn debug_object(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = c.now;
+    let db = c.db();
+    let Some(pos) = db.find(args[2], now) else {
+        c.reply.error(ERR_NO_KEY);
+        return;
+    };
+    let (_, v) = db.at(pos);
+    let ser = match v {
+        Value::Str(s) => match s.as_int() {
+            Some(i) if i8::try_from(i).is_ok() => 2,
+            Some(i) if i16::try_from(i).is_ok() => 3,
+            Some(i) if i32::try_from(i).is_ok() => 5,
+            _ => rdb_len_bytes(s.len()) + s.len(),
+        },
+        #[allow(unreachable_patterns)]
+        _ => 0,
+    };
+    let line = format!(
+        "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:0 lru_seconds_idle:0",
+        v as *const Value,
+        v.encoding_name(),
+        ser
+    );
+    c.reply.simple(&line);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MEMORY.
+
+/// Bytes a heap block of `n` bytes really costs (allocator size classes, roughly).
+fn alloc_size(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        n.div_ceil(8) * 8
+    }
+}
+
+pub fn memory_usage(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let mut j = 3;
+    while j < args.len() {
+        if eq_ic(args[j], "samples") && j + 1 < args.len() {
+            match parse_i64(args[j + 1]) {
+                Some(v) if v >= 0 => {}
+                Some(_) => {
+                    c.reply.error(ERR_SYNTAX);
+                    return;
+                }
+                None => {
+                    c.reply.error(ERR_NOT_INT);
+                    return;
+                }
+            }
+            j += 2;
+        } else {
+            c.reply.error(ERR_SYNTAX);
+            return;
+        }
+    }
+    let now = c.now;
+    let db = c.db();
+    let Some(pos) = db.find(args[2], now) else {
+        c.reply.null();
+        return;
+    };
+    let len = db.len().max(1);
+    // The table's own bytes spread over its keys, capped so a near-empty table doesn't make one
+    // small key look huge.
+    let overhead = (db.table_mem() / len).min(32);
+    let ttl = if db.expire_at(pos).is_some() { 32 } else { 0 };
+    let (k, v) = db.at(pos);
+    let total = 32 + overhead + ttl + alloc_size(k.heap_size()) + alloc_size(v.heap_size());
+    c.reply.int(total as i64);
+}
+
+pub fn memory_stats<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let per_shard = on_all_shards(cx, |c| {
+            c.shard
+                .dbs
+                .iter()
+                .map(|d| {
+                    let main = d.prime().mem_usage() as u64;
+                    let total = d.table_mem() as u64;
+                    (d.len() as u64, main, total.saturating_sub(main))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let mut dbs: Vec<(u64, u64, u64)> = Vec::new();
+        for s in per_shard {
+            if dbs.len() < s.len() {
+                dbs.resize(s.len(), (0, 0, 0));
+            }
+            for (i, d) in s.iter().enumerate() {
+                dbs[i].0 += d.0;
+                dbs[i].1 += d.1;
+                dbs[i].2 += d.2;
+            }
+        }
+        let m = mem_stats();
+        let keys: u64 = dbs.iter().map(|d| d.0).sum();
+        let overhead: u64 = dbs.iter().map(|d| d.1 + d.2).sum::<u64>().min(m.allocated);
+        let dataset = m.allocated - overhead;
+        let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+        enum V {
+            I(i64),
+            D(f64),
+            Db(u64, u64),
+        }
+        let mut out: Vec<(String, V)> = vec![
+            ("peak.allocated".into(), V::I(m.peak as i64)),
+            ("total.allocated".into(), V::I(m.allocated as i64)),
+            ("startup.allocated".into(), V::I(0)),
+            ("replication.backlog".into(), V::I(0)),
+            ("clients.slaves".into(), V::I(0)),
+            ("clients.normal".into(), V::I(0)),
+            ("cluster.links".into(), V::I(0)),
+            ("aof.buffer".into(), V::I(0)),
+            ("lua.caches".into(), V::I(0)),
+            ("functions.caches".into(), V::I(0)),
+        ];
+        for (i, d) in dbs.iter().enumerate().filter(|(_, d)| d.0 > 0) {
+            out.push((format!("db.{i}"), V::Db(d.1, d.2)));
+        }
+        let per_key = m.allocated.checked_div(keys).unwrap_or(0);
+        let signed = |a: u64, b: u64| a as i64 - b as i64;
+        out.extend([
+            ("overhead.total".into(), V::I(overhead as i64)),
+            ("keys.count".into(), V::I(keys as i64)),
+            ("keys.bytes-per-key".into(), V::I(per_key as i64)),
+            ("dataset.bytes".into(), V::I(dataset as i64)),
+            (
+                "dataset.percentage".into(),
+                V::D(ratio(dataset, m.allocated) * 100.0),
+            ),
+            (
+                "peak.percentage".into(),
+                V::D(ratio(m.allocated, m.peak) * 100.0),
+            ),
+            ("allocator.allocated".into(), V::I(m.allocated as i64)),
+            ("allocator.active".into(), V::I(m.active as i64)),
+            ("allocator.resident".into(), V::I(m.resident as i64)),
+            (
+                "allocator-fragmentation.ratio".into(),
+                V::D(ratio(m.active, m.allocated)),
+            ),
+            (
+                "allocator-fragmentation.bytes".into(),
+                V::I(signed(m.active, m.allocated)),
+            ),
+            (
+                "allocator-rss.ratio".into(),
+                V::D(ratio(m.resident, m.active)),
+            ),
+            (
+                "allocator-rss.bytes".into(),
+                V::I(signed(m.resident, m.active)),
+            ),
+            ("rss-overhead.ratio".into(), V::D(ratio(m.rss, m.resident))),
+            ("rss-overhead.bytes".into(), V::I(signed(m.rss, m.resident))),
+            ("fragmentation".into(), V::D(ratio(m.rss, m.allocated))),
+            (
+                "fragmentation.bytes".into(),
+                V::I(signed(m.rss, m.allocated)),
+            ),
+        ]);
+        let r = &mut cx.reply;
+        r.map(out.len());
+        for (k, v) in out {
+            r.bulk_str(&k);
+            match v {
+                V::I(i) => r.int(i),
+                V::D(d) => r.double(d),
+                V::Db(main, expires) => {
+                    r.map(2);
+                    r.bulk_str("overhead.hashtable.main");
+                    r.int(main as i64);
+                    r.bulk_str("overhead.hashtable.expires");
+                    r.int(expires as i64);
+                }
+            }
+        }
+    })
+}
+
+pub fn memory_doctor(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let m = mem_stats();
+    let text = if m.allocated < 5 * 1024 * 1024 {
+        "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting."
+    } else {
+        "Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base."
+    };
+    cx.reply.verbatim("txt", text.as_bytes());
+}
+
+pub fn memory_malloc_stats(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let m = mem_stats();
+    let metadata = tikv_jemalloc_ctl::stats::metadata::read().unwrap_or(0);
+    let mapped = tikv_jemalloc_ctl::stats::mapped::read().unwrap_or(0);
+    let retained = tikv_jemalloc_ctl::stats::retained::read().unwrap_or(0);
+    let text = format!(
+        "___ Begin jemalloc statistics ___\nAllocated: {}, active: {}, metadata: {}, resident: {}, mapped: {}, retained: {}\nRSS: {} ({})\n--- End jemalloc statistics ---\n",
+        m.allocated,
+        m.active,
+        metadata,
+        m.resident,
+        mapped,
+        retained,
+        m.rss,
+        human_bytes(m.rss)
+    );
+    cx.reply.verbatim("txt", text.as_bytes());
+}
+
+pub fn memory_purge(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.ok();
+}
+
+pub fn memory_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "MEMORY",
+        &[
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+        ],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_float() {
+        assert_eq!(lenient_f64(b"1.5"), 1.5);
+        assert_eq!(lenient_f64(b"0.25abc"), 0.25);
+        assert_eq!(lenient_f64(b"abc"), 0.0);
+        assert_eq!(lenient_f64(b""), 0.0);
+    }
+
+    #[test]
+    fn rdb_lengths() {
+        assert_eq!(rdb_len_bytes(10), 1);
+        assert_eq!(rdb_len_bytes(100), 2);
+        assert_eq!(rdb_len_bytes(20000), 5);
+    }
+}

@@ -1,0 +1,239 @@
+//! TIME, LASTSAVE, SHUTDOWN, SLOWLOG, LATENCY.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::commands::connection::help_reply;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, ConnCtx};
+use crate::engine::clock;
+use crate::stats::SlowEntry;
+
+pub fn time(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let us = clock::unix_us();
+    cx.reply.array(2);
+    cx.reply.bulk_int((us / 1_000_000) as i64);
+    cx.reply.bulk_int((us % 1_000_000) as i64);
+}
+
+pub fn lastsave(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let t = cx.shared().last_save.load(Ordering::Relaxed);
+    cx.reply.int(t as i64);
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success the connection just closes.
+pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let (mut nosave, mut save, mut abort) = (false, false, false);
+    for a in &args[1..] {
+        if eq_ic(a, "nosave") {
+            nosave = true;
+        } else if eq_ic(a, "save") {
+            save = true;
+        } else if eq_ic(a, "now") || eq_ic(a, "force") {
+        } else if eq_ic(a, "abort") {
+            abort = true;
+        } else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+    }
+    if (nosave && save) || (abort && args.len() != 2) {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    if abort {
+        cx.reply.error("ERR No shutdown in progress.");
+        return;
+    }
+    eprintln!("damselfly: SHUTDOWN requested by a client, exiting");
+    crate::request_shutdown(cx.shared());
+    cx.close = true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SLOWLOG.
+
+const SLOWLOG_MAX_ARGC: usize = 32;
+const SLOWLOG_MAX_STRING: usize = 128;
+
+/// Records a slow command in this thread's slow log (argument trimming as Redis does).
+pub fn slowlog_record(cx: &mut ConnCtx, args: &[&[u8]], usec: u64) {
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+    let max = cx.shared().config.slowlog_max_len();
+    if max == 0 {
+        return;
+    }
+    let argc = args.len();
+    let slargc = argc.min(SLOWLOG_MAX_ARGC);
+    let mut sargs = Vec::with_capacity(slargc);
+    for (j, a) in args.iter().take(slargc).enumerate() {
+        if slargc != argc && j == slargc - 1 {
+            sargs.push(format!("... ({} more arguments)", argc - slargc + 1).into_bytes());
+        } else if a.len() > SLOWLOG_MAX_STRING {
+            let mut v = a[..SLOWLOG_MAX_STRING].to_vec();
+            v.extend_from_slice(
+                format!("... ({} more bytes)", a.len() - SLOWLOG_MAX_STRING).as_bytes(),
+            );
+            sargs.push(v);
+        } else {
+            sargs.push(a.to_vec());
+        }
+    }
+    let info = cx.client.info.borrow();
+    let entry = SlowEntry {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        unix_secs: clock::unix_ms() / 1000,
+        usec,
+        args: sargs,
+        addr: info.addr.clone(),
+        name: info.name.clone(),
+    };
+    drop(info);
+    let mut st = cx.worker.stats.borrow_mut();
+    st.slowlog.push_front(entry);
+    while st.slowlog.len() > max {
+        st.slowlog.pop_back();
+    }
+}
+
+pub fn slowlog_get<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if args.len() > 3 {
+            cx.reply.error(
+                "ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP.",
+            );
+            return;
+        }
+        let mut count = 10usize;
+        if args.len() == 3 {
+            match parse_i64(args[2]) {
+                Some(-1) => count = usize::MAX,
+                Some(v) if v >= 0 => count = v as usize,
+                _ => {
+                    cx.reply
+                        .error("ERR count should be greater than or equal to -1");
+                    return;
+                }
+            }
+        }
+        let max = cx.shared().config.slowlog_max_len();
+        let per = cx
+            .worker
+            .broadcast(move |w| {
+                w.stats
+                    .borrow()
+                    .slowlog
+                    .iter()
+                    .take(count.min(max))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .await;
+        let mut all: Vec<SlowEntry> = per.into_iter().flatten().collect();
+        all.sort_by_key(|e| std::cmp::Reverse(e.id));
+        all.truncate(count.min(max));
+        let r = &mut cx.reply;
+        r.array(all.len());
+        for e in all {
+            r.array(6);
+            r.int(e.id as i64);
+            r.int(e.unix_secs as i64);
+            r.int(e.usec as i64);
+            r.array(e.args.len());
+            for a in &e.args {
+                r.bulk(a);
+            }
+            r.bulk_str(&e.addr);
+            r.bulk_str(&e.name);
+        }
+    })
+}
+
+pub fn slowlog_len<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let per = cx
+            .worker
+            .broadcast(|w| w.stats.borrow().slowlog.len())
+            .await;
+        let max = cx.shared().config.slowlog_max_len();
+        cx.reply.int(per.iter().sum::<usize>().min(max) as i64);
+    })
+}
+
+pub fn slowlog_reset<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        cx.worker
+            .broadcast(|w| w.stats.borrow_mut().slowlog.clear())
+            .await;
+        cx.reply.ok();
+    })
+}
+
+pub fn slowlog_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "SLOWLOG",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// LATENCY (latency monitoring is not implemented: no events are ever recorded).
+
+pub fn latency_doctor(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.verbatim(
+        "txt",
+        b"I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n",
+    );
+}
+
+pub fn latency_empty(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.empty_array();
+}
+
+pub fn latency_reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.int(0);
+}
+
+pub fn latency_graph(cx: &mut ConnCtx, args: &[&[u8]]) {
+    cx.reply.error(&format!(
+        "ERR No samples available for event '{}'",
+        trunc(args[2], 128)
+    ));
+}
+
+pub fn latency_histogram(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply.map(0);
+}
+
+pub fn latency_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "LATENCY",
+        &[
+            "DOCTOR",
+            "    Return a human readable latency analysis report.",
+            "GRAPH <event>",
+            "    Return an ASCII latency graph for the <event> class.",
+            "HISTORY <event>",
+            "    Return time-latency samples for the <event> class.",
+            "LATEST",
+            "    Return the latest latency samples for all events.",
+            "RESET [<event> ...]",
+            "    Reset latency data of one or more <event> classes.",
+            "    (default: reset all data for all event classes)",
+            "HISTOGRAM [COMMAND ...]",
+            "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+            "    If no commands are specified then all histograms are replied.",
+        ],
+    );
+}
