@@ -19,6 +19,7 @@
 # The suite comes from Debian's `redis` source package (7.0.15 on bookworm): a deb-src entry is
 # added when missing (root only), then `apt-get source` into the cache; later runs reuse it.
 set -uo pipefail
+export LC_ALL=C
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${REDIS_TESTS_DIR:-$ROOT/.redis-tests}"
