@@ -76,9 +76,9 @@ install_deps() {
 
 cargo_test() {
     if [[ ${TEST_PROFILE:-debug} == release ]]; then
-        cargo test --workspace --release
+        cargo test --workspace --no-fail-fast --release
     else
-        cargo test --workspace
+        cargo test --workspace --no-fail-fast
     fi
 }
 

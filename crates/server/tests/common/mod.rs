@@ -233,6 +233,11 @@ impl Server {
         raw_exchange(self.connect(), bytes, Duration::from_millis(300))
     }
 
+    /// For input that should get no reply at all: waits only `first` for a first byte.
+    pub fn raw_ex_quiet(&self, bytes: &[u8], first: Duration) -> RawReply {
+        raw_exchange_with(self.connect(), bytes, first, Duration::from_millis(300))
+    }
+
     /// Current resident set size of the server process in KiB (Linux).
     pub fn rss_kb(&self) -> u64 {
         let st =
@@ -270,25 +275,25 @@ pub struct RawReply {
     pub closed: bool,
 }
 
-/// Writes `bytes`, then reads until EOF, or until nothing arrived for `idle` after at least one
-/// byte (or for 10 s before any byte).
-pub fn raw_exchange(mut s: TcpStream, bytes: &[u8], idle: Duration) -> RawReply {
+/// Writes `bytes`, then reads until EOF, or until nothing more arrives for `idle` (50 ms once what
+/// arrived parses as complete replies), or for `first` before any byte at all.
+pub fn raw_exchange_with(
+    mut s: TcpStream,
+    bytes: &[u8],
+    first: Duration,
+    idle: Duration,
+) -> RawReply {
     let _ = s.write_all(bytes);
     let mut data = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
-    let start = Instant::now();
     loop {
         let wait = if data.is_empty() {
-            READ_TIMEOUT.saturating_sub(start.elapsed())
+            first
+        } else if complete_replies(&data) {
+            idle.min(Duration::from_millis(50))
         } else {
             idle
         };
-        if wait.is_zero() {
-            return RawReply {
-                data,
-                closed: false,
-            };
-        }
         s.set_read_timeout(Some(wait)).ok();
         match s.read(&mut buf) {
             Ok(0) => return RawReply { data, closed: true },
@@ -307,6 +312,25 @@ pub fn raw_exchange(mut s: TcpStream, bytes: &[u8], idle: Duration) -> RawReply 
             Err(_) => return RawReply { data, closed: true },
         }
     }
+}
+
+/// [`raw_exchange_with`] waiting up to 10 s for the first byte.
+pub fn raw_exchange(s: TcpStream, bytes: &[u8], idle: Duration) -> RawReply {
+    raw_exchange_with(s, bytes, READ_TIMEOUT, idle)
+}
+
+/// Does `buf` consist of whole RESP replies (at least one) and nothing else?
+pub fn complete_replies(mut buf: &[u8]) -> bool {
+    if buf.is_empty() {
+        return false;
+    }
+    while !buf.is_empty() {
+        match parse_resp(buf) {
+            Ok(Some((_, n))) => buf = &buf[n..],
+            _ => return false,
+        }
+    }
+    true
 }
 
 // ---------------------------------------------------------------------------------------------
