@@ -61,9 +61,8 @@ install_deps() {
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v redis-cli >/dev/null || need+=(redis-tools)
     command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
-    command -v dpkg-source >/dev/null || need+=(dpkg-dev)
     if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh dpkg-source"
+        echo "all present: redis-server redis-cli tclsh"
         return 0
     fi
     if [[ $(id -u) -ne 0 ]]; then
