@@ -1,0 +1,616 @@
+//! Shared integration-test harness: start the real `damselfly` binary (or a reference
+//! `redis-server`) on a free loopback port, talk to it with the `redis` crate or raw bytes, and kill
+//! it when the handle drops.
+//!
+//! ```ignore
+//! mod common;
+//! let srv = common::Server::start(&["--proactor_threads=4"]);
+//! let mut con = srv.client();
+//! assert_eq!(srv.raw(b"PING\r\n"), b"+PONG\r\n");
+//! ```
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a server gets to answer its first PING.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default patience when reading replies.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A running server process (damselfly or redis-server), killed on drop.
+pub struct Server {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    name: &'static str,
+}
+
+/// Reference Redis for differential tests.
+pub struct RedisServer;
+
+impl RedisServer {
+    /// Starts `redis-server --port P --bind 127.0.0.1 --save '' --appendonly no`.
+    /// Panics with a clear message when redis-server is not installed.
+    pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Server {
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
+            panic!(
+                "redis-server is not installed but this test compares against it; install it \
+                 (`apt-get install -y redis-server`, which ./scripts/test.sh does when run as root)"
+            );
+        }
+        let mut args: Vec<String> = vec![
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+            "--daemonize".into(),
+            "no".into(),
+            "--dir".into(),
+            std::env::temp_dir().display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Server::spawn("redis-server", "redis-server".into(), &args)
+    }
+}
+
+/// True when `DFLY_TEST_TARGET=redis`: tests run against redis-server (see [`Server::start`]).
+pub fn against_redis() -> bool {
+    std::env::var("DFLY_TEST_TARGET").is_ok_and(|v| v == "redis")
+}
+
+/// A port that was free a moment ago (bind :0, read it, release it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("cannot bind an ephemeral loopback port")
+}
+
+impl Server {
+    /// Starts the damselfly binary under test with `--port P --bind 127.0.0.1` plus `args`.
+    ///
+    /// With `DFLY_TEST_TARGET=redis` in the environment a real redis-server is started instead
+    /// (damselfly-only flags dropped): a quick way to check that a test's expectations are
+    /// Redis's own behaviour. `DFLY_TEST_BIN=/path/to/damselfly` runs another build (e.g. release).
+    pub fn start(args: &[&str]) -> Server {
+        if against_redis() {
+            return RedisServer::start();
+        }
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let bin = std::env::var_os("DFLY_TEST_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_damselfly").into());
+        Server::spawn("damselfly", bin, &args)
+    }
+
+    fn spawn(name: &'static str, bin: PathBuf, args: &[String]) -> Server {
+        // A port can be taken between probing and binding; retry a few times on early exit.
+        let mut last_err = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let log = std::env::temp_dir().join(format!(
+                "{name}-test-{}-{}-{port}.log",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            let logf = std::fs::File::create(&log).expect("cannot create server log file");
+            let logf2 = logf.try_clone().expect("cannot dup log file");
+            let child = Command::new(&bin)
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(logf)
+                .stderr(logf2)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", bin.display()));
+            let mut srv = Server {
+                child,
+                port,
+                log,
+                name,
+            };
+            match srv.wait_ready() {
+                Ok(()) => return srv,
+                Err(e) => {
+                    last_err = format!(
+                        "{name} ({} {:?}) did not answer PING on port {port}: {e}\n--- its output ---\n{}",
+                        bin.display(),
+                        args,
+                        srv.output()
+                    );
+                    // Exited (most likely the port was taken): try another port.
+                    if matches!(srv.child.try_wait(), Ok(Some(_))) {
+                        continue;
+                    }
+                    break;
+                }
+            }
+        }
+        panic!("{last_err}");
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(format!("process exited early with {st}"));
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                if s.write_all(b"PING\r\n").is_ok() {
+                    let mut buf = [0u8; 64];
+                    if let Ok(n) = s.read(&mut buf) {
+                        if buf[..n].starts_with(b"+PONG") {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("timed out after {START_TIMEOUT:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Everything the process printed so far (stdout + stderr).
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Is the process still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// A synchronous `redis` crate connection.
+    pub fn client(&self) -> redis::Connection {
+        let c = redis::Client::open(self.url()).expect("bad url");
+        c.get_connection_with_timeout(READ_TIMEOUT)
+            .unwrap_or_else(|e| panic!("cannot connect to {} on {}: {e}", self.name, self.port))
+    }
+
+    /// A fresh TCP connection with a read timeout.
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port))
+            .unwrap_or_else(|e| panic!("cannot connect to {} on {}: {e}", self.name, self.port));
+        s.set_read_timeout(Some(READ_TIMEOUT)).ok();
+        s.set_nodelay(true).ok();
+        s
+    }
+
+    /// A raw RESP connection (see [`RawConn`]).
+    pub fn raw_conn(&self) -> RawConn {
+        RawConn::new(self.connect())
+    }
+
+    /// Sends `bytes` on a fresh connection and returns what came back until the server closed the
+    /// connection or stayed quiet for a while (see [`raw_exchange`]).
+    pub fn raw(&self, bytes: &[u8]) -> Vec<u8> {
+        self.raw_ex(bytes).data
+    }
+
+    /// Like [`Server::raw`] but also tells whether the server closed the connection.
+    pub fn raw_ex(&self, bytes: &[u8]) -> RawReply {
+        raw_exchange(self.connect(), bytes, Duration::from_millis(300))
+    }
+
+    /// For input that should get no reply at all: waits only `first` for a first byte.
+    pub fn raw_ex_quiet(&self, bytes: &[u8], first: Duration) -> RawReply {
+        raw_exchange_with(self.connect(), bytes, first, Duration::from_millis(300))
+    }
+
+    /// Current resident set size of the server process in KiB (Linux).
+    pub fn rss_kb(&self) -> u64 {
+        let st =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        st.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        } else {
+            eprintln!(
+                "[{} on port {} output kept at {}]",
+                self.name,
+                self.port,
+                self.log.display()
+            );
+        }
+    }
+}
+
+/// Result of [`raw_exchange`].
+#[derive(Debug)]
+pub struct RawReply {
+    pub data: Vec<u8>,
+    /// The server closed the connection (EOF or reset).
+    pub closed: bool,
+}
+
+/// Writes `bytes`, then reads until EOF, or until nothing more arrives for `idle` (50 ms once what
+/// arrived parses as complete replies), or for `first` before any byte at all.
+pub fn raw_exchange_with(
+    mut s: TcpStream,
+    bytes: &[u8],
+    first: Duration,
+    idle: Duration,
+) -> RawReply {
+    let _ = s.write_all(bytes);
+    let mut data = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let wait = if data.is_empty() {
+            first
+        } else if complete_replies(&data) {
+            idle.min(Duration::from_millis(50))
+        } else {
+            idle
+        };
+        s.set_read_timeout(Some(wait)).ok();
+        match s.read(&mut buf) {
+            Ok(0) => return RawReply { data, closed: true },
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return RawReply {
+                    data,
+                    closed: false,
+                }
+            }
+            Err(_) => return RawReply { data, closed: true },
+        }
+    }
+}
+
+/// [`raw_exchange_with`] waiting up to 10 s for the first byte.
+pub fn raw_exchange(s: TcpStream, bytes: &[u8], idle: Duration) -> RawReply {
+    raw_exchange_with(s, bytes, READ_TIMEOUT, idle)
+}
+
+/// Does `buf` consist of whole RESP replies (at least one) and nothing else?
+pub fn complete_replies(mut buf: &[u8]) -> bool {
+    if buf.is_empty() {
+        return false;
+    }
+    while !buf.is_empty() {
+        match parse_resp(buf) {
+            Ok(Some((_, n))) => buf = &buf[n..],
+            _ => return false,
+        }
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// RESP values and a raw connection that parses replies.
+
+/// One parsed RESP2/RESP3 reply.
+#[derive(Clone, PartialEq)]
+pub enum Resp {
+    Simple(Vec<u8>),
+    Error(Vec<u8>),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// `$-1` / `*-1` / `_`.
+    Nil,
+    NilArray,
+    Array(Vec<Resp>),
+    Double(Vec<u8>),
+    Bool(bool),
+    BigNum(Vec<u8>),
+    Verbatim(Vec<u8>),
+    Map(Vec<(Resp, Resp)>),
+    Set(Vec<Resp>),
+    Push(Vec<Resp>),
+}
+
+impl Resp {
+    pub fn is_error(&self) -> bool {
+        matches!(self, Resp::Error(_))
+    }
+
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Resp::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Resp::Bulk(b) | Resp::Simple(b) | Resp::Verbatim(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Resp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Quotes bytes like redis-cli does.
+pub fn quote(b: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for &c in b {
+        match c {
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('"');
+    s
+}
+
+impl std::fmt::Display for Resp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Resp::Simple(b) => write!(f, "+{}", String::from_utf8_lossy(b)),
+            Resp::Error(b) => write!(f, "(error) {}", String::from_utf8_lossy(b)),
+            Resp::Int(i) => write!(f, "(integer) {i}"),
+            Resp::Bulk(b) => write!(f, "{}", quote(b)),
+            Resp::Nil => write!(f, "(nil)"),
+            Resp::NilArray => write!(f, "(nil array)"),
+            Resp::Double(b) => write!(f, "(double) {}", String::from_utf8_lossy(b)),
+            Resp::Bool(b) => write!(f, "(bool) {b}"),
+            Resp::BigNum(b) => write!(f, "(bignum) {}", String::from_utf8_lossy(b)),
+            Resp::Verbatim(b) => write!(f, "(verbatim) {}", quote(b)),
+            Resp::Array(v) | Resp::Set(v) | Resp::Push(v) => {
+                write!(f, "[")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+            Resp::Map(v) => {
+                write!(f, "{{")?;
+                for (i, (k, x)) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{k}: {x}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// Parses one reply from the front of `buf`: `Ok(Some((value, consumed)))`, `Ok(None)` when more
+/// bytes are needed, `Err` on malformed input.
+pub fn parse_resp(buf: &[u8]) -> Result<Option<(Resp, usize)>, String> {
+    fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+        let rest = buf.get(at..)?;
+        let p = rest.windows(2).position(|w| w == b"\r\n")?;
+        Some((&rest[..p], at + p + 2))
+    }
+    fn num(b: &[u8]) -> Result<i64, String> {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad number {}", quote(b)))
+    }
+    fn parse_at(buf: &[u8], at: usize) -> Result<Option<(Resp, usize)>, String> {
+        let Some(&t) = buf.get(at) else {
+            return Ok(None);
+        };
+        let Some((l, next)) = line(buf, at + 1) else {
+            return Ok(None);
+        };
+        let agg = |n: i64, mut next: usize| -> Result<Option<(Vec<Resp>, usize)>, String> {
+            let mut v = Vec::with_capacity(n.clamp(0, 1024) as usize);
+            for _ in 0..n {
+                match parse_at(buf, next)? {
+                    Some((x, nx)) => {
+                        v.push(x);
+                        next = nx;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some((v, next)))
+        };
+        let blob = |n: i64| -> Option<(Vec<u8>, usize)> {
+            let n = n as usize;
+            if buf.len() < next + n + 2 {
+                return None;
+            }
+            Some((buf[next..next + n].to_vec(), next + n + 2))
+        };
+        Ok(match t {
+            b'+' => Some((Resp::Simple(l.to_vec()), next)),
+            b'-' => Some((Resp::Error(l.to_vec()), next)),
+            b':' => Some((Resp::Int(num(l)?), next)),
+            b',' => Some((Resp::Double(l.to_vec()), next)),
+            b'(' => Some((Resp::BigNum(l.to_vec()), next)),
+            b'#' => Some((Resp::Bool(l == b"t"), next)),
+            b'_' => Some((Resp::Nil, next)),
+            b'$' | b'!' | b'=' => {
+                let n = num(l)?;
+                if n < 0 {
+                    Some((Resp::Nil, next))
+                } else {
+                    blob(n).map(|(b, nx)| {
+                        let v = match t {
+                            b'$' => Resp::Bulk(b),
+                            b'!' => Resp::Error(b),
+                            _ => Resp::Verbatim(b),
+                        };
+                        (v, nx)
+                    })
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n = num(l)?;
+                if n < 0 {
+                    Some((Resp::NilArray, next))
+                } else {
+                    agg(n, next)?.map(|(v, nx)| {
+                        let r = match t {
+                            b'*' => Resp::Array(v),
+                            b'~' => Resp::Set(v),
+                            _ => Resp::Push(v),
+                        };
+                        (r, nx)
+                    })
+                }
+            }
+            b'%' => {
+                let n = num(l)?;
+                agg(n * 2, next)?.map(|(v, nx)| {
+                    let mut it = v.into_iter();
+                    let mut m = Vec::new();
+                    while let (Some(k), Some(x)) = (it.next(), it.next()) {
+                        m.push((k, x));
+                    }
+                    (Resp::Map(m), nx)
+                })
+            }
+            other => return Err(format!("unexpected RESP type byte {:?}", other as char)),
+        })
+    }
+    parse_at(buf, 0)
+}
+
+/// Encodes a command as a RESP multibulk.
+pub fn encode(args: &[impl AsRef<[u8]>]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// A TCP connection speaking RESP: send commands, read parsed replies.
+pub struct RawConn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawConn {
+    pub fn new(stream: TcpStream) -> RawConn {
+        RawConn {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream
+            .write_all(bytes)
+            .expect("write to server failed");
+    }
+
+    pub fn send(&mut self, args: &[impl AsRef<[u8]>]) {
+        self.send_raw(&encode(args));
+    }
+
+    /// Reads one reply (panics on timeout / EOF / malformed reply).
+    pub fn read(&mut self) -> Resp {
+        self.try_read().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    pub fn try_read(&mut self) -> Result<Resp, String> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some((v, n)) = parse_resp(&self.buf)? {
+                self.buf.drain(..n);
+                return Ok(v);
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(format!("connection closed (pending {})", quote(&self.buf))),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("read failed: {e} (pending {})", quote(&self.buf))),
+            }
+        }
+    }
+
+    /// Sends one command and reads its reply.
+    pub fn cmd(&mut self, args: &[impl AsRef<[u8]>]) -> Resp {
+        self.send(args);
+        self.read()
+    }
+
+    /// `cmd` for string arguments split on spaces: `c.q("SET a b")`.
+    pub fn q(&mut self, line: &str) -> Resp {
+        let args: Vec<&str> = line.split_whitespace().collect();
+        self.cmd(&args)
+    }
+}
+
+/// Convenience for assertions: `bulk("x")`.
+pub fn bulk(s: &str) -> Resp {
+    Resp::Bulk(s.as_bytes().to_vec())
+}
+
+pub fn ok() -> Resp {
+    Resp::Simple(b"OK".to_vec())
+}
+
+pub fn err(s: &str) -> Resp {
+    Resp::Error(s.as_bytes().to_vec())
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# THE test command: everything CI checks, in one go.
+#
+#   ./scripts/test.sh
+#
+# Stages: deps → fmt → clippy → build (release) → test (cargo test --workspace) → redis-suite
+# (Redis 7.0's Tcl suite against the release binary, compared with tests/redis-suite/expected-pass).
+# Every stage runs even when an earlier one failed (except that nothing needing the binary runs
+# when the build fails); a summary with timings is printed and the exit status is non-zero when
+# any stage failed.
+#
+# Environment:
+#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite)
+#   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
+#   TEST_PROFILE=release run `cargo test` in release mode (reuses the release build; faster CI,
+#                        but no debug assertions / overflow checks)
+#   CARGO_TARGET_DIR     honoured everywhere (the Tcl suite uses $CARGO_TARGET_DIR/release/damselfly)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then
+    # shellcheck disable=SC1091
+    . "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust: https://rustup.rs)" >&2; exit 2; }
+
+export PROPTEST_CASES="${PROPTEST_CASES:-64}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+SKIP=",${SKIP:-},"
+
+declare -a NAMES=() RESULTS=() TIMES=()
+FAILED=0
+
+run_stage() { # name cmd...
+    local name=$1; shift
+    if [[ $SKIP == *",$name,"* ]]; then
+        NAMES+=("$name"); RESULTS+=("skipped"); TIMES+=("-")
+        return 0
+    fi
+    echo
+    echo "==== [$name] $* ===="
+    local t0 rc
+    t0=$(date +%s)
+    "$@"
+    rc=$?
+    local dt=$(( $(date +%s) - t0 ))
+    NAMES+=("$name"); TIMES+=("${dt}s")
+    if [[ $rc -eq 0 ]]; then
+        RESULTS+=("ok")
+    else
+        RESULTS+=("FAILED (exit $rc)")
+        FAILED=1
+    fi
+    return $rc
+}
+
+install_deps() {
+    local need=()
+    command -v redis-server >/dev/null || need+=(redis-server)
+    command -v redis-cli >/dev/null || need+=(redis-tools)
+    command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
+    if [[ ${#need[@]} -eq 0 ]]; then
+        echo "all present: redis-server redis-cli tclsh"
+        return 0
+    fi
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "missing ${need[*]} and not root: install them (apt-get install -y ${need[*]})" >&2
+        return 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"
+}
+
+cargo_test() {
+    if [[ ${TEST_PROFILE:-debug} == release ]]; then
+        cargo test --workspace --no-fail-fast --release
+    else
+        cargo test --workspace --no-fail-fast
+    fi
+}
+
+run_stage deps install_deps
+run_stage fmt cargo fmt --all -- --check
+run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
+if run_stage build cargo build --release; then
+    run_stage test cargo_test
+    run_stage redis-suite ./scripts/redis-suite.sh
+else
+    for s in test redis-suite; do
+        NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
+    done
+fi
+
+echo
+echo "==== summary ===="
+for i in "${!NAMES[@]}"; do
+    printf '  %-12s %-28s %s\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${TIMES[$i]}"
+done
+if [[ $FAILED -ne 0 ]]; then
+    echo "RESULT: FAILED"
+    exit 1
+fi
+echo "RESULT: all stages passed"
