@@ -233,13 +233,20 @@ impl ConnCtx {
             let free = {
                 let t = w.tx.borrow();
                 t.idle() || {
-                    let locks: crate::engine::tx::Locks = self.cmd_locks.iter().map(|(_, l)| *l).collect();
+                    let locks: crate::engine::tx::Locks =
+                        self.cmd_locks.iter().map(|(_, l)| *l).collect();
                     t.quick_ok(&locks, self.cmd_shard_lock)
                 }
             };
             if free {
                 let mut shard = w.shard.borrow_mut();
-                let mut c = CmdCtx { shard: &mut shard, db: self.db, now: self.now_ms, shared: &w.shared, reply: &mut self.reply };
+                let mut c = CmdCtx {
+                    shard: &mut shard,
+                    db: self.db,
+                    now: self.now_ms,
+                    shared: &w.shared,
+                    reply: &mut self.reply,
+                };
                 f(&mut c, args);
                 return;
             }
@@ -253,7 +260,13 @@ impl ConnCtx {
                 let args = owned.slices();
                 let mut reply = Reply::new(ver);
                 let mut shard = w.shard.borrow_mut();
-                let mut c = CmdCtx { shard: &mut shard, db, now, shared: &w.shared, reply: &mut reply };
+                let mut c = CmdCtx {
+                    shard: &mut shard,
+                    db,
+                    now,
+                    shared: &w.shared,
+                    reply: &mut reply,
+                };
                 f(&mut c, &args);
                 reply.take()
             })
@@ -307,7 +320,11 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
-    let own_tx = if cx.tx.is_none() { tx::plan_command(cx, spec, args) } else { None };
+    let own_tx = if cx.tx.is_none() {
+        tx::plan_command(cx, spec, args)
+    } else {
+        None
+    };
     if let Some(plan) = &own_tx {
         cx.tx_begin(plan).await;
     }

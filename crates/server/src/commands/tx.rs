@@ -27,8 +27,9 @@ use crate::engine::{shard_of, Worker};
 pub struct TxState {
     pub id: u64,
     pub shards: SmallVec<[usize; 4]>,
-    /// Every shard granted its locks without conflict: hops run out of order.
-    pub ooo: bool,
+    /// Every shard granted its locks without conflict at scheduling (statistics only: whether a
+    /// hop may run early is decided per shard, see `engine::tx`).
+    pub uncontended: bool,
 }
 
 /// What one command needs locked.
@@ -48,7 +49,8 @@ impl LockPlan {
         }
         for i in key_positions(spec, args.len()) {
             let k = args[i];
-            self.keys.push((shard_of(k, threads), KeyLock::new(db, k, excl)));
+            self.keys
+                .push((shard_of(k, threads), KeyLock::new(db, k, excl)));
         }
     }
 
@@ -64,7 +66,11 @@ impl LockPlan {
     }
 
     pub fn locks_for(&self, shard: usize) -> Locks {
-        self.keys.iter().filter(|(s, _)| *s == shard).map(|(_, l)| *l).collect()
+        self.keys
+            .iter()
+            .filter(|(s, _)| *s == shard)
+            .map(|(_, l)| *l)
+            .collect()
     }
 
     pub fn shard_lock(&self) -> ShardLock {
@@ -75,10 +81,20 @@ impl LockPlan {
 /// Argument indices of a command's keys from its (legacy) key spec.
 pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
     let first = spec.first_key.max(0) as usize;
-    let last = if spec.last_key < 0 { argc as i64 + spec.last_key as i64 } else { spec.last_key as i64 };
+    let last = if spec.last_key < 0 {
+        argc as i64 + spec.last_key as i64
+    } else {
+        spec.last_key as i64
+    };
     let step = spec.step.max(1) as usize;
-    let (first, last) = if first == 0 || last < first as i64 { (1, 0) } else { (first, last.min(argc as i64 - 1) as usize) };
-    (first..=last).step_by(step).filter(move |&i| i >= 1 && i < argc)
+    let (first, last) = if first == 0 || last < first as i64 {
+        (1, 0)
+    } else {
+        (first, last.min(argc as i64 - 1) as usize)
+    };
+    (first..=last)
+        .step_by(step)
+        .filter(move |&i| i >= 1 && i < argc)
 }
 
 impl ConnCtx {
@@ -89,12 +105,20 @@ impl ConnCtx {
         let shards = plan.shards(threads);
         let sl = plan.shard_lock();
         loop {
-            let id = self.worker.shared.next_txid.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let id = self
+                .worker
+                .shared
+                .next_txid
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let calls: Vec<(usize, Call<Sched>)> = shards
                 .iter()
                 .map(|&s| {
                     let locks = plan.locks_for(s);
-                    (s, self.worker.call(s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)))
+                    (
+                        s,
+                        self.worker
+                            .call(s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)),
+                    )
                 })
                 .collect();
             let mut ok: SmallVec<[usize; 4]> = SmallVec::new();
@@ -115,7 +139,11 @@ impl ConnCtx {
                 }
                 continue;
             }
-            self.tx = Some(TxState { id, shards, ooo: granted });
+            self.tx = Some(TxState {
+                id,
+                shards,
+                uncontended: granted,
+            });
             return;
         }
     }
@@ -140,9 +168,9 @@ impl ConnCtx {
     {
         match &self.tx {
             Some(t) if t.shards.contains(&shard) => {
-                let (id, ooo) = (t.id, t.ooo);
+                let id = t.id;
                 self.worker.call_deferred(shard, move |w, resp| {
-                    tx::hop(w, id, ooo, move |w| {
+                    tx::hop(w, id, move |w| {
                         let r = f(w);
                         resp.send(w, r);
                     })
@@ -154,7 +182,12 @@ impl ConnCtx {
                 self.worker.call(shard, f)
             }
             None => {
-                let locks: Locks = self.cmd_locks.iter().filter(|(s, _)| *s == shard).map(|(_, l)| *l).collect();
+                let locks: Locks = self
+                    .cmd_locks
+                    .iter()
+                    .filter(|(s, _)| *s == shard)
+                    .map(|(_, l)| *l)
+                    .collect();
                 let sl = self.cmd_shard_lock;
                 self.worker.call_deferred(shard, move |w, resp| {
                     tx::quick(w, locks, sl, move |w| {

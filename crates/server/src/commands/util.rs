@@ -100,7 +100,13 @@ where
     cx.shard_exec(shard, move |w| {
         let mut scratch = Reply::new(ver);
         let mut sh = w.shard.borrow_mut();
-        let mut c = CmdCtx { shard: &mut sh, db, now, shared: &w.shared, reply: &mut scratch };
+        let mut c = CmdCtx {
+            shard: &mut sh,
+            db,
+            now,
+            shared: &w.shared,
+            reply: &mut scratch,
+        };
         f(&mut c)
     })
 }
@@ -111,7 +117,13 @@ where
 ///
 /// When the keys span several shards, `execute` has already put the command in a transaction,
 /// so the parts apply atomically.
-pub async fn fan_out<R, F>(cx: &ConnCtx, args: &[&[u8]], first: usize, width: usize, f: F) -> Vec<ShardPart<R>>
+pub async fn fan_out<R, F>(
+    cx: &ConnCtx,
+    args: &[&[u8]],
+    first: usize,
+    width: usize,
+    f: F,
+) -> Vec<ShardPart<R>>
 where
     R: Send + 'static,
     F: Fn(&mut CmdCtx<'_>, &[&[u8]]) -> R + Send + Sync + Clone + 'static,
@@ -128,13 +140,25 @@ where
         if gs.is_empty() {
             continue;
         }
-        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| args[first + g * width..first + (g + 1) * width].iter().copied()));
+        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| {
+            args[first + g * width..first + (g + 1) * width]
+                .iter()
+                .copied()
+        }));
         let f = f.clone();
-        calls.push((s, std::mem::take(gs), on_shard(cx, s, move |c| f(c, &owned.slices()))));
+        calls.push((
+            s,
+            std::mem::take(gs),
+            on_shard(cx, s, move |c| f(c, &owned.slices())),
+        ));
     }
     let mut out = Vec::with_capacity(calls.len());
     for (shard, groups, call) in calls {
-        out.push(ShardPart { shard, groups, result: call.await });
+        out.push(ShardPart {
+            shard,
+            groups,
+            result: call.await,
+        });
     }
     out
 }
@@ -145,7 +169,9 @@ where
     R: Send + 'static,
     F: Fn(&mut CmdCtx<'_>) -> R + Send + Sync + Clone + 'static,
 {
-    let calls: Vec<_> = (0..cx.threads()).map(|s| on_shard(cx, s, f.clone())).collect();
+    let calls: Vec<_> = (0..cx.threads())
+        .map(|s| on_shard(cx, s, f.clone()))
+        .collect();
     let mut out = Vec::with_capacity(calls.len());
     for c in calls {
         out.push(c.await);

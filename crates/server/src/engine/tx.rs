@@ -11,10 +11,10 @@
 //! 1. A multi-shard (or contended) transaction is scheduled on all its shards before any of it
 //!    runs; a shard refuses an id lower than `committed` and the coordinator retries with a new
 //!    id, so every shard orders conflicting transactions the same way.
-//! 2. If every shard granted its locks without conflict, the transaction runs out of order (OOO)
-//!    as soon as its hops arrive; otherwise a hop runs when its transaction is at the head of the
-//!    queue and no *other* holder has a conflicting lock (which can then only be an OOO
-//!    transaction, which never waits) — so there are no deadlocks.
+//! 2. A hop of transaction T runs as soon as no *earlier* (lower id) transaction still queued on
+//!    this shard conflicts with T. Non-conflicting transactions therefore run out of order and in
+//!    parallel; conflicting ones run in id order on every shard. A transaction only ever waits for
+//!    lower ids, so there are no deadlock cycles.
 //! 3. Uncontended single-shard commands don't enter the queue: they run at once unless one of
 //!    their keys is locked, in which case they wait until the conflicting locks are released.
 //!
@@ -37,7 +37,11 @@ pub struct KeyLock {
 
 impl KeyLock {
     pub fn new(db: usize, key: &[u8], excl: bool) -> Self {
-        KeyLock { db: db as u32, hash: damselfly_dash::hash_key(key), excl }
+        KeyLock {
+            db: db as u32,
+            hash: damselfly_dash::hash_key(key),
+            excl,
+        }
     }
 }
 
@@ -87,8 +91,27 @@ pub type Parked = Box<dyn FnOnce(&Rc<Worker>)>;
 struct Entry {
     locks: Locks,
     shard_lock: ShardLock,
-    ooo: bool,
     pending: VecDeque<Parked>,
+}
+
+impl Entry {
+    /// Do two transactions' lock sets conflict on this shard?
+    fn conflicts(&self, other: &Entry) -> bool {
+        use ShardLock::*;
+        match (self.shard_lock, other.shard_lock) {
+            (Excl, _) | (_, Excl) => return true,
+            (Shared, Shared) => {}
+            (Shared, None) => return other.locks.iter().any(|l| l.excl),
+            (None, Shared) => return self.locks.iter().any(|l| l.excl),
+            (None, None) => {}
+        }
+        self.locks.iter().any(|a| {
+            other
+                .locks
+                .iter()
+                .any(|b| a.db == b.db && a.hash == b.hash && (a.excl || b.excl))
+        })
+    }
 }
 
 type LockMap = HashMap<(u32, u64), Counts, std::hash::BuildHasherDefault<Fnv>>;
@@ -127,7 +150,9 @@ impl TxShard {
         if self.shard.conflicts(l.excl) {
             return true;
         }
-        self.locks.get(&(l.db, l.hash)).is_some_and(|c| c.conflicts(l.excl))
+        self.locks
+            .get(&(l.db, l.hash))
+            .is_some_and(|c| c.conflicts(l.excl))
     }
 
     fn shard_conflicts(&self, s: ShardLock) -> bool {
@@ -179,57 +204,24 @@ impl TxShard {
         }
         let granted = !self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l));
         self.acquire(&locks, s);
-        self.queue.insert(txid, Entry { locks, shard_lock: s, ooo: false, pending: VecDeque::new() });
+        self.queue.insert(
+            txid,
+            Entry {
+                locks,
+                shard_lock: s,
+                pending: VecDeque::new(),
+            },
+        );
         self.scheduled += 1;
         Sched::Ok(granted)
     }
 
-    /// Conflict with locks held by anyone other than `txid` itself.
-    fn conflicts_with_others(&self, txid: u64) -> bool {
-        let Some(e) = self.queue.get(&txid) else { return false };
-        // Count this transaction's own contribution per lock key.
-        let mut own: HashMap<(u32, u64), Counts, std::hash::BuildHasherDefault<Fnv>> = HashMap::default();
-        for l in &e.locks {
-            own.entry((l.db, l.hash)).or_default().add(l.excl);
-        }
-        let mut shard = self.shard;
-        match e.shard_lock {
-            ShardLock::None => {}
-            ShardLock::Shared => shard.sub(false),
-            ShardLock::Excl => shard.sub(true),
-        }
-        let others = |k: &(u32, u64)| {
-            let mut c = self.locks.get(k).copied().unwrap_or_default();
-            if let Some(o) = own.get(k) {
-                c.shared -= o.shared.min(c.shared);
-                c.excl -= o.excl.min(c.excl);
-            }
-            c
-        };
-        match e.shard_lock {
-            ShardLock::Excl => {
-                if !shard.is_zero() {
-                    return true;
-                }
-                if self.locks.keys().any(|k| !others(k).is_zero()) {
-                    return true;
-                }
-            }
-            ShardLock::Shared => {
-                if shard.excl > 0 || self.locks.keys().any(|k| others(k).excl > 0) {
-                    return true;
-                }
-            }
-            ShardLock::None => {}
-        }
-        e.locks.iter().any(|l| shard.conflicts(l.excl) || others(&(l.db, l.hash)).conflicts(l.excl))
-    }
-
+    /// May a hop of `txid` run now? Only if no earlier queued transaction conflicts with it.
     fn runnable(&self, txid: u64) -> bool {
-        match self.queue.get(&txid) {
-            None => true,
-            Some(e) => e.ooo || (self.queue.keys().next() == Some(&txid) && !self.conflicts_with_others(txid)),
-        }
+        let Some(e) = self.queue.get(&txid) else {
+            return true;
+        };
+        !self.queue.range(..txid).any(|(_, u)| u.conflicts(e))
     }
 
     fn start(&mut self, txid: u64) {
@@ -247,14 +239,9 @@ impl TxShard {
 }
 
 /// Runs one hop of transaction `txid` on this thread (now, or when it becomes runnable).
-pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, ooo: bool, f: F) {
+pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, f: F) {
     {
         let mut t = w.tx.borrow_mut();
-        if ooo {
-            if let Some(e) = t.queue.get_mut(&txid) {
-                e.ooo = true;
-            }
-        }
         let has_pending = t.queue.get(&txid).is_some_and(|e| !e.pending.is_empty());
         if has_pending || !t.runnable(txid) {
             if let Some(e) = t.queue.get_mut(&txid) {
@@ -292,8 +279,13 @@ pub fn poll(w: &Rc<Worker>) {
         let next: Option<Parked> = {
             let mut t = w.tx.borrow_mut();
             let mut found = None;
-            // Any transaction whose hop is parked and that is now runnable (head or OOO).
-            let ids: Vec<u64> = t.queue.iter().filter(|(_, e)| !e.pending.is_empty()).map(|(id, _)| *id).collect();
+            // Any transaction whose hop is parked and that no earlier transaction blocks.
+            let ids: Vec<u64> = t
+                .queue
+                .iter()
+                .filter(|(_, e)| !e.pending.is_empty())
+                .map(|(id, _)| *id)
+                .collect();
             for id in ids {
                 if t.runnable(id) {
                     t.start(id);
@@ -334,33 +326,52 @@ mod tests {
     fn grant_and_conflict() {
         let mut t = TxShard::default();
         assert!(t.idle());
-        assert_eq!(t.schedule(1, v(&[kl(b"a", true)]), ShardLock::None), Sched::Ok(true));
-        assert_eq!(t.schedule(2, v(&[kl(b"a", false)]), ShardLock::None), Sched::Ok(false));
-        assert_eq!(t.schedule(3, v(&[kl(b"b", false)]), ShardLock::None), Sched::Ok(true));
+        assert_eq!(
+            t.schedule(1, v(&[kl(b"a", true)]), ShardLock::None),
+            Sched::Ok(true)
+        );
+        assert_eq!(
+            t.schedule(2, v(&[kl(b"a", false)]), ShardLock::None),
+            Sched::Ok(false)
+        );
+        assert_eq!(
+            t.schedule(3, v(&[kl(b"b", false)]), ShardLock::None),
+            Sched::Ok(true)
+        );
         assert!(!t.quick_ok(&[kl(b"a", false)], ShardLock::None));
         assert!(t.quick_ok(&[kl(b"b", false)], ShardLock::None));
         assert!(!t.quick_ok(&[kl(b"b", true)], ShardLock::None));
-        // 1 is head and conflicts with nobody else's lock on "a"? 2 holds a shared lock on "a".
-        assert!(!t.runnable(1) || t.queue.get(&1).is_some());
+        assert!(t.runnable(1));
+        assert!(!t.runnable(2), "2 waits for the earlier conflicting 1");
+        assert!(
+            t.runnable(3),
+            "3 conflicts with nobody earlier: runs out of order"
+        );
         t.start(3);
         assert_eq!(t.schedule(2, v(&[]), ShardLock::None), Sched::TooOld);
         t.finish(1);
+        assert!(t.runnable(2));
         t.finish(2);
         t.finish(3);
         assert!(t.idle());
     }
 
     #[test]
-    fn head_waits_for_ooo_holder() {
+    fn waiting_behind_is_not_a_deadlock() {
+        // Both hold intent locks on k from scheduling; the earlier one must still run.
         let mut t = TxShard::default();
-        assert_eq!(t.schedule(5, v(&[kl(b"k", true)]), ShardLock::None), Sched::Ok(true));
-        t.queue.get_mut(&5).map(|e| e.ooo = true);
-        assert_eq!(t.schedule(4, v(&[kl(b"k", true)]), ShardLock::None), Sched::Ok(false));
-        // 4 is the head but 5 (OOO) holds the key: 4 must wait.
-        assert!(!t.runnable(4));
-        assert!(t.runnable(5));
-        t.finish(5);
-        assert!(t.runnable(4));
+        assert_eq!(
+            t.schedule(1, v(&[kl(b"k", true)]), ShardLock::None),
+            Sched::Ok(true)
+        );
+        assert_eq!(
+            t.schedule(2, v(&[kl(b"k", true)]), ShardLock::None),
+            Sched::Ok(false)
+        );
+        assert!(t.runnable(1));
+        assert!(!t.runnable(2));
+        t.finish(1);
+        assert!(t.runnable(2));
     }
 
     #[test]
@@ -368,7 +379,10 @@ mod tests {
         let mut t = TxShard::default();
         assert_eq!(t.schedule(1, v(&[]), ShardLock::Excl), Sched::Ok(true));
         assert!(!t.quick_ok(&[kl(b"x", false)], ShardLock::None));
-        assert_eq!(t.schedule(2, v(&[kl(b"x", false)]), ShardLock::None), Sched::Ok(false));
+        assert_eq!(
+            t.schedule(2, v(&[kl(b"x", false)]), ShardLock::None),
+            Sched::Ok(false)
+        );
         t.finish(1);
         assert!(t.runnable(2));
         assert!(!t.quick_ok(&[], ShardLock::Excl));

@@ -233,13 +233,27 @@ impl Worker {
         F: FnOnce(&Rc<Worker>, Responder) + Send + 'static,
     {
         let slot = self.pending.borrow_mut().alloc();
-        let resp = Responder { origin: self.id, slot, sent: false };
+        let resp = Responder {
+            origin: self.id,
+            slot,
+            sent: false,
+        };
         if dst == self.id {
             f(self, resp);
         } else {
-            self.shared.post(self.id, dst, Box::new(move |w: &Worker| with_rc(w, |w| f(w, resp))));
+            self.shared.post(
+                self.id,
+                dst,
+                Box::new(move |w: &Worker| with_rc(w, |w| f(w, resp))),
+            );
         }
-        Call { state: CallState::Remote { worker: self.clone(), slot, _r: std::marker::PhantomData } }
+        Call {
+            state: CallState::Remote {
+                worker: self.clone(),
+                slot,
+                _r: std::marker::PhantomData,
+            },
+        }
     }
 
     /// Runs `f` on every shard thread, in parallel, and returns the results in shard order.
@@ -356,7 +370,11 @@ impl Responder {
         if w.id == self.origin {
             w.complete(slot, v);
         } else {
-            w.shared.post(w.id, self.origin, Box::new(move |ow: &Worker| ow.complete(slot, v)));
+            w.shared.post(
+                w.id,
+                self.origin,
+                Box::new(move |ow: &Worker| ow.complete(slot, v)),
+            );
         }
     }
 }

@@ -79,10 +79,19 @@ pub fn against_redis() -> bool {
 
 /// A port that was free a moment ago (bind :0, read it, release it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("cannot bind an ephemeral loopback port")
+    // Ports handed out by bind(":0") come from the ephemeral range that client sockets of other
+    // tests running in parallel also use, so one could be taken before the server binds it. Use
+    // ports below that range (Linux: 32768+), distinct per test process and per call instead.
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((std::process::id() % 397) * 29 + n) % 12_000;
+        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free loopback port in 20000..32000")
 }
 
 impl Server {
