@@ -27,6 +27,8 @@ pub struct ClientInfo {
     pub omem: usize,
     pub flags: String,
     pub user: String,
+    /// Shard thread that owns the connection (extra CLIENT LIST field, like Dragonfly's).
+    pub tid: usize,
 }
 
 impl ClientInfo {
@@ -34,7 +36,7 @@ impl ClientInfo {
     pub fn line(&self) -> String {
         let now = Instant::now();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
             self.id,
             self.addr,
             self.laddr,
@@ -53,6 +55,7 @@ impl ClientInfo {
             self.resp,
             self.lib_name,
             self.lib_ver,
+            self.tid,
         )
     }
 }

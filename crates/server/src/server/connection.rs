@@ -92,6 +92,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
             omem: 0,
             flags: String::new(),
             user: "default".into(),
+            tid: worker.id,
         }),
         killed: std::cell::Cell::new(false),
         wake: tokio::sync::Notify::new(),
