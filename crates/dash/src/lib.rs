@@ -6,8 +6,9 @@
 //!   `global_depth` bits of the 64-bit hash, points at *segments*. A segment
 //!   has a `local_depth <= global_depth` and is referenced by
 //!   `2^(global_depth - local_depth)` consecutive directory entries.
-//! * A segment holds [`REGULAR_BUCKETS`] regular buckets plus [`STASH_BUCKETS`]
-//!   stash buckets of [`SLOTS`] slots each. Entries are stored inline
+//! * A segment holds `B - STASH_BUCKETS` regular buckets plus [`STASH_BUCKETS`]
+//!   stash buckets of [`SLOTS`] slots each (`B` is the table's const parameter,
+//!   [`DEFAULT_BUCKETS`] unless chosen with [`buckets_for`] to fit the entry size). Entries are stored inline
 //!   (`MaybeUninit<(K, V)>`), there is no per-entry heap node.
 //! * A key's *home* bucket is derived from the low 32 hash bits (independent of
 //!   the directory bits). The key lives in its home bucket, the neighbour
@@ -68,16 +69,75 @@ pub const FLAG_B: u8 = 2;
 
 /// Slots per bucket.
 pub const SLOTS: usize = 14;
-/// Regular buckets per segment.
-/// 55 + 4 stash buckets: with 32-byte entries a segment is 28,384 bytes, just under
-/// jemalloc's 28 KiB size class (60 buckets would round up to 32 KiB and waste 12%).
-pub const REGULAR_BUCKETS: usize = 55;
-/// Stash buckets per segment.
+/// Stash buckets per segment (any geometry).
 pub const STASH_BUCKETS: usize = 4;
-/// All buckets per segment.
-pub const BUCKETS: usize = REGULAR_BUCKETS + STASH_BUCKETS;
-/// Slots per segment.
+/// Buckets per segment of the default geometry (`DashTable<K, V>`): 55 regular + 4 stash. With
+/// 32-byte entries a segment is 28,384 bytes, just under jemalloc's 28 KiB size class (60
+/// buckets would round up to 32 KiB and waste 12%). Tables with other entry sizes should use
+/// [`buckets_for`] as their `B` parameter so their segments fill their size class too.
+pub const DEFAULT_BUCKETS: usize = 59;
+/// Regular buckets per segment (default geometry).
+pub const REGULAR_BUCKETS: usize = DEFAULT_BUCKETS - STASH_BUCKETS;
+/// All buckets per segment (default geometry).
+pub const BUCKETS: usize = DEFAULT_BUCKETS;
+/// Slots per segment (default geometry).
 pub const SEGMENT_SLOTS: usize = BUCKETS * SLOTS;
+/// Most buckets a segment may have (bucket indices and stash homes are bytes).
+pub const MAX_BUCKETS: usize = 255;
+/// Fewest buckets a segment may have (a home, its neighbour and the stash).
+pub const MIN_BUCKETS: usize = STASH_BUCKETS + 2;
+
+const PAGE: usize = 4096;
+
+/// Size of a `Segment<K, V, B>` where `(K, V)` has the given size and alignment (mirrors the
+/// `repr(C)` layout; checked against `size_of` in the tests).
+const fn segment_size(buckets: usize, entry_size: usize, entry_align: usize) -> usize {
+    let meta = buckets * size_of::<Meta>();
+    let slots_at = round_up(meta, entry_align);
+    let tail_at = slots_at + buckets * SLOTS * entry_size;
+    // stash_home, then local_depth and len (u32).
+    let end = round_up(tail_at + STASH_BUCKETS * SLOTS, 4) + 8;
+    round_up(end, PAGE)
+}
+
+const fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// The allocation a page-aligned block of `size` bytes really takes: pages up to 16 KiB, then
+/// jemalloc's large size classes (4 per doubling: 16, 20, 24, 28, 32, 40, 48, 56, 64 KiB...).
+const fn size_class(size: usize) -> usize {
+    let size = round_up(size, PAGE);
+    if size <= 4 * PAGE {
+        return size;
+    }
+    let mut group = 4 * PAGE;
+    loop {
+        let step = group / 4;
+        let mut c = group;
+        while c <= 2 * group {
+            if c >= size {
+                return c;
+            }
+            c += step;
+        }
+        group *= 2;
+    }
+}
+
+/// Bucket count for a table of `(K, V)` entries: the default geometry's segment, rounded up to
+/// its allocation size class, then filled with as many buckets as fit in that size. Same
+/// footprint per segment as the default, no padding. Use it as the table's `B`:
+/// `DashTable<K, V, { buckets_for::<K, V>() }>` (with concrete `K` and `V`).
+pub const fn buckets_for<K, V>() -> usize {
+    let (size, align) = (size_of::<(K, V)>(), std::mem::align_of::<(K, V)>());
+    let class = size_class(segment_size(DEFAULT_BUCKETS, size, align));
+    let mut b = DEFAULT_BUCKETS;
+    while b < MAX_BUCKETS && size_class(segment_size(b + 1, size, align)) <= class {
+        b += 1;
+    }
+    b
+}
 
 const FULL: u16 = (1 << SLOTS) - 1;
 /// Bits of hash prefix encoded in a scan cursor.
@@ -87,10 +147,10 @@ const PREFIX_MASK: u64 = (1 << PREFIX_BITS) - 1;
 const MAX_DEPTH: u32 = PREFIX_BITS;
 
 #[inline]
-fn home_bucket(hash: u64) -> usize {
-    // Multiply-shift over the low 32 bits: uniform in 0..56, independent of
+fn home_bucket(hash: u64, regular: usize) -> usize {
+    // Multiply-shift over the low 32 bits: uniform in 0..regular, independent of
     // the directory bits (the top ones).
-    (((hash as u32 as u64) * REGULAR_BUCKETS as u64) >> 32) as usize
+    (((hash as u32 as u64) * regular as u64) >> 32) as usize
 }
 
 #[inline]
@@ -99,8 +159,8 @@ fn fingerprint(hash: u64) -> u8 {
 }
 
 #[inline]
-fn next_bucket(b: usize) -> usize {
-    if b + 1 == REGULAR_BUCKETS {
+fn next_bucket(b: usize, regular: usize) -> usize {
+    if b + 1 == regular {
         0
     } else {
         b + 1
@@ -108,9 +168,9 @@ fn next_bucket(b: usize) -> usize {
 }
 
 #[inline]
-fn prev_bucket(b: usize) -> usize {
+fn prev_bucket(b: usize, regular: usize) -> usize {
     if b == 0 {
-        REGULAR_BUCKETS - 1
+        regular - 1
     } else {
         b - 1
     }
@@ -129,7 +189,7 @@ impl Pos {
     pub fn segment(&self) -> usize {
         self.seg as usize
     }
-    /// Bucket index within the segment (`>= REGULAR_BUCKETS` for stash).
+    /// Bucket index within the segment (`>= B - STASH_BUCKETS` for stash).
     pub fn bucket(&self) -> usize {
         self.bucket as usize
     }
@@ -228,16 +288,18 @@ impl Meta {
 /// page ("cache-oblivious" placement), which costs 4 KiB per 28 KiB segment (~8 bytes per key at
 /// 1M keys). With page alignment the segment is exactly its size class.
 #[repr(C, align(4096))]
-struct Segment<K, V> {
-    meta: [Meta; BUCKETS],
-    slots: [[MaybeUninit<(K, V)>; SLOTS]; BUCKETS],
+struct Segment<K, V, const B: usize> {
+    meta: [Meta; B],
+    slots: [[MaybeUninit<(K, V)>; SLOTS]; B],
     /// Home bucket of each stash slot's entry.
     stash_home: [u8; STASH_BUCKETS * SLOTS],
     local_depth: u32,
     len: u32,
 }
 
-impl<K, V> Segment<K, V> {
+impl<K, V, const B: usize> Segment<K, V, B> {
+    const REGULAR: usize = B - STASH_BUCKETS;
+
     fn new_boxed(local_depth: u32) -> Box<Self> {
         let layout = Layout::new::<Self>();
         // SAFETY: the layout has non-zero size (metadata fields). Every field
@@ -318,16 +380,16 @@ impl<K, V> Segment<K, V> {
 
     #[inline]
     fn stash_home(&self, bucket: usize, slot: usize) -> usize {
-        self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] as usize
+        self.stash_home[(bucket - Self::REGULAR) * SLOTS + slot] as usize
     }
 
     /// Home bucket of the busy entry at (bucket, slot).
     #[inline]
     fn home_of(&self, bucket: usize, slot: usize) -> usize {
-        if bucket >= REGULAR_BUCKETS {
+        if bucket >= Self::REGULAR {
             self.stash_home(bucket, slot)
         } else if self.meta[bucket].probe & (1 << slot) != 0 {
-            prev_bucket(bucket)
+            prev_bucket(bucket, Self::REGULAR)
         } else {
             bucket
         }
@@ -350,8 +412,8 @@ impl<K, V> Segment<K, V> {
     /// probe/stash metadata and `len`.
     #[inline]
     fn put_at(&mut self, home: usize, bucket: usize, slot: usize, fp: u8, kv: (K, V), flags: u8) {
-        if bucket >= REGULAR_BUCKETS {
-            self.stash_home[(bucket - REGULAR_BUCKETS) * SLOTS + slot] = home as u8;
+        if bucket >= Self::REGULAR {
+            self.stash_home[(bucket - Self::REGULAR) * SLOTS + slot] = home as u8;
             self.meta[home].fp[STASHED] += 1;
             self.put(bucket, slot, fp, false, kv);
         } else {
@@ -369,7 +431,7 @@ impl<K, V> Segment<K, V> {
     /// The slot must be busy.
     #[inline]
     unsafe fn take_at(&mut self, bucket: usize, slot: usize) -> ((K, V), u8, u8) {
-        if bucket >= REGULAR_BUCKETS {
+        if bucket >= Self::REGULAR {
             let home = self.stash_home(bucket, slot);
             self.meta[home].fp[STASHED] -= 1;
         }
@@ -384,7 +446,7 @@ impl<K, V> Segment<K, V> {
     /// one entry if that makes room. Returns `None` if home, neighbour,
     /// displacement and stash all fail.
     fn find_room(&mut self, home: usize) -> Option<(usize, usize)> {
-        let nb = next_bucket(home);
+        let nb = next_bucket(home, Self::REGULAR);
         let ch = self.meta[home].count();
         let cn = self.meta[nb].count();
         if (ch as usize) < SLOTS || (cn as usize) < SLOTS {
@@ -394,7 +456,7 @@ impl<K, V> Segment<K, V> {
         }
         // Displacement 1: move an entry living in its own home `nb` on to
         // `nb + 1`, freeing a slot in `nb`.
-        let nn = next_bucket(nb);
+        let nn = next_bucket(nb, Self::REGULAR);
         if let Some(dst) = self.meta[nn].free_slot() {
             let movable = self.meta[nb].busy & !self.meta[nb].probe;
             if movable != 0 {
@@ -405,7 +467,7 @@ impl<K, V> Segment<K, V> {
         }
         // Displacement 2: move an entry in `home` whose home is `home - 1`
         // back to `home - 1`.
-        let pb = prev_bucket(home);
+        let pb = prev_bucket(home, Self::REGULAR);
         if let Some(dst) = self.meta[pb].free_slot() {
             let movable = self.meta[home].busy & self.meta[home].probe;
             if movable != 0 {
@@ -416,7 +478,7 @@ impl<K, V> Segment<K, V> {
         }
         // Stash.
         for i in 0..STASH_BUCKETS {
-            let b = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
+            let b = Self::REGULAR + (home + i) % STASH_BUCKETS;
             if let Some(s) = self.meta[b].free_slot() {
                 return Some((b, s));
             }
@@ -428,7 +490,7 @@ impl<K, V> Segment<K, V> {
     /// bucket that is also valid for its home.
     fn move_within(&mut self, from_b: usize, from_s: usize, to_b: usize, to_s: usize) {
         let home = self.home_of(from_b, from_s);
-        debug_assert!(to_b == home || to_b == next_bucket(home));
+        debug_assert!(to_b == home || to_b == next_bucket(home, Self::REGULAR));
         // SAFETY: callers pass a busy source slot (taken from busy masks).
         let (kv, flags, fp) = unsafe { self.take_at(from_b, from_s) };
         self.put_at(home, to_b, to_s, fp, kv, flags);
@@ -436,27 +498,36 @@ impl<K, V> Segment<K, V> {
 }
 
 /// Dash-style segmented hash table. See the crate docs.
-pub struct DashTable<K, V> {
+pub struct DashTable<K, V, const B: usize = DEFAULT_BUCKETS> {
     dir: Vec<u32>,
-    segs: Vec<Box<Segment<K, V>>>,
+    segs: Vec<Box<Segment<K, V, B>>>,
     global_depth: u32,
     len: usize,
 }
 
-impl<K: TableKey, V> Default for DashTable<K, V> {
+impl<K: TableKey, V, const B: usize> Default for DashTable<K, V, B> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<K: TableKey + fmt::Debug, V: fmt::Debug> fmt::Debug for DashTable<K, V> {
+impl<K: TableKey + fmt::Debug, V: fmt::Debug, const B: usize> fmt::Debug for DashTable<K, V, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<K: TableKey, V> DashTable<K, V> {
+impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
+    const REGULAR: usize = B - STASH_BUCKETS;
+    /// Evaluated (at compile time) by `new`: rejects unusable bucket counts.
+    const GEOMETRY_OK: () = assert!(
+        B >= MIN_BUCKETS && B <= MAX_BUCKETS,
+        "dash table: bucket count out of range"
+    );
+
     pub fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::GEOMETRY_OK;
         DashTable {
             dir: vec![0],
             segs: vec![Segment::new_boxed(0)],
@@ -477,7 +548,7 @@ impl<K: TableKey, V> DashTable<K, V> {
 
     /// Total slots.
     pub fn capacity(&self) -> usize {
-        self.segs.len() * SEGMENT_SLOTS
+        self.segs.len() * (B * SLOTS)
     }
 
     pub fn segments(&self) -> usize {
@@ -492,8 +563,8 @@ impl<K: TableKey, V> DashTable<K, V> {
     /// segment pointer array) — includes the inline `(K, V)` slots but not
     /// heap memory owned by keys/values.
     pub fn mem_usage(&self) -> usize {
-        self.segs.len() * size_of::<Segment<K, V>>()
-            + self.segs.capacity() * size_of::<Box<Segment<K, V>>>()
+        self.segs.len() * size_of::<Segment<K, V, B>>()
+            + self.segs.capacity() * size_of::<Box<Segment<K, V, B>>>()
             + self.dir.capacity() * size_of::<u32>()
             + size_of::<Self>()
     }
@@ -535,7 +606,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     #[inline]
     pub fn prefetch_meta(&self, hash: u64) {
         let seg = &self.segs[self.seg_index(hash)];
-        let home = home_bucket(hash);
+        let home = home_bucket(hash, Self::REGULAR);
         prefetch(&seg.meta[home] as *const Meta as *const u8);
     }
 
@@ -544,7 +615,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     #[inline]
     pub fn prefetch_slots(&self, hash: u64) {
         let seg = &self.segs[self.seg_index(hash)];
-        let home = home_bucket(hash);
+        let home = home_bucket(hash, Self::REGULAR);
         let fp = fingerprint(hash);
         let hb = &seg.meta[home];
         let mut m = hb.match_fp(fp) & !hb.probe;
@@ -553,7 +624,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             prefetch(seg.slots[home][s].as_ptr() as *const u8);
             m &= m - 1;
         }
-        let nbi = next_bucket(home);
+        let nbi = next_bucket(home, Self::REGULAR);
         let nb = &seg.meta[nbi];
         let mut m = nb.match_fp(fp) & nb.probe;
         while m != 0 {
@@ -566,7 +637,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     pub fn find_hashed(&self, key: &[u8], hash: u64) -> Option<Pos> {
         let si = self.seg_index(hash);
         let seg = &self.segs[si];
-        let home = home_bucket(hash);
+        let home = home_bucket(hash, Self::REGULAR);
         let fp = fingerprint(hash);
         let mk = |bucket: usize, slot: usize| Pos {
             seg: si as u32,
@@ -583,7 +654,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             }
             m &= m - 1;
         }
-        let nbi = next_bucket(home);
+        let nbi = next_bucket(home, Self::REGULAR);
         let nb = &seg.meta[nbi];
         let mut m = nb.match_fp(fp) & nb.probe;
         while m != 0 {
@@ -598,7 +669,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             return None;
         }
         for i in 0..STASH_BUCKETS {
-            let bi = REGULAR_BUCKETS + (home + i) % STASH_BUCKETS;
+            let bi = Self::REGULAR + (home + i) % STASH_BUCKETS;
             let b = &seg.meta[bi];
             let mut m = b.match_fp(fp);
             while m != 0 {
@@ -675,7 +746,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     /// Insert a key known to be absent whose hash is `hash` (= `hash_key(key)`).
     pub fn insert_new_hashed(&mut self, key: K, value: V, hash: u64) -> Pos {
         debug_assert_eq!(hash, hash_key(key.key_bytes()));
-        let home = home_bucket(hash);
+        let home = home_bucket(hash, Self::REGULAR);
         let fp = fingerprint(hash);
         let mut kv = (key, value);
         loop {
@@ -755,7 +826,7 @@ impl<K: TableKey, V> DashTable<K, V> {
         let new = &mut right[0];
         old.local_depth = ld + 1;
         let bit = 63 - ld;
-        for b in 0..BUCKETS {
+        for b in 0..B {
             let mut m = old.meta[b].busy;
             while m != 0 {
                 let s = m.trailing_zeros() as usize;
@@ -772,7 +843,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             }
         }
         // Carry bucket versions over so snapshot bookkeeping stays conservative.
-        for b in 0..BUCKETS {
+        for b in 0..B {
             new.meta[b].version = old.meta[b].version;
         }
         // Point the upper half of the old segment's directory range at the new one.
@@ -788,7 +859,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     /// scan is complete). Start with cursor 0. Cursors fit in 54 bits.
     pub fn scan<F: FnMut(Pos, &K, &V)>(&self, cursor: u64, mut f: F) -> u64 {
         let home = (cursor >> PREFIX_BITS) as usize;
-        if home >= REGULAR_BUCKETS {
+        if home >= Self::REGULAR {
             return 0;
         }
         let prefix = cursor & PREFIX_MASK;
@@ -817,11 +888,11 @@ impl<K: TableKey, V> DashTable<K, V> {
         };
         let hb = &seg.meta[home];
         visit(home, hb.busy & !hb.probe);
-        let nbi = next_bucket(home);
+        let nbi = next_bucket(home, Self::REGULAR);
         let nb = &seg.meta[nbi];
         visit(nbi, nb.busy & nb.probe);
         if hb.stashed() > 0 {
-            for bi in REGULAR_BUCKETS..BUCKETS {
+            for bi in Self::REGULAR..B {
                 let mut mask = 0u16;
                 let mut m = seg.meta[bi].busy;
                 while m != 0 {
@@ -835,7 +906,7 @@ impl<K: TableKey, V> DashTable<K, V> {
             }
         }
         if next > PREFIX_MASK {
-            if home + 1 == REGULAR_BUCKETS {
+            if home + 1 == Self::REGULAR {
                 0
             } else {
                 ((home + 1) as u64) << PREFIX_BITS
@@ -858,7 +929,7 @@ impl<K: TableKey, V> DashTable<K, V> {
         }
         let seg = &self.segs[si];
         let r = rnd >> 20;
-        let start = (r % BUCKETS as u64) as usize;
+        let start = (r % B as u64) as usize;
         let mut bi = start;
         loop {
             let busy = seg.meta[bi].busy;
@@ -876,13 +947,13 @@ impl<K: TableKey, V> DashTable<K, V> {
                     slot: m.trailing_zeros() as u8,
                 });
             }
-            bi = if bi + 1 == BUCKETS { 0 } else { bi + 1 };
+            bi = if bi + 1 == B { 0 } else { bi + 1 };
             debug_assert_ne!(bi, start);
         }
     }
 
     /// Iterate over all entries (unspecified order).
-    pub fn iter(&self) -> Iter<'_, K, V> {
+    pub fn iter(&self) -> Iter<'_, K, V, B> {
         Iter {
             table: self,
             seg: 0,
@@ -896,7 +967,7 @@ impl<K: TableKey, V> DashTable<K, V> {
     pub fn retain<F: FnMut(&K, &mut V) -> bool>(&mut self, mut f: F) {
         let mut removed = 0;
         for seg in self.segs.iter_mut() {
-            for b in 0..BUCKETS {
+            for b in 0..B {
                 let mut m = seg.meta[b].busy;
                 while m != 0 {
                     let s = m.trailing_zeros() as usize;
@@ -925,8 +996,8 @@ impl<K: TableKey, V> DashTable<K, V> {
         let mut total = 0usize;
         for (si, seg) in self.segs.iter().enumerate() {
             let mut n = 0u32;
-            let mut stashed = [0u8; REGULAR_BUCKETS];
-            for b in 0..BUCKETS {
+            let mut stashed = vec![0u8; Self::REGULAR];
+            for b in 0..B {
                 let bk = &seg.meta[b];
                 assert_eq!(bk.busy & !FULL, 0);
                 assert_eq!(bk.probe & !bk.busy, 0);
@@ -941,12 +1012,12 @@ impl<K: TableKey, V> DashTable<K, V> {
                     let h = hash_key(unsafe { seg.entry(b, s) }.0.key_bytes());
                     assert_eq!(self.seg_index(h), si, "entry in wrong segment");
                     assert_eq!(bk.fp[s], fingerprint(h));
-                    let home = home_bucket(h);
+                    let home = home_bucket(h, Self::REGULAR);
                     assert_eq!(seg.home_of(b, s), home);
-                    if b >= REGULAR_BUCKETS {
+                    if b >= Self::REGULAR {
                         stashed[home] += 1;
                     } else {
-                        assert!(b == home || b == next_bucket(home));
+                        assert!(b == home || b == next_bucket(home, Self::REGULAR));
                     }
                 }
             }
@@ -965,15 +1036,15 @@ impl<K: TableKey, V> DashTable<K, V> {
 }
 
 /// Iterator over `(&K, &V)`.
-pub struct Iter<'a, K, V> {
-    table: &'a DashTable<K, V>,
+pub struct Iter<'a, K, V, const B: usize = DEFAULT_BUCKETS> {
+    table: &'a DashTable<K, V, B>,
     seg: usize,
     bucket: usize,
     mask: u16,
     left: usize,
 }
 
-impl<'a, K, V> Iterator for Iter<'a, K, V> {
+impl<'a, K, V, const B: usize> Iterator for Iter<'a, K, V, B> {
     type Item = (&'a K, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -992,7 +1063,7 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
                 return Some((k, v));
             }
             self.bucket += 1;
-            if self.bucket == BUCKETS {
+            if self.bucket == B {
                 self.bucket = 0;
                 self.seg += 1;
                 if self.seg == self.table.segs.len() {
@@ -1008,17 +1079,17 @@ impl<'a, K, V> Iterator for Iter<'a, K, V> {
     }
 }
 
-impl<K, V> ExactSizeIterator for Iter<'_, K, V> {}
+impl<K, V, const B: usize> ExactSizeIterator for Iter<'_, K, V, B> {}
 
-impl<'a, K: TableKey, V> IntoIterator for &'a DashTable<K, V> {
+impl<'a, K: TableKey, V, const B: usize> IntoIterator for &'a DashTable<K, V, B> {
     type Item = (&'a K, &'a V);
-    type IntoIter = Iter<'a, K, V>;
+    type IntoIter = Iter<'a, K, V, B>;
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
     }
 }
 
-impl<K, V> Drop for DashTable<K, V> {
+impl<K, V, const B: usize> Drop for DashTable<K, V, B> {
     fn drop(&mut self) {
         if !std::mem::needs_drop::<(K, V)>() {
             return;

@@ -299,20 +299,131 @@ fn full_scan(t: &DashTable<Vec<u8>, u64>) -> (Vec<Vec<u8>>, usize) {
     (out, steps)
 }
 
-#[test]
-fn scan_unchanged_table_returns_every_key_once() {
+fn scan_unchanged_with<const B: usize>() {
     for n in [0u64, 1, 100, 1000, 30_000] {
-        let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+        let mut t: DashTable<Vec<u8>, u64, B> = DashTable::new();
         for i in 0..n {
             t.insert_new(key(i), i);
         }
-        let (out, steps) = full_scan(&t);
+        let mut out = Vec::new();
+        let mut cur = 0;
+        let mut steps = 0;
+        loop {
+            cur = t.scan(cur, |_, k, _| out.push(k.clone()));
+            steps += 1;
+            assert!(cur < (1 << 56));
+            if cur == 0 {
+                break;
+            }
+        }
         assert_eq!(out.len() as u64, n, "no duplicates on a stable table");
         let set: HashSet<_> = out.into_iter().collect();
         assert_eq!(set.len() as u64, n);
         // One step per (home bucket, segment).
-        assert_eq!(steps, REGULAR_BUCKETS * t.segments());
+        assert_eq!(steps, (B - STASH_BUCKETS) * t.segments());
+        t.check_invariants();
     }
+}
+
+#[test]
+fn scan_unchanged_table_returns_every_key_once() {
+    scan_unchanged_with::<DEFAULT_BUCKETS>();
+    scan_unchanged_with::<66>();
+    scan_unchanged_with::<MIN_BUCKETS>();
+    scan_unchanged_with::<MAX_BUCKETS>();
+    let (_, steps) = full_scan(&DashTable::new());
+    assert_eq!(steps, REGULAR_BUCKETS);
+}
+
+// ---- geometry ----
+
+#[test]
+fn segment_size_matches_layout() {
+    fn check<K, V, const B: usize>() {
+        let (size, align) = (size_of::<(K, V)>(), std::mem::align_of::<(K, V)>());
+        assert_eq!(
+            size_of::<Segment<K, V, B>>(),
+            segment_size(B, size, align),
+            "B={B} entry={size}/{align}"
+        );
+    }
+    check::<Vec<u8>, u64, 59>();
+    check::<[u64; 2], u64, 66>();
+    check::<u8, u8, 6>();
+    check::<[u8; 3], u8, 100>();
+    check::<Box<[u8]>, (), 255>();
+    #[repr(align(64))]
+    struct Wide(#[allow(dead_code)] [u8; 64]);
+    check::<Wide, u64, 7>();
+    check::<Wide, u64, 40>();
+}
+
+#[test]
+fn buckets_for_fills_the_size_class() {
+    // 32-byte entries keep the default geometry (28,384 bytes in the 28 KiB class).
+    assert_eq!(buckets_for::<Vec<u8>, u64>(), DEFAULT_BUCKETS);
+    assert_eq!(
+        size_of::<Segment<Vec<u8>, u64, DEFAULT_BUCKETS>>(),
+        28 * 1024
+    );
+    // 24-byte entries (KeyStr + 8-byte value): 59 buckets would take 21,776 bytes of a 24 KiB
+    // block; 66 fill it.
+    assert_eq!(buckets_for::<[u64; 2], u64>(), 66);
+    assert_eq!(size_of::<Segment<[u64; 2], u64, 66>>(), 24 * 1024);
+    assert!(segment_size(67, 24, 8) > 24 * 1024);
+    for (size, class) in [
+        (1, 4096),
+        (4096, 4096),
+        (4097, 8192),
+        (16 * 1024, 16 * 1024),
+        (16 * 1024 + 1, 20 * 1024),
+        (28 * 1024 + 1, 32 * 1024),
+        (32 * 1024 + 1, 40 * 1024),
+        (60 * 1024, 64 * 1024),
+        (64 * 1024 + 1, 80 * 1024),
+    ] {
+        assert_eq!(size_class(size), class, "{size}");
+    }
+    // Never larger than the default geometry's class, never out of range.
+    fn check<K, V>() {
+        let b = buckets_for::<K, V>();
+        let (size, align) = (size_of::<(K, V)>(), std::mem::align_of::<(K, V)>());
+        assert!((DEFAULT_BUCKETS..=MAX_BUCKETS).contains(&b));
+        assert_eq!(
+            size_class(segment_size(b, size, align)),
+            size_class(segment_size(DEFAULT_BUCKETS, size, align))
+        );
+    }
+    check::<u8, ()>();
+    check::<u64, u64>();
+    check::<[u64; 2], u64>();
+    check::<Vec<u8>, Vec<u8>>();
+    check::<[u8; 200], u64>();
+}
+
+#[test]
+fn non_default_geometry_drops_and_splits() {
+    let tr: Tr = Rc::default();
+    {
+        let mut t: DashTable<DK, DV, 66> = DashTable::new();
+        for i in 0..5000 {
+            t.insert_new(DK::new(&tr, i), DV::new(&tr, i));
+        }
+        assert!(t.segments() > 1);
+        assert_eq!(t.capacity(), t.segments() * 66 * SLOTS);
+        for i in (0..5000).step_by(3) {
+            drop(t.remove(&key(i)).unwrap());
+        }
+        t.check_invariants();
+        for i in 0..5000 {
+            assert_eq!(
+                t.get(&key(i)).map(|(_, v)| v.val),
+                (i % 3 != 0).then_some(i)
+            );
+        }
+        assert_eq!(live(&tr), 2 * t.len());
+    }
+    assert_eq!(live(&tr), 0);
 }
 
 #[test]

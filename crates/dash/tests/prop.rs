@@ -1,6 +1,6 @@
 //! Property tests against a `HashMap` model, and the SCAN guarantee.
 
-use damselfly_dash::{DashTable, FLAG_A, FLAG_B};
+use damselfly_dash::{DashTable, FLAG_A, FLAG_B, MIN_BUCKETS};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
 
@@ -36,8 +36,9 @@ fn op_strategy(space: u32) -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run(ops: &[Op]) {
-    let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
+/// Runs `ops` against a table with `B` buckets per segment and a `HashMap` model.
+fn run<const B: usize>(ops: &[Op]) {
+    let mut t: DashTable<Vec<u8>, u64, B> = DashTable::new();
     let mut m: HashMap<Vec<u8>, (u64, u8)> = HashMap::new();
     for op in ops {
         match *op {
@@ -111,12 +112,16 @@ proptest! {
 
     #[test]
     fn model_small_space(ops in prop::collection::vec(op_strategy(48), 1..1500)) {
-        run(&ops);
+        run::<{ damselfly_dash::DEFAULT_BUCKETS }>(&ops);
+        // Smallest geometry: 2 regular buckets, so displacement and the stash are hit often.
+        run::<MIN_BUCKETS>(&ops);
     }
 
     #[test]
     fn model_large_space(ops in prop::collection::vec(op_strategy(1_000_000), 1..6000)) {
-        run(&ops);
+        run::<{ damselfly_dash::DEFAULT_BUCKETS }>(&ops);
+        // The geometry of 24-byte entries (`buckets_for`): 62 regular + 4 stash.
+        run::<66>(&ops);
     }
 
     /// Keys present for a whole scan are returned at least once, even when
@@ -128,49 +133,74 @@ proptest! {
         removes in 0usize..40,
         seed in any::<u64>(),
     ) {
-        let mut t: DashTable<Vec<u8>, u64> = DashTable::new();
-        let mut rng = seed | 1;
-        let mut rnd = move || { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; rng };
-        // Interleave stable and volatile keys from the start.
-        let mut volatile: Vec<Vec<u8>> = Vec::new();
-        let mut stable = Vec::new();
-        for i in 0..n_stable {
-            let k = format!("s{i}").into_bytes();
-            t.insert_new(k.clone(), i as u64);
-            stable.push(k);
-            if rnd() % 2 == 0 {
-                let v = format!("v{}", rnd()).into_bytes();
-                if t.find(&v).is_none() {
-                    t.insert_new(v.clone(), 0);
-                    volatile.push(v);
-                }
-            }
-        }
-        let mut seen = HashSet::new();
-        let mut cur = 0u64;
-        let mut steps = 0usize;
-        loop {
-            cur = t.scan(cur, |_, k, _| { seen.insert(k.clone()); });
-            prop_assert!(cur < (1u64 << 56));
-            steps += 1;
-            prop_assert!(steps < 1_000_000);
-            if cur == 0 { break; }
-            for _ in 0..per_step {
-                let v = format!("v{}", rnd()).into_bytes();
-                if t.find(&v).is_none() {
-                    t.insert_new(v.clone(), 0);
-                    volatile.push(v);
-                }
-            }
-            for _ in 0..removes.min(volatile.len()) {
-                let i = (rnd() % volatile.len() as u64) as usize;
-                let v = volatile.swap_remove(i);
-                prop_assert!(t.remove(&v).is_some());
-            }
-        }
-        for k in &stable {
-            prop_assert!(seen.contains(k), "stable key {:?} missed", String::from_utf8_lossy(k));
-        }
-        t.check_invariants();
+        scan_guarantee_with::<{ damselfly_dash::DEFAULT_BUCKETS }>(n_stable, per_step, removes, seed)?;
+        scan_guarantee_with::<66>(n_stable, per_step, removes, seed)?;
+        scan_guarantee_with::<11>(n_stable, per_step, removes, seed)?;
     }
+}
+
+fn scan_guarantee_with<const B: usize>(
+    n_stable: usize,
+    per_step: usize,
+    removes: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let mut t: DashTable<Vec<u8>, u64, B> = DashTable::new();
+    let mut rng = seed | 1;
+    let mut rnd = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    // Interleave stable and volatile keys from the start.
+    let mut volatile: Vec<Vec<u8>> = Vec::new();
+    let mut stable = Vec::new();
+    for i in 0..n_stable {
+        let k = format!("s{i}").into_bytes();
+        t.insert_new(k.clone(), i as u64);
+        stable.push(k);
+        if rnd() % 2 == 0 {
+            let v = format!("v{}", rnd()).into_bytes();
+            if t.find(&v).is_none() {
+                t.insert_new(v.clone(), 0);
+                volatile.push(v);
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut cur = 0u64;
+    let mut steps = 0usize;
+    loop {
+        cur = t.scan(cur, |_, k, _| {
+            seen.insert(k.clone());
+        });
+        prop_assert!(cur < (1u64 << 56));
+        steps += 1;
+        prop_assert!(steps < 1_000_000);
+        if cur == 0 {
+            break;
+        }
+        for _ in 0..per_step {
+            let v = format!("v{}", rnd()).into_bytes();
+            if t.find(&v).is_none() {
+                t.insert_new(v.clone(), 0);
+                volatile.push(v);
+            }
+        }
+        for _ in 0..removes.min(volatile.len()) {
+            let i = (rnd() % volatile.len() as u64) as usize;
+            let v = volatile.swap_remove(i);
+            prop_assert!(t.remove(&v).is_some());
+        }
+    }
+    for k in &stable {
+        prop_assert!(
+            seen.contains(k),
+            "stable key {:?} missed",
+            String::from_utf8_lossy(k)
+        );
+    }
+    t.check_invariants();
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! Where things live:
 //! - `config`   — flags, flagfile, `DFLY_*` env, CONFIG GET/SET registry.
 //! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing.
-//! - `types`    — compact value representations (`CompactStr`, `Value`).
+//! - `types`    — compact representations (`KeyStr` keys, `CompactStr` string values, `Value`).
 //! - `server`   — listeners, connections, client registry, HTTP console.
 //! - `commands` — the command table and one module per family (`string.rs`, `keys.rs`, ...).
 //! - `stats`    — per-thread counters behind INFO.

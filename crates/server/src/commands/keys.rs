@@ -17,7 +17,7 @@ use super::{cmd, container, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Hand
 use crate::config::glob;
 use crate::engine::db::Db;
 use crate::engine::shard_of;
-use crate::types::{CompactStr, Value};
+use crate::types::{KeyStr, Value};
 
 const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
 const ERR_LFU_FREQ: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
@@ -651,14 +651,14 @@ fn rename_in_db(db: &mut Db, src: &[u8], dst: &[u8], nx: bool, now: u64) -> Resu
     let Some((_, value, at)) = db.remove(src, now) else {
         return Err(RenameErr::NoSuchKey);
     };
-    db.insert_new_owned(CompactStr::from_bytes(dst), value, at);
+    db.insert_new_owned(KeyStr::from_bytes(dst), value, at);
     Ok(())
 }
 
 /// Writes `value` under `key`, replacing any current value and TTL.
 fn put_replace(db: &mut Db, key: &[u8], value: Value, at: Option<u64>, now: u64) {
     db.remove(key, now);
-    db.insert_new_owned(CompactStr::from_bytes(key), value, at);
+    db.insert_new_owned(KeyStr::from_bytes(key), value, at);
 }
 
 fn rename_reply(reply: &mut Reply, r: Result<(), RenameErr>, nx: bool) {
@@ -748,7 +748,7 @@ async fn rename_generic(cx: &mut ConnCtx, args: &[&[u8]], nx: bool) {
                 let now = c.now;
                 let db = c.db();
                 if !db.exists(&src, now) {
-                    db.insert_new_owned(CompactStr::from_bytes(&src), value, at);
+                    db.insert_new_owned(KeyStr::from_bytes(&src), value, at);
                 }
             })
             .await;
@@ -1289,6 +1289,7 @@ fn swapdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::CompactStr;
 
     fn s(v: &[u8]) -> Value {
         Value::Str(CompactStr::from_value(v))

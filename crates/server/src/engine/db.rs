@@ -7,7 +7,7 @@
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
-use crate::types::{CompactStr, Value};
+use crate::types::{KeyStr, Value};
 
 /// Slot flag: the key has an entry in the expiry table.
 pub const FLAG_EXPIRE: u8 = FLAG_A;
@@ -30,9 +30,15 @@ pub struct DbStats {
     pub expired: u64,
 }
 
+/// The main table: 24-byte `(KeyStr, Value)` slots, with as many buckets per segment as fill
+/// its allocation size class (see `damselfly_dash::buckets_for`).
+pub type PrimeTable = DashTable<KeyStr, Value, { damselfly_dash::buckets_for::<KeyStr, Value>() }>;
+/// The expiry table: key -> deadline (unix ms).
+pub type ExpireTable = DashTable<KeyStr, u64, { damselfly_dash::buckets_for::<KeyStr, u64>() }>;
+
 pub struct Db {
-    prime: DashTable<CompactStr, Value>,
-    expire: DashTable<CompactStr, u64>,
+    prime: PrimeTable,
+    expire: ExpireTable,
     expire_cursor: u64,
     pub stats: DbStats,
 }
@@ -82,7 +88,7 @@ impl Db {
         self.prime.mem_usage() + self.expire.mem_usage()
     }
 
-    pub fn prime(&self) -> &DashTable<CompactStr, Value> {
+    pub fn prime(&self) -> &PrimeTable {
         &self.prime
     }
 
@@ -153,7 +159,7 @@ impl Db {
     }
 
     #[inline]
-    pub fn at(&self, pos: Pos) -> (&CompactStr, &Value) {
+    pub fn at(&self, pos: Pos) -> (&KeyStr, &Value) {
         self.prime.at(pos)
     }
 
@@ -190,7 +196,7 @@ impl Db {
                         return;
                     }
                 }
-                let k = CompactStr::from_bytes(key);
+                let k = KeyStr::from_bytes(key);
                 self.expire.insert(k, at);
                 self.prime.set_flags(pos, flags | FLAG_EXPIRE);
             }
@@ -223,7 +229,7 @@ impl Db {
     /// Inserts a key known to be absent (after `find` returned None).
     #[inline]
     pub fn insert_new(&mut self, key: &[u8], value: Value, ttl: TtlMode) -> Pos {
-        let pos = self.prime.insert_new(CompactStr::from_bytes(key), value);
+        let pos = self.prime.insert_new(KeyStr::from_bytes(key), value);
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
         }
@@ -231,7 +237,7 @@ impl Db {
     }
 
     /// Inserts an owned key known to be absent (RENAME/MOVE keep the key object).
-    pub fn insert_new_owned(&mut self, key: CompactStr, value: Value, at: Option<u64>) -> Pos {
+    pub fn insert_new_owned(&mut self, key: KeyStr, value: Value, at: Option<u64>) -> Pos {
         let pos = self.prime.insert_new(key, value);
         if at.is_some() {
             self.set_expire(pos, at);
@@ -240,7 +246,7 @@ impl Db {
     }
 
     /// Removes the entry at `pos`, with its expiry.
-    pub fn remove_at(&mut self, pos: Pos) -> (CompactStr, Value) {
+    pub fn remove_at(&mut self, pos: Pos) -> (KeyStr, Value) {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             let key = self.prime.at(pos).0.key();
             self.expire.remove(key);
@@ -249,7 +255,7 @@ impl Db {
     }
 
     /// Removes a live key. Returns its value and deadline.
-    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<(CompactStr, Value, Option<u64>)> {
+    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<(KeyStr, Value, Option<u64>)> {
         let pos = self.find(key, now)?;
         let at = self.expire_at(pos);
         let (k, v) = self.remove_at(pos);
@@ -271,7 +277,7 @@ impl Db {
 
     /// One SCAN step over the main table. `f` gets every visited live-or-stale entry with its
     /// deadline; callers filter expired ones.
-    pub fn scan<F: FnMut(&CompactStr, &Value, Option<u64>)>(&self, cursor: u64, mut f: F) -> u64 {
+    pub fn scan<F: FnMut(&KeyStr, &Value, Option<u64>)>(&self, cursor: u64, mut f: F) -> u64 {
         let expire = &self.expire;
         self.prime.scan(cursor, |pos, k, v| {
             let at = if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
@@ -284,7 +290,7 @@ impl Db {
     }
 
     /// A random live key (RANDOMKEY). Expired keys met on the way are deleted.
-    pub fn random_key(&mut self, mut rnd: impl FnMut() -> u64, now: u64) -> Option<CompactStr> {
+    pub fn random_key(&mut self, mut rnd: impl FnMut() -> u64, now: u64) -> Option<KeyStr> {
         for _ in 0..100 {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
@@ -318,7 +324,7 @@ impl Db {
     }
 
     /// Iterates all entries (no expiry filtering). For snapshots/debug.
-    pub fn iter(&self) -> impl Iterator<Item = (&CompactStr, &Value)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&KeyStr, &Value)> + '_ {
         self.prime.iter()
     }
 
@@ -331,7 +337,7 @@ impl Db {
             step.wrapped = true;
             return step;
         }
-        let mut dead: Vec<CompactStr> = Vec::new();
+        let mut dead: Vec<KeyStr> = Vec::new();
         while step.checked < max_checks {
             let cur = self.expire_cursor;
             let next = self.expire.scan(cur, |_, k, &at| {
@@ -363,6 +369,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::CompactStr;
 
     fn s(v: &[u8]) -> Value {
         Value::Str(CompactStr::from_value(v))

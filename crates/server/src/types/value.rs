@@ -1,6 +1,14 @@
-//! The value stored for a key. Strings are a `CompactStr`; collection types (added by the
-//! data-types work) are boxed so the enum stays 16 bytes (the tag byte of `CompactStr` leaves a
-//! niche for the other variants).
+//! The value stored for a key.
+//!
+//! The Dash slot is `(KeyStr, Value)`: 16 + 8 = 24 bytes, so `Value` must stay one 8-byte word.
+//! Strings are a [`CompactStr`], a tagged word whose low 3 bits say what it holds (tags 0..=3:
+//! heap/boxed/inline/int string). Tags 4..=7 (`compact::tag::FIRST_RESERVED` and up) are
+//! reserved for collections: when the data-type work adds lists, hashes, sets, sorted sets and streams, `Value`
+//! must become that same tagged word (a `#[repr(transparent)]` struct with an accessor returning
+//! an enum of borrowed views), with collection objects behind an 8-aligned pointer tagged 4..=7
+//! (e.g. 4 = list, 5 = hash, 6 = set, 7 = zset; rarer kinds such as streams behind a header in the
+//! pointee). Boxing them as further enum variants here would grow the enum to 16 bytes and the
+//! slot to 32. Until then this enum has a single variant and is exactly the word.
 
 use super::compact::CompactStr;
 
@@ -8,7 +16,7 @@ pub enum Value {
     Str(CompactStr),
 }
 
-const _: () = assert!(std::mem::size_of::<Value>() == 16);
+const _: () = assert!(std::mem::size_of::<Value>() == 8);
 
 impl Value {
     /// Name reported by TYPE.
