@@ -188,30 +188,6 @@ fn debug_populate_and_dbsize() {
     assert_eq!(c.q("EXISTS key:1 key:2 p:4 p:5"), int(3));
 }
 
-/// Per-thread CPU ticks (utime + stime) for every `shard-*` thread of `pid`.
-fn shard_thread_ticks(pid: u32) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let base = e.path();
-        let name = std::fs::read_to_string(base.join("comm")).unwrap_or_default();
-        let name = name.trim().to_string();
-        if !name.starts_with("shard-") {
-            continue;
-        }
-        let stat = std::fs::read_to_string(base.join("stat")).unwrap_or_default();
-        // Fields after the ")" of comm: state is field 3; utime/stime are 14/15.
-        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks = f.get(11).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        out.insert(name, ticks);
-    }
-    out
-}
-
 #[test]
 fn connections_spread_across_threads() {
     if common::against_redis() {

@@ -13,6 +13,7 @@ pub mod connection;
 pub mod keys;
 pub mod registry;
 pub mod server;
+pub mod squash;
 pub mod string;
 pub mod tx;
 pub mod util;
@@ -211,6 +212,13 @@ pub struct ConnCtx {
 }
 
 impl ConnCtx {
+    /// True while the connection is in a state where commands must not be squashed (MULTI
+    /// queueing and the like; extended by the transaction commands).
+    #[inline]
+    pub fn squash_barrier(&self) -> bool {
+        false
+    }
+
     #[inline]
     pub fn shared(&self) -> &Shared {
         &self.worker.shared
@@ -345,6 +353,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.tx_end();
     }
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
+    record_call(cx, entry, args, start_len, usec);
+}
+
+/// Command statistics, error statistics and the slow log for one executed command whose reply
+/// starts at `start_len` in `cx.reply`.
+pub(crate) fn record_call(
+    cx: &mut ConnCtx,
+    entry: &Entry,
+    args: &[&[u8]],
+    start_len: usize,
+    usec: u64,
+) {
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
     let mut st = cx.worker.stats.borrow_mut();
     st.commands_processed += 1;
@@ -358,7 +378,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         st.total_error_replies += 1;
     }
     let slower = cx.worker.shared.config.slowlog_slower_than();
-    if slower >= 0 && usec >= slower as u64 && spec.flags & flags::SKIP_SLOWLOG == 0 {
+    if slower >= 0 && usec >= slower as u64 && entry.spec.flags & flags::SKIP_SLOWLOG == 0 {
         drop(st);
         server::slowlog_record(cx, args, usec);
     }

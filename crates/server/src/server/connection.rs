@@ -217,9 +217,39 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             if batch.len() >= PREFETCH_MIN_BATCH {
                 prefetch_batch(cx, &rbuf, &batch, &mut hashes);
             }
-            for ranges in batch.iter() {
-                let args: SmallVec<[&[u8]; 8]> = ranges.iter().map(|&(a, b)| &rbuf[a..b]).collect();
-                exec_one(cx, &args).await;
+            let mut i = 0;
+            while i < batch.len() {
+                let args: SmallVec<[&[u8]; 8]> =
+                    batch[i].iter().map(|&(a, b)| &rbuf[a..b]).collect();
+                i += 1;
+                if cx.threads() > 1 {
+                    // Squash a run of single-key commands into one hop per shard.
+                    match commands::squash::classify(cx, &args) {
+                        Some(how) => {
+                            let mut run = vec![commands::squash::Squashed { args, how }];
+                            while i < batch.len() && run.len() < MAX_BATCH {
+                                let a: SmallVec<[&[u8]; 8]> =
+                                    batch[i].iter().map(|&(a, b)| &rbuf[a..b]).collect();
+                                match commands::squash::classify(cx, &a) {
+                                    Some(how) => {
+                                        run.push(commands::squash::Squashed { args: a, how });
+                                        i += 1;
+                                    }
+                                    None => break,
+                                }
+                            }
+                            if run.len() >= 2 {
+                                commands::squash::execute_run(cx, &run).await;
+                                cx.client.info.borrow_mut().last_cmd = cx.cmd_name;
+                            } else {
+                                exec_one(cx, &run[0].args).await;
+                            }
+                        }
+                        None => exec_one(cx, &args).await,
+                    }
+                } else {
+                    exec_one(cx, &args).await;
+                }
                 if cx.close {
                     break;
                 }

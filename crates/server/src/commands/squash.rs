@@ -1,0 +1,139 @@
+//! Pipeline squashing (Dragonfly's term): a run of consecutive pipelined single-key commands is
+//! executed with one hop per target shard instead of one hop per command. The shards work in
+//! parallel, each runs its commands in pipeline order, and the replies are put back in order.
+//!
+//! Only plain single-key shard commands join a run (GET, SET, INCR...); anything else — multi-key
+//! commands, MULTI, connection commands, errors the dispatcher must produce — is a barrier and
+//! goes through `execute` as usual, so semantics don't change.
+
+use smallvec::SmallVec;
+
+use damselfly_protocol::Reply;
+
+use super::{flags, record_call, registry, CmdCtx, ConnCtx, Entry, Handler, ReplyMode, ShardFn};
+use crate::engine::clock::Ticks;
+use crate::engine::shard_of;
+use crate::engine::tx::{self, KeyLock, Locks, ShardLock};
+
+/// A command admitted to a squashed run.
+pub struct Squashed<'a> {
+    pub args: SmallVec<[&'a [u8]; 8]>,
+    pub how: Route,
+}
+
+/// Where and how a squashable command runs.
+#[derive(Clone, Copy)]
+pub struct Route {
+    entry: &'static Entry,
+    f: ShardFn,
+    shard: usize,
+}
+
+/// Per-shard results of a run: the replies' bytes and where each reply ends.
+type ShardReplies = Option<(Vec<u8>, SmallVec<[u32; 16]>)>;
+
+/// Can this command join a squashed run? (Arity and auth already valid, single key.)
+pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
+    if cx.tx.is_some() || cx.reply_mode != ReplyMode::On || cx.squash_barrier() {
+        return None;
+    }
+    let entry = registry().lookup(args[0])?;
+    let spec = entry.spec;
+    let Handler::Shard(f) = spec.handler else {
+        return None;
+    };
+    let argc = args.len() as i32;
+    let arity_ok =
+        (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
+    let auth_ok =
+        cx.authed || spec.flags & flags::NO_AUTH != 0 || !cx.worker.shared.config.has_password();
+    let single_key = spec.first_key > 0
+        && spec.last_key == spec.first_key
+        && (spec.first_key as usize) < args.len();
+    if !spec.subcommands.is_empty() || !arity_ok || !auth_ok || !single_key {
+        return None;
+    }
+    let shard = shard_of(args[spec.first_key as usize], cx.threads());
+    Some(Route { entry, f, shard })
+}
+
+/// Executes a run: one message per remote shard, local commands inline meanwhile.
+pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
+    let threads = cx.threads();
+    let me = cx.worker.id;
+    let mut groups: Vec<SmallVec<[usize; 16]>> = vec![SmallVec::new(); threads];
+    for (i, c) in run.iter().enumerate() {
+        groups[c.how.shard].push(i);
+    }
+    let t0 = Ticks::now();
+    let (ver, db, now) = (cx.reply.ver, cx.db, cx.now_ms);
+    // Remote shards first so they work while this thread runs its own part.
+    let order = (0..threads).filter(|&s| s != me).chain(std::iter::once(me));
+    let mut calls = Vec::new();
+    for s in order {
+        let idxs = &groups[s];
+        if idxs.is_empty() {
+            continue;
+        }
+        let owned =
+            super::util::OwnedArgs::collect(idxs.iter().flat_map(|&i| run[i].args.iter().copied()));
+        let counts: SmallVec<[u8; 16]> = idxs.iter().map(|&i| run[i].args.len() as u8).collect();
+        let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
+        let locks: Locks = idxs
+            .iter()
+            .map(|&i| {
+                let c = &run[i];
+                KeyLock::new(
+                    db,
+                    c.args[c.how.entry.spec.first_key as usize],
+                    c.how.entry.spec.flags & flags::WRITE != 0,
+                )
+            })
+            .collect();
+        let call = cx.worker.call_deferred(s, move |w, resp| {
+            tx::quick(w, locks, ShardLock::None, move |w| {
+                let all = owned.slices();
+                let mut reply = Reply::new(ver);
+                let mut ends: SmallVec<[u32; 16]> = SmallVec::new();
+                {
+                    let mut shard = w.shard.borrow_mut();
+                    let mut at = 0usize;
+                    for (f, &n) in fns.iter().zip(counts.iter()) {
+                        let args = &all[at..at + n as usize];
+                        at += n as usize;
+                        let mut c = CmdCtx {
+                            shard: &mut shard,
+                            db,
+                            now,
+                            shared: &w.shared,
+                            reply: &mut reply,
+                        };
+                        f(&mut c, args);
+                        ends.push(reply.len() as u32);
+                    }
+                }
+                resp.send(w, (reply.take(), ends));
+            })
+        });
+        calls.push((s, call));
+    }
+    let mut parts: Vec<ShardReplies> = (0..threads).map(|_| None).collect();
+    for (s, call) in calls {
+        parts[s] = Some(call.await);
+    }
+    let usec_each = Ticks::to_us(Ticks::now().wrapping_sub(t0)) / run.len().max(1) as u64;
+    let mut next = vec![0usize; threads];
+    for c in run {
+        let Some((buf, ends)) = &parts[c.how.shard] else {
+            continue;
+        };
+        let k = next[c.how.shard];
+        next[c.how.shard] += 1;
+        let from = if k == 0 { 0 } else { ends[k - 1] as usize };
+        let to = ends[k] as usize;
+        let start = cx.reply.len();
+        cx.reply.raw(&buf[from..to]);
+        cx.cmd_name = c.how.entry.static_name;
+        record_call(cx, c.how.entry, &c.args, start, usec_each);
+    }
+}
