@@ -506,8 +506,9 @@ fn discover(c: &CompareOpts, notes: &mut Vec<String>) -> Vec<ServerSpec> {
             .into_iter()
             .flatten()
             .collect();
+            // Absolute path: servers are spawned from other working directories.
             match candidates.iter().find(|p| p.is_file()) {
-                Some(p) => Some(p.clone()),
+                Some(p) => Some(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())),
                 None => sys::which(k.exe()),
             }
         } else {

@@ -9,6 +9,7 @@
 //!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
 
 pub mod bitmap;
+pub mod blocking;
 pub mod connection;
 pub mod keys;
 pub mod registry;
@@ -247,15 +248,18 @@ impl ConnCtx {
                 }
             };
             if free {
-                let mut shard = w.shard.borrow_mut();
-                let mut c = CmdCtx {
-                    shard: &mut shard,
-                    db: self.db,
-                    now: self.now_ms,
-                    shared: &w.shared,
-                    reply: &mut self.reply,
-                };
-                f(&mut c, args);
+                {
+                    let mut shard = w.shard.borrow_mut();
+                    let mut c = CmdCtx {
+                        shard: &mut shard,
+                        db: self.db,
+                        now: self.now_ms,
+                        shared: &w.shared,
+                        reply: &mut self.reply,
+                    };
+                    f(&mut c, args);
+                }
+                w.serve_blocked();
                 return;
             }
         }

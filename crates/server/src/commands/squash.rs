@@ -95,12 +95,12 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 let all = owned.slices();
                 let mut reply = Reply::new(ver);
                 let mut ends: SmallVec<[u32; 16]> = SmallVec::new();
-                {
-                    let mut shard = w.shard.borrow_mut();
-                    let mut at = 0usize;
-                    for (f, &n) in fns.iter().zip(counts.iter()) {
-                        let args = &all[at..at + n as usize];
-                        at += n as usize;
+                let mut at = 0usize;
+                for (f, &n) in fns.iter().zip(counts.iter()) {
+                    let args = &all[at..at + n as usize];
+                    at += n as usize;
+                    {
+                        let mut shard = w.shard.borrow_mut();
                         let mut c = CmdCtx {
                             shard: &mut shard,
                             db,
@@ -109,8 +109,11 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                             reply: &mut reply,
                         };
                         f(&mut c, args);
-                        ends.push(reply.len() as u32);
                     }
+                    // Clients blocked on a key this command wrote are served before the next
+                    // command of the run can see it.
+                    w.serve_blocked();
+                    ends.push(reply.len() as u32);
                 }
                 resp.send(w, (reply.take(), ends));
             })

@@ -41,6 +41,8 @@ pub struct Db {
     expire: ExpireTable,
     expire_cursor: u64,
     pub stats: DbStats,
+    /// Clients blocked on keys of this db (see `engine::blocking`).
+    pub blocking: super::blocking::Blocking,
 }
 
 impl Default for Db {
@@ -65,6 +67,7 @@ impl Db {
             expire: DashTable::new(),
             expire_cursor: 0,
             stats: DbStats::default(),
+            blocking: Default::default(),
         }
     }
 
@@ -112,6 +115,15 @@ impl Db {
         }
     }
 
+    /// Write hook for blocked clients: remember `key` if somebody is blocked on it (one branch
+    /// when nobody is).
+    #[inline]
+    fn wrote(&mut self, key: &[u8]) {
+        if !self.blocking.is_empty() {
+            self.blocking.note_write(key);
+        }
+    }
+
     /// Finds a live key, removing it first if its deadline has passed (passive expiry).
     #[inline]
     pub fn find(&mut self, key: &[u8], now: u64) -> Option<Pos> {
@@ -155,6 +167,7 @@ impl Db {
     #[inline]
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         let pos = self.find(key, now)?;
+        self.wrote(key);
         Some(self.prime.at_mut(pos).1)
     }
 
@@ -165,6 +178,10 @@ impl Db {
 
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
+        if !self.blocking.is_empty() {
+            let key = self.prime.at(pos).0.key().to_vec();
+            self.blocking.note_write(&key);
+        }
         self.prime.at_mut(pos).1
     }
 
@@ -212,6 +229,7 @@ impl Db {
     /// Inserts or overwrites `key`. Returns the position of the stored entry.
     #[inline]
     pub fn set(&mut self, key: &[u8], value: Value, ttl: TtlMode, now: u64) -> Pos {
+        self.wrote(key);
         match self.find(key, now) {
             Some(pos) => {
                 *self.prime.at_mut(pos).1 = value;
@@ -229,6 +247,7 @@ impl Db {
     /// Inserts a key known to be absent (after `find` returned None).
     #[inline]
     pub fn insert_new(&mut self, key: &[u8], value: Value, ttl: TtlMode) -> Pos {
+        self.wrote(key);
         let pos = self.prime.insert_new(KeyStr::from_bytes(key), value);
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
@@ -238,6 +257,7 @@ impl Db {
 
     /// Inserts an owned key known to be absent (RENAME/MOVE keep the key object).
     pub fn insert_new_owned(&mut self, key: KeyStr, value: Value, at: Option<u64>) -> Pos {
+        self.wrote(key.key());
         let pos = self.prime.insert_new(key, value);
         if at.is_some() {
             self.set_expire(pos, at);

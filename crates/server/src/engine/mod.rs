@@ -1,5 +1,6 @@
 //! The shared-nothing engine: one shard per thread, cross-thread calls through inboxes.
 
+pub mod blocking;
 pub mod clock;
 pub mod db;
 pub mod inbox;

@@ -13,6 +13,9 @@ pub struct Shard {
     pub active_expire: bool,
     rng: u64,
     pub expire_cycles: u64,
+    /// Waiter registrations made on this shard (an upper bound of live ones; reset by the
+    /// sweep). Zero keeps the per-command blocking check to one branch.
+    pub block_waiters: usize,
 }
 
 impl Shard {
@@ -23,6 +26,7 @@ impl Shard {
             active_expire: true,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F),
             expire_cycles: 0,
+            block_waiters: 0,
         }
     }
 
@@ -45,6 +49,14 @@ impl Shard {
     /// Periodic work driven by `--hz`: active expiry over every db, bounded per tick. If a db had
     /// many expired keys in its sample, it gets more budget next tick (like Redis's adaptive cycle).
     pub fn tick(&mut self, now: u64) {
+        if self.block_waiters > 0 {
+            let mut live = 0;
+            for db in self.dbs.iter_mut() {
+                db.blocking.sweep();
+                live += db.blocking.keys();
+            }
+            self.block_waiters = live;
+        }
         if !self.active_expire {
             return;
         }

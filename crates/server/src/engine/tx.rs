@@ -251,12 +251,14 @@ pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, f: F) {
         }
         t.start(txid);
     }
+    // Blocked clients are served when the transaction concludes (after EXEC, like Redis).
     f(w);
 }
 
 /// Concludes (or cancels) a transaction on this shard and lets waiting work proceed.
 pub fn finish(w: &Rc<Worker>, txid: u64) {
     w.tx.borrow_mut().finish(txid);
+    w.serve_blocked();
     poll(w);
 }
 
@@ -271,6 +273,7 @@ pub fn quick<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, locks: Locks, s: 
         }
     }
     f(w);
+    w.serve_blocked();
 }
 
 /// Runs whatever became runnable: the queue head's parked hops, then parked quick operations.
@@ -304,7 +307,10 @@ pub fn poll(w: &Rc<Worker>) {
             found
         };
         match next {
-            Some(f) => f(w),
+            Some(f) => {
+                f(w);
+                w.serve_blocked();
+            }
             None => return,
         }
     }

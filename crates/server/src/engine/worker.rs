@@ -7,6 +7,7 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -134,7 +135,16 @@ pub struct Worker {
     pub stats: RefCell<ThreadStats>,
     /// Set while a DEBUG SLEEP-like operation blocks this thread, for diagnostics.
     pub busy: Cell<bool>,
+    /// Blocked connections of this thread: wait id → (wake-up channel, waiter).
+    pub blocked: RefCell<HashMap<u64, BlockedEntry>>,
+    next_wait: Cell<u64>,
 }
+
+/// A blocked connection's wake-up channel and its waiter (for CLIENT UNBLOCK).
+pub type BlockedEntry = (
+    tokio::sync::oneshot::Sender<Vec<u8>>,
+    Option<Arc<super::blocking::Waiter>>,
+);
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
@@ -155,9 +165,48 @@ impl Worker {
             clients: RefCell::new(ClientRegistry::default()),
             stats: RefCell::new(ThreadStats::default()),
             busy: Cell::new(false),
+            blocked: RefCell::new(HashMap::new()),
+            next_wait: Cell::new(1),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(w.clone()));
         w
+    }
+
+    pub fn next_wait_id(&self) -> u64 {
+        let id = self.next_wait.get();
+        self.next_wait.set(id + 1);
+        id
+    }
+
+    /// Delivers a blocked connection's reply (sent by the shard that served it).
+    pub fn wake_blocked(&self, id: u64, reply: Vec<u8>) {
+        if let Some((tx, _)) = self.blocked.borrow_mut().remove(&id) {
+            let _ = tx.send(reply);
+        }
+    }
+
+    /// After a command ran on this thread's shard: serve clients blocked on keys it wrote.
+    #[inline]
+    pub fn serve_blocked(self: &Rc<Self>) {
+        let mut served = Vec::new();
+        {
+            let Ok(mut sh) = self.shard.try_borrow_mut() else {
+                return;
+            };
+            if sh.block_waiters == 0 {
+                return;
+            }
+            let now = clock::unix_ms();
+            for db in sh.dbs.iter_mut() {
+                if db.blocking.has_ready() {
+                    super::blocking::serve_ready(db, now, &mut served);
+                }
+            }
+        }
+        for s in served {
+            let (id, reply) = (s.id, s.reply);
+            self.post(s.origin, move |ow| ow.wake_blocked(id, reply));
+        }
     }
 
     /// The worker of the calling thread (inside a shard thread).

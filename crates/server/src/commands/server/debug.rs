@@ -53,6 +53,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         match (sub.as_slice(), n) {
             (b"help", 2) => debug_help(cx),
             (b"populate", 3..=5) => debug_populate(cx, args).await,
+            (b"wait-key", 4..) => debug_wait_key(cx, args).await,
             (b"sleep", 3) => {
                 let secs = lenient_f64(args[2]);
                 if secs.is_finite() && secs > 0.0 {
@@ -444,5 +445,49 @@ mod tests {
         assert_eq!(rdb_len_bytes(10), 1);
         assert_eq!(rdb_len_bytes(100), 2);
         assert_eq!(rdb_len_bytes(20000), 5);
+    }
+}
+
+/// `DEBUG WAIT-KEY <timeout-seconds> key [key ...]`: a test hook for the blocking-command
+/// machinery until the list types exist. Blocks until one of the keys holds a string (0 = wait
+/// forever), then deletes it and replies `[key, value]` — atomically with the write that made it
+/// ready, exactly once across shards, FIFO among waiters; a null array on timeout.
+async fn debug_wait_key(cx: &mut ConnCtx, args: &[&[u8]]) {
+    use crate::engine::blocking::Serve;
+    use crate::engine::db::Db;
+    use crate::types::Value;
+
+    struct GetDel(damselfly_protocol::RespVersion);
+    impl Serve for GetDel {
+        fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool {
+            matches!(db.get(key, now), Some(Value::Str(_)))
+        }
+        fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8> {
+            let mut r = damselfly_protocol::Reply::new(self.0);
+            match db.remove(key, now) {
+                Some((_, Value::Str(v), _)) => {
+                    r.array(2);
+                    r.bulk(key);
+                    let mut b = [0u8; 20];
+                    r.bulk(v.bytes(&mut b));
+                }
+                _ => r.null_array(),
+            }
+            r.take()
+        }
+    }
+
+    let secs = std::str::from_utf8(args[2])
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok());
+    let Some(secs) = secs.filter(|s| s.is_finite() && *s >= 0.0) else {
+        cx.reply.error("ERR timeout is not a float or out of range");
+        return;
+    };
+    let timeout = (secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs));
+    let serve = std::sync::Arc::new(GetDel(cx.reply.ver));
+    match crate::commands::blocking::serve_or_block(cx, &args[3..], serve, timeout).await {
+        Some(bytes) => cx.reply.raw(&bytes),
+        None => cx.reply.null_array(),
     }
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Cross-shard cost benchmark (issue: atomic multi-key operations). Runs damselfly with 1 and with
+# 2 shard threads — both pinned to the same CPU, so the second thread adds cross-shard hops, not
+# CPU — and redis-server for reference, under the same redis-benchmark load pinned to another CPU:
+#   - MSET of 10 keys (keys spread over shards: every MSET is a multi-shard transaction)
+#   - GET/SET at -P 30 (pipelines squashed per shard)
+# Reports ops/s and server CPU nanoseconds per op (utime+stime from /proc/PID/stat), and the
+# per-busy-core throughput of 2 threads relative to 1 (= cpu_ns(1) / cpu_ns(2)).
+#   scripts/bench-tx.sh [--requests N] [--out FILE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=1000000
+OUT=""
+SERVER_CPU=${SERVER_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requests) N=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v redis-server >/dev/null || { echo "redis-server not found" >&2; exit 1; }
+cargo build --release -q -p damselfly
+BIN=target/release/damselfly
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+
+declare -A RPS CPUNS
+run() { # label port pid test args...
+  local label=$1 port=$2 pid=$3 t=$4; shift 4
+  local c0 c1 rps
+  c0=$(cpu_ticks "$pid")
+  rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t "$t" -n "$N" -r 100000 -d 32 -c 50 "$@" --csv 2>/dev/null \
+        | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+  c1=$(cpu_ticks "$pid")
+  RPS[$label,$t,$*]=$rps
+  CPUNS[$label,$t,$*]=$(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))")
+}
+for label in dfly1 dfly2 redis; do
+  port=$(free_port)
+  case $label in
+    dfly1) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
+    dfly2) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=2 >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
+  esac
+  pid=$!; wait_up "$port"
+  run $label "$port" "$pid" mset
+  run $label "$port" "$pid" set -P 30
+  run $label "$port" "$pid" get -P 30
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+done
+ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
+{
+  echo "### Cross-shard cost: 1 vs 2 shard threads on one CPU (run $(date -u +%Y-%m-%dT%H:%MZ))"
+  echo
+  echo "Server pinned to CPU $SERVER_CPU, load (\`redis-benchmark -n $N -r 100000 -d 32 -c 50\`) pinned to CPU $LOAD_CPU."
+  echo "\"per-core 2t/1t\" is the throughput per busy server core with 2 threads relative to 1 thread (CPU ns/op ratio)."
+  echo
+  echo "| test | damselfly 1t ops/s | CPU ns/op | damselfly 2t ops/s | CPU ns/op | per-core 2t/1t | redis-server ops/s | CPU ns/op |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for k in "mset," "set,-P 30" "get,-P 30"; do
+    name=$(echo "$k" | tr ',' ' ')
+    echo "| ${name^^} | ${RPS[dfly1,$k]} | ${CPUNS[dfly1,$k]} | ${RPS[dfly2,$k]} | ${CPUNS[dfly2,$k]} | $(ratio "${CPUNS[dfly1,$k]}" "${CPUNS[dfly2,$k]}") | ${RPS[redis,$k]} | ${CPUNS[redis,$k]} |"
+  done
+} | tee ${OUT:+"$OUT"}
