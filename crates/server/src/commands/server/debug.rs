@@ -428,26 +428,6 @@ pub fn memory_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
     );
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lenient_float() {
-        assert_eq!(lenient_f64(b"1.5"), 1.5);
-        assert_eq!(lenient_f64(b"0.25abc"), 0.25);
-        assert_eq!(lenient_f64(b"abc"), 0.0);
-        assert_eq!(lenient_f64(b""), 0.0);
-    }
-
-    #[test]
-    fn rdb_lengths() {
-        assert_eq!(rdb_len_bytes(10), 1);
-        assert_eq!(rdb_len_bytes(100), 2);
-        assert_eq!(rdb_len_bytes(20000), 5);
-    }
-}
-
 /// `DEBUG WAIT-KEY <timeout-seconds> key [key ...]`: a test hook for the blocking-command
 /// machinery until the list types exist. Blocks until one of the keys holds a string (0 = wait
 /// forever), then deletes it and replies `[key, value]` — atomically with the write that made it
@@ -489,5 +469,25 @@ async fn debug_wait_key(cx: &mut ConnCtx, args: &[&[u8]]) {
     match crate::commands::blocking::serve_or_block(cx, &args[3..], serve, timeout).await {
         Some(bytes) => cx.reply.raw(&bytes),
         None => cx.reply.null_array(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_float() {
+        assert_eq!(lenient_f64(b"1.5"), 1.5);
+        assert_eq!(lenient_f64(b"0.25abc"), 0.25);
+        assert_eq!(lenient_f64(b"abc"), 0.0);
+        assert_eq!(lenient_f64(b""), 0.0);
+    }
+
+    #[test]
+    fn rdb_lengths() {
+        assert_eq!(rdb_len_bytes(10), 1);
+        assert_eq!(rdb_len_bytes(100), 2);
+        assert_eq!(rdb_len_bytes(20000), 5);
     }
 }
