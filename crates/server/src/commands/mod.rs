@@ -14,6 +14,7 @@ pub mod keys;
 pub mod registry;
 pub mod server;
 pub mod string;
+pub mod transaction;
 pub mod tx;
 pub mod util;
 
@@ -208,6 +209,10 @@ pub struct ConnCtx {
     /// Key locks of the current single-shard command, checked against transactions' locks.
     pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::tx::KeyLock); 2]>,
     pub cmd_shard_lock: crate::engine::tx::ShardLock,
+    /// Commands queued since MULTI (None outside MULTI).
+    pub multi: Option<transaction::MultiState>,
+    /// Keys watched since the first WATCH (None when nothing is watched).
+    pub watch: Option<transaction::WatchState>,
 }
 
 impl ConnCtx {
@@ -280,6 +285,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();
     let Some(top) = reg.lookup(args[0]) else {
         unknown_command(cx, args);
+        transaction::flag(cx);
         return;
     };
     let entry = if top.spec.subcommands.is_empty() {
@@ -290,6 +296,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             top
         } else {
             arity_error(cx, &top.fullname, top.id);
+            transaction::flag(cx);
             return;
         }
     } else {
@@ -302,6 +309,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                     top.spec.name.to_ascii_uppercase()
                 );
                 cx.reply.error(&msg);
+                transaction::flag(cx);
                 return;
             }
         }
@@ -310,11 +318,16 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
         arity_error(cx, &entry.fullname, entry.id);
+        transaction::flag(cx);
         return;
     }
     if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
         cx.reply.error("NOAUTH Authentication required.");
         cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
+        transaction::flag(cx);
+        return;
+    }
+    if cx.multi.is_some() && transaction::queue(cx, top, entry, args) {
         return;
     }
     cx.cmd_name = entry.static_name;

@@ -5,6 +5,10 @@
 //! nothing extra and reads of them never touch the expiry table. Active expiry walks the expiry
 //! table (only volatile keys) with a stateless cursor, so it never scans the whole keyspace.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use crate::types::{CompactStr, Value};
@@ -35,6 +39,66 @@ pub struct Db {
     expire: DashTable<CompactStr, u64>,
     expire_cursor: u64,
     pub stats: DbStats,
+    /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
+    watched: Watched,
+}
+
+/// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
+pub type WatchFlag = Arc<AtomicBool>;
+
+/// One connection's registration on one key.
+struct Watcher {
+    /// Dead once the connection dropped its flag (UNWATCH, EXEC, DISCARD, RESET, close).
+    flag: Weak<AtomicBool>,
+    /// The key existed but was already logically expired at WATCH time (Redis 7.0
+    /// `watchedKey.expired`): its deletion by expiry is not a change.
+    stale: bool,
+}
+
+/// Watch registry: key → connections watching it. Empty (one branch per write) when nobody
+/// watches.
+#[derive(Default)]
+struct Watched {
+    map: HashMap<Box<[u8]>, Vec<Watcher>>,
+}
+
+impl Watched {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Marks every connection watching `key` dirty. `present`: does the key exist (in the table,
+    /// expired or not) after the modification?
+    #[cold]
+    fn touch(&mut self, key: &[u8], present: bool) {
+        let Some(ws) = self.map.get_mut(key) else {
+            return;
+        };
+        ws.retain_mut(|w| {
+            let Some(flag) = w.flag.upgrade() else {
+                return false;
+            };
+            if w.stale && !present {
+                // The stale key was deleted: logically no change.
+                w.stale = false;
+                return true;
+            }
+            flag.store(true, Ordering::Release);
+            // Dirty: this registration has done its job.
+            false
+        });
+        if ws.is_empty() {
+            self.map.remove(key);
+        }
+    }
+
+    fn sweep(&mut self) {
+        self.map.retain(|_, ws| {
+            ws.retain(|w| w.flag.strong_count() > 0);
+            !ws.is_empty()
+        });
+    }
 }
 
 impl Default for Db {
@@ -59,7 +123,109 @@ impl Db {
             expire: DashTable::new(),
             expire_cursor: 0,
             stats: DbStats::default(),
+            watched: Watched::default(),
         }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // WATCH support.
+
+    /// Registers `flag` as watching `key` (WATCH). Idempotent per flag.
+    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag, now: u64) {
+        let stale = self.is_stale(key, now);
+        let ws = self.watched.map.entry(key.into()).or_default();
+        ws.retain(|w| w.flag.strong_count() > 0);
+        let weak = Arc::downgrade(flag);
+        if ws.iter().any(|w| w.flag.ptr_eq(&weak)) {
+            return;
+        }
+        ws.push(Watcher { flag: weak, stale });
+    }
+
+    /// EXEC-time check (Redis `isWatchedKeyExpired`): the key was live when `flag` started
+    /// watching it and is now logically expired (but not yet deleted).
+    pub fn watched_key_expired(&self, key: &[u8], flag: &WatchFlag, now: u64) -> bool {
+        let Some(ws) = self.watched.map.get(key) else {
+            return false;
+        };
+        let weak = Arc::downgrade(flag);
+        match ws.iter().find(|w| w.flag.ptr_eq(&weak)) {
+            Some(w) if !w.stale => self.is_stale(key, now),
+            _ => false,
+        }
+    }
+
+    /// Number of keys with watchers (INFO `watching_keys`-style statistics, tests).
+    pub fn watched_keys(&self) -> usize {
+        self.watched.map.len()
+    }
+
+    /// Drops registrations of connections that stopped watching (periodic, from `Shard::tick`).
+    pub fn watch_sweep(&mut self) {
+        if !self.watched.is_empty() {
+            self.watched.sweep();
+        }
+    }
+
+    /// The key is in the table but its deadline has passed.
+    fn is_stale(&self, key: &[u8], now: u64) -> bool {
+        match self.prime.find(key) {
+            Some(pos) => self.expire_at(pos).is_some_and(|at| at <= now),
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn touch(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            let present = self.prime.find(key).is_some();
+            self.watched.touch(key, present);
+        }
+    }
+
+    #[inline]
+    fn touch_at(&mut self, pos: Pos) {
+        if !self.watched.is_empty() {
+            let key = self.prime.at(pos).0.key();
+            self.watched.touch(key, true);
+        }
+    }
+
+    /// FLUSHDB / SWAPDB (Redis `touchAllWatchedKeysInDb`): `self` is being emptied and replaced
+    /// with `with`'s contents (None: emptied).
+    fn touch_all(&mut self, with: Option<&Db>, now: u64) {
+        if self.watched.is_empty() {
+            return;
+        }
+        let prime = &self.prime;
+        self.watched.map.retain(|key, ws| {
+            let in_self = prime.find(key).is_some();
+            let in_with = with.is_some_and(|d| d.prime.find(key).is_some());
+            if !in_self && !in_with {
+                return true;
+            }
+            let with_stale = with.is_some_and(|d| d.is_stale(key, now));
+            ws.retain_mut(|w| {
+                let Some(flag) = w.flag.upgrade() else {
+                    return false;
+                };
+                if w.stale {
+                    if !in_with {
+                        w.stale = false;
+                        return true;
+                    }
+                    if with_stale {
+                        return true;
+                    }
+                } else if !in_self && with_stale {
+                    w.stale = true;
+                    return true;
+                }
+                flag.store(true, Ordering::Release);
+                false
+            });
+            !ws.is_empty()
+        });
     }
 
     #[inline]
@@ -149,6 +315,7 @@ impl Db {
     #[inline]
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         let pos = self.find(key, now)?;
+        self.touch_at(pos);
         Some(self.prime.at_mut(pos).1)
     }
 
@@ -157,9 +324,25 @@ impl Db {
         self.prime.at(pos)
     }
 
+    /// Mutable value for an in-place update; counts as a modification for WATCH.
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
+        self.touch_at(pos);
         self.prime.at_mut(pos).1
+    }
+
+    /// Like `at_mut` for updates that may turn out to change nothing (Redis signals a modified
+    /// key only on a real change: SETBIT to the same value, INCR of a non-integer...): the caller
+    /// calls `touch_key` when it did change the value.
+    #[inline]
+    pub fn at_mut_quiet(&mut self, pos: Pos) -> &mut Value {
+        self.prime.at_mut(pos).1
+    }
+
+    /// Marks `key` modified for WATCH (after an `at_mut_quiet` update).
+    #[inline]
+    pub fn touch_key(&mut self, key: &[u8]) {
+        self.touch(key);
     }
 
     #[inline]
@@ -181,6 +364,9 @@ impl Db {
     /// a separate table).
     pub fn set_expire(&mut self, pos: Pos, at: Option<u64>) {
         let flags = self.prime.flags(pos);
+        if at.is_some() || flags & FLAG_EXPIRE != 0 {
+            self.touch_at(pos);
+        }
         let key = self.prime.at(pos).0.key();
         match at {
             Some(at) => {
@@ -208,6 +394,7 @@ impl Db {
     pub fn set(&mut self, key: &[u8], value: Value, ttl: TtlMode, now: u64) -> Pos {
         match self.find(key, now) {
             Some(pos) => {
+                self.touch_at(pos);
                 *self.prime.at_mut(pos).1 = value;
                 match ttl {
                     TtlMode::Keep => {}
@@ -227,6 +414,7 @@ impl Db {
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
         }
+        self.touch(key);
         pos
     }
 
@@ -236,6 +424,7 @@ impl Db {
         if at.is_some() {
             self.set_expire(pos, at);
         }
+        self.touch_at(pos);
         pos
     }
 
@@ -245,7 +434,11 @@ impl Db {
             let key = self.prime.at(pos).0.key();
             self.expire.remove(key);
         }
-        self.prime.remove_at(pos)
+        let kv = self.prime.remove_at(pos);
+        if !self.watched.is_empty() {
+            self.watched.touch(kv.0.key(), false);
+        }
+        kv
     }
 
     /// Removes a live key. Returns its value and deadline.
@@ -257,6 +450,9 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        if !self.watched.is_empty() {
+            self.touch_all(None, crate::engine::clock::unix_ms());
+        }
         self.prime.clear();
         self.expire.clear();
         self.expire_cursor = 0;
@@ -264,6 +460,11 @@ impl Db {
 
     /// Swaps contents with another db (SWAPDB within a shard).
     pub fn swap(&mut self, other: &mut Db) {
+        if !self.watched.is_empty() || !other.watched.is_empty() {
+            let now = crate::engine::clock::unix_ms();
+            self.touch_all(Some(other), now);
+            other.touch_all(Some(self), now);
+        }
         std::mem::swap(&mut self.prime, &mut other.prime);
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);

@@ -45,6 +45,10 @@ impl Shard {
     /// Periodic work driven by `--hz`: active expiry over every db, bounded per tick. If a db had
     /// many expired keys in its sample, it gets more budget next tick (like Redis's adaptive cycle).
     pub fn tick(&mut self, now: u64) {
+        // Forget WATCH registrations of connections that stopped watching.
+        for db in self.dbs.iter_mut() {
+            db.watch_sweep();
+        }
         if !self.active_expire {
             return;
         }
