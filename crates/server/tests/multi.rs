@@ -561,3 +561,31 @@ fn many_watch_sessions_stay_bounded() {
     assert_eq!(o.q("SET fixed 1"), ok());
     assert_eq!(exec_ping(&mut c), Resp::NilArray);
 }
+
+#[test]
+fn other_db_commands_inside_exec() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    assert_eq!(c.q("SET m 1"), ok());
+    assert_eq!(c.q("SET src v"), ok());
+    assert_eq!(c.q("MULTI"), ok());
+    assert_eq!(c.q("MOVE m 4"), queued());
+    assert_eq!(c.q("COPY src dst DB 4"), queued());
+    assert_eq!(c.q("SELECT 4"), queued());
+    assert_eq!(c.q("MGET m dst"), queued());
+    assert_eq!(c.q("SWAPDB 4 0"), queued());
+    assert_eq!(c.q("SELECT 0"), queued());
+    assert_eq!(c.q("MGET m dst src"), queued());
+    assert_eq!(
+        c.q("EXEC"),
+        arr(vec![
+            int(1),
+            int(1),
+            ok(),
+            arr(vec![bulk("1"), bulk("v")]),
+            ok(),
+            ok(),
+            arr(vec![bulk("1"), bulk("v"), Resp::Nil]),
+        ])
+    );
+}

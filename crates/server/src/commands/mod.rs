@@ -317,11 +317,20 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let spec = entry.spec;
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        if spec.name == "exec" {
+            let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
+            transaction::exec_abort(cx, entry.id, &msg);
+            return;
+        }
         arity_error(cx, &entry.fullname, entry.id);
         transaction::flag(cx);
         return;
     }
     if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
+        if spec.name == "exec" {
+            transaction::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
+            return;
+        }
         cx.reply.error("NOAUTH Authentication required.");
         cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
         transaction::flag(cx);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::tx::LockPlan;
-use super::util::{eq_ic, fan_out, parse_i64, OwnedArgs};
+use super::util::{fan_out, parse_i64, OwnedArgs};
 use super::{cmd, flags, flags::*, BoxFut, CommandSpec, ConnCtx, Entry, Handler};
 use crate::engine::db::WatchFlag;
 use crate::engine::shard_of;
@@ -108,11 +108,14 @@ pub struct MultiState {
     pub aborted: bool,
 }
 
+/// (db, key) pairs.
+type WatchedKeys = Vec<(usize, Box<[u8]>)>;
+
 /// One WATCH session of a connection.
 pub struct WatchState {
     pub flag: WatchFlag,
     /// (db, key) of every watched key, in WATCH order, without duplicates.
-    pub keys: Vec<(usize, Box<[u8]>)>,
+    pub keys: WatchedKeys,
 }
 
 impl WatchState {
@@ -134,6 +137,19 @@ pub fn discard_state(cx: &mut ConnCtx) {
     cx.multi = None;
     cx.watch = None;
     set_client_multi(cx, -1);
+}
+
+/// EXEC itself rejected before running (wrong arity, NOAUTH): like Redis's
+/// `execCommandAbort`, the transaction is discarded and the error says why.
+pub fn exec_abort(cx: &mut ConnCtx, id: usize, why: &str) {
+    discard_state(cx);
+    cx.reply.error(&format!(
+        "EXECABORT Transaction discarded because of: {why}"
+    ));
+    let mut st = cx.worker.stats.borrow_mut();
+    st.cmd_mut(id).rejected += 1;
+    *st.errors.entry("EXECABORT".to_string()).or_insert(0) += 1;
+    st.total_error_replies += 1;
 }
 
 fn set_client_multi(cx: &ConnCtx, n: i64) {
@@ -227,8 +243,7 @@ fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         let mut fresh: Vec<&[u8]> = Vec::with_capacity(args.len() - 1);
         for &k in &args[1..] {
-            let dup = ws.keys.iter().any(|(d, w)| *d == db && &w[..] == k)
-                || fresh.iter().any(|f| *f == k);
+            let dup = ws.keys.iter().any(|(d, w)| *d == db && &w[..] == k) || fresh.contains(&k);
             if !dup {
                 fresh.push(k);
             }
@@ -269,27 +284,16 @@ fn exec_plan(cx: &ConnCtx, cmds: &[(OwnedArgs, &'static CommandSpec)]) -> LockPl
     for (owned, spec) in cmds {
         let args = owned.slices();
         let write = spec.flags & flags::WRITE != 0;
-        match spec.name {
-            "select" => {
-                // Later commands run in the selected db (if SELECT will succeed).
-                if let Some(i) = args.get(1).and_then(|a| parse_i64(a)) {
-                    if i >= 0 && (i as usize) < dbnum {
-                        db = i as usize;
-                    }
+        if spec.name == "select" {
+            // Later commands run in the selected db (if SELECT will succeed).
+            if let Some(i) = args.get(1).and_then(|a| parse_i64(a)) {
+                if i >= 0 && (i as usize) < dbnum {
+                    db = i as usize;
                 }
-                continue;
             }
-            // Reach another db than their key spec says.
-            "move" => {
-                global(&mut plan, true);
-                continue;
-            }
-            "copy" if args.iter().skip(3).any(|a| eq_ic(a, "db")) => {
-                global(&mut plan, true);
-                continue;
-            }
-            _ => {}
+            continue;
         }
+        // (MOVE and COPY ... DB n also lock the key in the other db: see `add_command`.)
         let keyless = spec.first_key <= 0;
         let tx_global = spec.flags & (TX_GLOBAL_READ | TX_GLOBAL_WRITE) != 0;
         if keyless && !tx_global {
@@ -340,7 +344,7 @@ fn exec<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let now = cx.now_ms;
         let mut calls = Vec::with_capacity(shards.len());
         for &s in &shards {
-            let check: Option<(WatchFlag, Vec<(usize, Box<[u8]>)>)> = cx.watch.as_ref().map(|w| {
+            let check: Option<(WatchFlag, WatchedKeys)> = cx.watch.as_ref().map(|w| {
                 (
                     w.flag.clone(),
                     w.keys

@@ -593,6 +593,127 @@ mod tests {
         assert_eq!(db.expires_len(), 0);
     }
 
+    fn flag() -> WatchFlag {
+        Arc::new(AtomicBool::new(false))
+    }
+
+    fn dirty(f: &WatchFlag) -> bool {
+        f.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn watch_touch_and_cleanup() {
+        let mut db = Db::new();
+        let f = flag();
+        db.watch(b"a", &f, 0);
+        db.watch(b"a", &f, 0);
+        assert_eq!(db.watched_keys(), 1);
+        db.set(b"b", s(b"1"), TtlMode::Clear, 0);
+        assert!(!dirty(&f));
+        db.set(b"a", s(b"1"), TtlMode::Clear, 0);
+        assert!(dirty(&f));
+        // A dirty registration is dropped at once.
+        assert_eq!(db.watched_keys(), 0);
+
+        // Dropped flags are swept.
+        let g = flag();
+        db.watch(b"x", &g, 0);
+        db.watch(b"y", &g, 0);
+        drop(g);
+        assert_eq!(db.watched_keys(), 2);
+        db.watch_sweep();
+        assert_eq!(db.watched_keys(), 0);
+
+        // In-place updates, expiry changes, removal, flush.
+        for op in 0..4 {
+            let mut db = Db::new();
+            db.set(b"k", s(b"1"), TtlMode::Clear, 0);
+            let f = flag();
+            db.watch(b"k", &f, 0);
+            let pos = db.find(b"k", 0).expect("k");
+            match op {
+                0 => {
+                    db.at_mut(pos);
+                }
+                1 => db.set_expire(pos, Some(100)),
+                2 => {
+                    db.remove(b"k", 0);
+                }
+                _ => db.clear(),
+            }
+            assert!(dirty(&f), "op {op}");
+        }
+        // Removing a TTL that isn't there is no change; neither is a quiet access.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::Clear, 0);
+        let f = flag();
+        db.watch(b"k", &f, 0);
+        let pos = db.find(b"k", 0).expect("k");
+        db.set_expire(pos, None);
+        db.at_mut_quiet(pos);
+        assert!(!dirty(&f));
+    }
+
+    #[test]
+    fn watch_expiry_semantics() {
+        // Live at WATCH, expired later: passive deletion marks it; before deletion EXEC sees it.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(100), 0);
+        let f = flag();
+        db.watch(b"k", &f, 50);
+        assert!(!db.watched_key_expired(b"k", &f, 99));
+        assert!(db.watched_key_expired(b"k", &f, 100));
+        assert!(!db.exists(b"k", 100));
+        assert!(dirty(&f));
+
+        // Stale at WATCH: its deletion is no change, but a later write is.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(100), 0);
+        let f = flag();
+        db.watch(b"k", &f, 200);
+        assert!(!db.watched_key_expired(b"k", &f, 300));
+        assert!(!db.exists(b"k", 200));
+        assert!(!dirty(&f));
+        db.set(b"k", s(b"2"), TtlMode::Clear, 200);
+        assert!(dirty(&f));
+
+        // FLUSHDB of a stale watched key is no change.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(1), 0);
+        let f = flag();
+        db.watch(b"k", &f, crate::engine::clock::unix_ms());
+        db.clear();
+        assert!(!dirty(&f));
+    }
+
+    #[test]
+    fn watch_swapdb() {
+        let now = crate::engine::clock::unix_ms();
+        // Missing key replaced by a live one: change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        b.set(b"k", s(b"1"), TtlMode::Clear, 0);
+        let f = flag();
+        a.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(dirty(&f));
+        // The registry stays with the db index.
+        assert_eq!(a.watched_keys(), 0);
+        // Missing key replaced by a stale one: no change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        b.set(b"k", s(b"1"), TtlMode::At(1), 0);
+        let f = flag();
+        a.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(!dirty(&f));
+        // Neither side has it: no change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        let f = flag();
+        b.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(!dirty(&f));
+        assert_eq!(b.watched_keys(), 1);
+    }
+
     #[test]
     fn active_expiry_reaches_every_volatile_key() {
         let mut db = Db::new();
