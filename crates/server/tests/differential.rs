@@ -631,6 +631,25 @@ fn g_hset(g: &mut G) -> Vec<Vec<u8>> {
     cmd("HSET", vec![g.key(), b("f"), g.value()])
 }
 
+// Transactions: single client, so WATCH is invalidated by this client's own writes before MULTI
+// (and by FLUSHDB/SWAPDB/MOVE/RENAME...). Replies inside EXEC are compared element-wise with
+// the normalisation of the queued command (see `run_seed`).
+fn g_multi(_: &mut G) -> Vec<Vec<u8>> {
+    vec![b("MULTI")]
+}
+fn g_exec(_: &mut G) -> Vec<Vec<u8>> {
+    vec![b("EXEC")]
+}
+fn g_discard(_: &mut G) -> Vec<Vec<u8>> {
+    vec![b("DISCARD")]
+}
+fn g_watch(g: &mut G) -> Vec<Vec<u8>> {
+    cmd("WATCH", g.keys(1, 3))
+}
+fn g_unwatch(_: &mut G) -> Vec<Vec<u8>> {
+    vec![b("UNWATCH")]
+}
+
 // ---------------------------------------------------------------------------------------------
 // The table.
 
@@ -644,6 +663,8 @@ enum Norm {
     Sorted,
     /// Any bulk equals any bulk (RANDOMKEY); nil must match nil.
     AnyBulk,
+    /// EXEC: arrays compared element-wise with the norms of the queued commands.
+    Exec,
 }
 
 struct Spec {
@@ -741,6 +762,12 @@ static SPECS: &[Spec] = &[
     s("swapdb", 1, g_swapdb),
     sn("randomkey", 1, Norm::AnyBulk, g_randomkey),
     sn("keys", 1, Norm::Sorted, g_keys),
+    // transactions
+    s("multi", 3, g_multi),
+    sn("exec", 3, Norm::Exec, g_exec),
+    s("discard", 1, g_discard),
+    s("watch", 3, g_watch),
+    s("unwatch", 1, g_unwatch),
     // optional: enable with DIFF_COMMANDS=all or by name
     opt("flushall", 1, g_flushall),
     opt("object", 1, g_object_encoding),
@@ -788,8 +815,14 @@ fn fmt_cmd(args: &[Vec<u8>]) -> String {
     args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
 }
 
-fn norm_eq(norm: Norm, a: &Resp, b: &Resp) -> bool {
+fn norm_eq(norm: Norm, a: &Resp, b: &Resp, inner: &[Norm]) -> bool {
     match (norm, a, b) {
+        (Norm::Exec, Resp::Array(x), Resp::Array(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(y).enumerate().all(|(i, (p, q))| {
+                    norm_eq(inner.get(i).copied().unwrap_or(Norm::Exact), p, q, &[])
+                })
+        }
         (Norm::Ttl(tol), Resp::Int(x), Resp::Int(y)) => {
             if *x < 0 || *y < 0 {
                 x == y
@@ -873,6 +906,8 @@ fn run_seed(
     let mut history: Vec<String> = Vec::new();
     let enabled = |n: &str| specs.iter().any(|s| s.name == n);
     let paranoid = std::env::var("DIFF_PARANOID").is_ok_and(|v| v != "0");
+    // Norms of the commands queued since MULTI (for comparing EXEC's array).
+    let mut queued: Vec<Norm> = Vec::new();
     let mut exchange = |args: &[Vec<u8>], norm: Norm, step: usize, history: &mut Vec<String>| {
         pair.rc.send(args);
         pair.dc.send(args);
@@ -880,9 +915,22 @@ fn run_seed(
         let d = pair.dc.try_read();
         let shown = fmt_cmd(args);
         let ok = match (&r, &d) {
-            (Ok(r), Ok(d)) => norm_eq(norm, r, d),
+            (Ok(r), Ok(d)) => norm_eq(norm, r, d, &queued),
             _ => false,
         };
+        let name = &args[0];
+        let queued_reply = matches!(&r, Ok(Resp::Simple(s)) if s == b"QUEUED");
+        if queued_reply {
+            queued.push(norm);
+        } else if name.eq_ignore_ascii_case(b"exec")
+            || name.eq_ignore_ascii_case(b"discard")
+            || name.eq_ignore_ascii_case(b"reset")
+            || (name.eq_ignore_ascii_case(b"multi") && matches!(&r, Ok(Resp::Simple(_))))
+        {
+            // A successful MULTI starts a queue (a nested MULTI error keeps it); EXEC, DISCARD
+            // and RESET end it.
+            queued.clear();
+        }
         let show = |x: &Result<Resp, String>| match x {
             Ok(v) => v.to_string(),
             Err(e) => format!("<{e}>"),
@@ -937,8 +985,14 @@ fn run_seed(
             }
         }
     }
-    // Final state: every pool key in the first databases.
+    // Leave a transaction left open by the generator (same reply on both sides either way).
     let mut step = steps;
+    if enabled("multi") {
+        exchange(&[b("DISCARD")], Norm::Exact, step, &mut history)
+            .map_err(|m| (m, history.clone()))?;
+        step += 1;
+    }
+    // Final state: every pool key in the first databases.
     for db in 0..4 {
         let sel = vec![b("SELECT"), db.to_string().into_bytes()];
         exchange(&sel, Norm::Exact, step, &mut history).map_err(|m| (m, history.clone()))?;

@@ -113,8 +113,14 @@ fn bit_offset(cx: &mut CmdCtx<'_>, arg: &[u8], hash: bool, bits: u32) -> Option<
 }
 
 /// Redis `lookupStringForBitCommand`: the string at `key`, created or zero-padded so that bit
-/// `maxbit` exists, as mutable bytes. None after replying WRONGTYPE.
-fn string_for_bits<'c>(cx: &'c mut CmdCtx<'_>, key: &[u8], maxbit: u64) -> Option<&'c mut [u8]> {
+/// `maxbit` exists, as mutable bytes, and whether it was created or grown (then WATCH has
+/// been told; otherwise the caller calls `touch_key` if it changes a byte). None after
+/// replying WRONGTYPE.
+fn string_for_bits<'c>(
+    cx: &'c mut CmdCtx<'_>,
+    key: &[u8],
+    maxbit: u64,
+) -> Option<(&'c mut [u8], bool)> {
     let need = (maxbit >> 3) as usize + 1;
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
@@ -122,8 +128,12 @@ fn string_for_bits<'c>(cx: &'c mut CmdCtx<'_>, key: &[u8], maxbit: u64) -> Optio
         Some(pos) => pos,
         None => db.insert_new(key, Value::Str(CompactStr::empty()), TtlMode::Clear),
     };
-    match db.at_mut(pos) {
-        Value::Str(s) => Some(s.make_raw_mut(need)),
+    let grows = matches!(db.at(pos).1, Value::Str(s) if s.len() < need);
+    if grows {
+        db.touch_key(key);
+    }
+    match db.at_mut_quiet(pos) {
+        Value::Str(s) => Some((s.make_raw_mut(need), grows)),
         #[allow(unreachable_patterns)]
         _ => {
             cx.reply.error(ERR_WRONGTYPE);
@@ -144,13 +154,16 @@ fn setbit(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         }
     };
     let key = args[1];
-    let Some(b) = string_for_bits(cx, key, off) else {
+    let Some((b, _)) = string_for_bits(cx, key, off) else {
         return;
     };
     let byte = (off >> 3) as usize;
     let bit = 7 - (off & 7) as u8;
     let old = (b[byte] >> bit) & 1;
     b[byte] = (b[byte] & !(1 << bit)) | (on << bit);
+    if old != on {
+        cx.db().touch_key(key);
+    }
     cx.reply.int(old as i64);
 }
 
@@ -766,8 +779,9 @@ fn bitfield_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ro: bool) {
     let key = args[1];
     // Replies are written into a side buffer because the string borrow holds `cx`.
     let mut out = damselfly_protocol::Reply::new(cx.reply.ver);
+    let mut changes = 0usize;
     {
-        let Some(p) = string_for_bits(cx, key, highest_write) else {
+        let Some((p, _)) = string_for_bits(cx, key, highest_write) else {
             return;
         };
         out.array(ops.len());
@@ -795,6 +809,7 @@ fn bitfield_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ro: bool) {
                     } else {
                         out.int(ret);
                         set_unsigned(p, f.offset, f.bits, newval as u64);
+                        changes += 1;
                     }
                 }
                 FieldOp::Set | FieldOp::IncrBy => {
@@ -817,10 +832,14 @@ fn bitfield_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ro: bool) {
                     } else {
                         out.int(ret as i64);
                         set_unsigned(p, f.offset, f.bits, newval);
+                        changes += 1;
                     }
                 }
             }
         }
+    }
+    if changes > 0 {
+        cx.db().touch_key(key);
     }
     cx.reply.raw(&out.take());
 }

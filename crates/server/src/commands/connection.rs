@@ -430,6 +430,7 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
 }
 
 fn reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    super::transaction::discard_state(cx);
     cx.db = 0;
     cx.reply.ver = RespVersion::Resp2;
     cx.authed = !cx.shared().config.has_password();

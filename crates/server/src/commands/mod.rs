@@ -16,6 +16,7 @@ pub mod registry;
 pub mod server;
 pub mod squash;
 pub mod string;
+pub mod transaction;
 pub mod tx;
 pub mod util;
 
@@ -210,6 +211,10 @@ pub struct ConnCtx {
     /// Key locks of the current single-shard command, checked against transactions' locks.
     pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::tx::KeyLock); 2]>,
     pub cmd_shard_lock: crate::engine::tx::ShardLock,
+    /// Commands queued since MULTI (None outside MULTI).
+    pub multi: Option<transaction::MultiState>,
+    /// Keys watched since the first WATCH (None when nothing is watched).
+    pub watch: Option<transaction::WatchState>,
 }
 
 impl ConnCtx {
@@ -217,7 +222,8 @@ impl ConnCtx {
     /// queueing and the like; extended by the transaction commands).
     #[inline]
     pub fn squash_barrier(&self) -> bool {
-        false
+        // While MULTI is queueing, commands must be queued by `execute`, not run.
+        self.multi.is_some()
     }
 
     #[inline]
@@ -292,6 +298,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();
     let Some(top) = reg.lookup(args[0]) else {
         unknown_command(cx, args);
+        transaction::flag(cx);
         return;
     };
     let entry = if top.spec.subcommands.is_empty() {
@@ -302,6 +309,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             top
         } else {
             arity_error(cx, &top.fullname, top.id);
+            transaction::flag(cx);
             return;
         }
     } else {
@@ -314,6 +322,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                     top.spec.name.to_ascii_uppercase()
                 );
                 cx.reply.error(&msg);
+                transaction::flag(cx);
                 return;
             }
         }
@@ -321,12 +330,26 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let spec = entry.spec;
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        if spec.name == "exec" {
+            let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
+            transaction::exec_abort(cx, entry.id, &msg);
+            return;
+        }
         arity_error(cx, &entry.fullname, entry.id);
+        transaction::flag(cx);
         return;
     }
     if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
+        if spec.name == "exec" {
+            transaction::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
+            return;
+        }
         cx.reply.error("NOAUTH Authentication required.");
         cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
+        transaction::flag(cx);
+        return;
+    }
+    if cx.multi.is_some() && transaction::queue(cx, top, entry, args) {
         return;
     }
     cx.cmd_name = entry.static_name;

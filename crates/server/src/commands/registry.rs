@@ -101,6 +101,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::keys::COMMANDS,
         super::connection::COMMANDS,
         super::server::COMMANDS,
+        super::transaction::COMMANDS,
     ]
 }
 

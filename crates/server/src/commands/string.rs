@@ -844,7 +844,8 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
         cx.reply.int(by);
         return;
     };
-    match db.at_mut(pos) {
+    // Quiet: errors leave the key (and WATCH) untouched.
+    match db.at_mut_quiet(pos) {
         Value::Str(s) => {
             // Fast path: int-encoded values are never reparsed.
             let cur = match s.as_int() {
@@ -860,6 +861,7 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
             match cur.checked_add(by) {
                 Some(v) => {
                     *s = CompactStr::from_int(v);
+                    db.touch_key(key);
                     cx.reply.int(v);
                 }
                 None => cx.reply.error(ERR_OVERFLOW),

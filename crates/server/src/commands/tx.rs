@@ -52,6 +52,31 @@ impl LockPlan {
             self.keys
                 .push((shard_of(k, threads), KeyLock::new(db, k, excl)));
         }
+        // Keys in another db than the key spec says: MOVE key db, COPY src dst DB n.
+        let other_db = |a: &[u8]| super::util::parse_i64(a).filter(|&n| n >= 0);
+        match spec.name {
+            "move" if args.len() == 3 => {
+                if let Some(n) = other_db(args[2]) {
+                    let k = args[1];
+                    self.keys
+                        .push((shard_of(k, threads), KeyLock::new(n as usize, k, true)));
+                }
+            }
+            "copy" if args.len() >= 5 => {
+                let mut j = 3;
+                while j + 1 < args.len() {
+                    if super::util::eq_ic(args[j], "db") {
+                        if let Some(n) = other_db(args[j + 1]) {
+                            let k = args[2];
+                            self.keys
+                                .push((shard_of(k, threads), KeyLock::new(n as usize, k, true)));
+                        }
+                    }
+                    j += 1;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Shards touched (sorted, unique). All shards for a global plan.
@@ -219,4 +244,12 @@ pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Opt
     }
     cx.cmd_locks = plan.keys.into_iter().collect();
     None
+}
+
+/// A connection that goes away mid-transaction (a panicking command unwinds through the
+/// connection task) must not leave its locks behind: conclude it on every shard.
+impl Drop for ConnCtx {
+    fn drop(&mut self) {
+        self.tx_end();
+    }
 }

@@ -5,6 +5,10 @@
 //! nothing extra and reads of them never touch the expiry table. Active expiry walks the expiry
 //! table (only volatile keys) with a stateless cursor, so it never scans the whole keyspace.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use crate::types::{KeyStr, Value};
@@ -43,6 +47,66 @@ pub struct Db {
     pub stats: DbStats,
     /// Clients blocked on keys of this db (see `engine::blocking`).
     pub blocking: super::blocking::Blocking,
+    /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
+    watched: Watched,
+}
+
+/// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
+pub type WatchFlag = Arc<AtomicBool>;
+
+/// One connection's registration on one key.
+struct Watcher {
+    /// Dead once the connection dropped its flag (UNWATCH, EXEC, DISCARD, RESET, close).
+    flag: Weak<AtomicBool>,
+    /// The key existed but was already logically expired at WATCH time (Redis 7.0
+    /// `watchedKey.expired`): its deletion by expiry is not a change.
+    stale: bool,
+}
+
+/// Watch registry: key → connections watching it. Empty (one branch per write) when nobody
+/// watches.
+#[derive(Default)]
+struct Watched {
+    map: HashMap<Box<[u8]>, Vec<Watcher>>,
+}
+
+impl Watched {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Marks every connection watching `key` dirty. `present`: does the key exist (in the table,
+    /// expired or not) after the modification?
+    #[cold]
+    fn touch(&mut self, key: &[u8], present: bool) {
+        let Some(ws) = self.map.get_mut(key) else {
+            return;
+        };
+        ws.retain_mut(|w| {
+            let Some(flag) = w.flag.upgrade() else {
+                return false;
+            };
+            if w.stale && !present {
+                // The stale key was deleted: logically no change.
+                w.stale = false;
+                return true;
+            }
+            flag.store(true, Ordering::Release);
+            // Dirty: this registration has done its job.
+            false
+        });
+        if ws.is_empty() {
+            self.map.remove(key);
+        }
+    }
+
+    fn sweep(&mut self) {
+        self.map.retain(|_, ws| {
+            ws.retain(|w| w.flag.strong_count() > 0);
+            !ws.is_empty()
+        });
+    }
 }
 
 impl Default for Db {
@@ -68,7 +132,109 @@ impl Db {
             expire_cursor: 0,
             stats: DbStats::default(),
             blocking: Default::default(),
+            watched: Watched::default(),
         }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // WATCH support.
+
+    /// Registers `flag` as watching `key` (WATCH). Idempotent per flag.
+    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag, now: u64) {
+        let stale = self.is_stale(key, now);
+        let ws = self.watched.map.entry(key.into()).or_default();
+        ws.retain(|w| w.flag.strong_count() > 0);
+        let weak = Arc::downgrade(flag);
+        if ws.iter().any(|w| w.flag.ptr_eq(&weak)) {
+            return;
+        }
+        ws.push(Watcher { flag: weak, stale });
+    }
+
+    /// EXEC-time check (Redis `isWatchedKeyExpired`): the key was live when `flag` started
+    /// watching it and is now logically expired (but not yet deleted).
+    pub fn watched_key_expired(&self, key: &[u8], flag: &WatchFlag, now: u64) -> bool {
+        let Some(ws) = self.watched.map.get(key) else {
+            return false;
+        };
+        let weak = Arc::downgrade(flag);
+        match ws.iter().find(|w| w.flag.ptr_eq(&weak)) {
+            Some(w) if !w.stale => self.is_stale(key, now),
+            _ => false,
+        }
+    }
+
+    /// Number of keys with watchers (INFO `watching_keys`-style statistics, tests).
+    pub fn watched_keys(&self) -> usize {
+        self.watched.map.len()
+    }
+
+    /// Drops registrations of connections that stopped watching (periodic, from `Shard::tick`).
+    pub fn watch_sweep(&mut self) {
+        if !self.watched.is_empty() {
+            self.watched.sweep();
+        }
+    }
+
+    /// The key is in the table but its deadline has passed.
+    fn is_stale(&self, key: &[u8], now: u64) -> bool {
+        match self.prime.find(key) {
+            Some(pos) => self.expire_at(pos).is_some_and(|at| at <= now),
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn touch(&mut self, key: &[u8]) {
+        if !self.watched.is_empty() {
+            let present = self.prime.find(key).is_some();
+            self.watched.touch(key, present);
+        }
+    }
+
+    #[inline]
+    fn touch_at(&mut self, pos: Pos) {
+        if !self.watched.is_empty() {
+            let key = self.prime.at(pos).0.key();
+            self.watched.touch(key, true);
+        }
+    }
+
+    /// FLUSHDB / SWAPDB (Redis `touchAllWatchedKeysInDb`): `self` is being emptied and replaced
+    /// with `with`'s contents (None: emptied).
+    fn touch_all(&mut self, with: Option<&Db>, now: u64) {
+        if self.watched.is_empty() {
+            return;
+        }
+        let prime = &self.prime;
+        self.watched.map.retain(|key, ws| {
+            let in_self = prime.find(key).is_some();
+            let in_with = with.is_some_and(|d| d.prime.find(key).is_some());
+            if !in_self && !in_with {
+                return true;
+            }
+            let with_stale = with.is_some_and(|d| d.is_stale(key, now));
+            ws.retain_mut(|w| {
+                let Some(flag) = w.flag.upgrade() else {
+                    return false;
+                };
+                if w.stale {
+                    if !in_with {
+                        w.stale = false;
+                        return true;
+                    }
+                    if with_stale {
+                        return true;
+                    }
+                } else if !in_self && with_stale {
+                    w.stale = true;
+                    return true;
+                }
+                flag.store(true, Ordering::Release);
+                false
+            });
+            !ws.is_empty()
+        });
     }
 
     #[inline]
@@ -168,6 +334,7 @@ impl Db {
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         let pos = self.find(key, now)?;
         self.wrote(key);
+        self.touch_at(pos);
         Some(self.prime.at_mut(pos).1)
     }
 
@@ -176,13 +343,30 @@ impl Db {
         self.prime.at(pos)
     }
 
+    /// Mutable value for an in-place update; counts as a modification for WATCH.
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
         if !self.blocking.is_empty() {
             let key = self.prime.at(pos).0.key().to_vec();
             self.blocking.note_write(&key);
         }
+        self.touch_at(pos);
         self.prime.at_mut(pos).1
+    }
+
+    /// Like `at_mut` for updates that may turn out to change nothing (Redis signals a modified
+    /// key only on a real change: SETBIT to the same value, INCR of a non-integer...): the caller
+    /// calls `touch_key` when it did change the value.
+    #[inline]
+    pub fn at_mut_quiet(&mut self, pos: Pos) -> &mut Value {
+        self.prime.at_mut(pos).1
+    }
+
+    /// Marks `key` modified for WATCH (after an `at_mut_quiet` update).
+    #[inline]
+    pub fn touch_key(&mut self, key: &[u8]) {
+        self.wrote(key);
+        self.touch(key);
     }
 
     #[inline]
@@ -204,6 +388,9 @@ impl Db {
     /// a separate table).
     pub fn set_expire(&mut self, pos: Pos, at: Option<u64>) {
         let flags = self.prime.flags(pos);
+        if at.is_some() || flags & FLAG_EXPIRE != 0 {
+            self.touch_at(pos);
+        }
         let key = self.prime.at(pos).0.key();
         match at {
             Some(at) => {
@@ -232,6 +419,7 @@ impl Db {
         self.wrote(key);
         match self.find(key, now) {
             Some(pos) => {
+                self.touch_at(pos);
                 *self.prime.at_mut(pos).1 = value;
                 match ttl {
                     TtlMode::Keep => {}
@@ -252,6 +440,7 @@ impl Db {
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
         }
+        self.touch(key);
         pos
     }
 
@@ -262,6 +451,7 @@ impl Db {
         if at.is_some() {
             self.set_expire(pos, at);
         }
+        self.touch_at(pos);
         pos
     }
 
@@ -271,7 +461,11 @@ impl Db {
             let key = self.prime.at(pos).0.key();
             self.expire.remove(key);
         }
-        self.prime.remove_at(pos)
+        let kv = self.prime.remove_at(pos);
+        if !self.watched.is_empty() {
+            self.watched.touch(kv.0.key(), false);
+        }
+        kv
     }
 
     /// Removes a live key. Returns its value and deadline.
@@ -283,6 +477,9 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        if !self.watched.is_empty() {
+            self.touch_all(None, crate::engine::clock::unix_ms());
+        }
         self.prime.clear();
         self.expire.clear();
         self.expire_cursor = 0;
@@ -290,6 +487,11 @@ impl Db {
 
     /// Swaps contents with another db (SWAPDB within a shard).
     pub fn swap(&mut self, other: &mut Db) {
+        if !self.watched.is_empty() || !other.watched.is_empty() {
+            let now = crate::engine::clock::unix_ms();
+            self.touch_all(Some(other), now);
+            other.touch_all(Some(self), now);
+        }
         std::mem::swap(&mut self.prime, &mut other.prime);
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
@@ -417,6 +619,127 @@ mod tests {
         let p = db.set(b"a", s(b"3"), TtlMode::Clear, 0);
         assert_eq!(db.expire_at(p), None);
         assert_eq!(db.expires_len(), 0);
+    }
+
+    fn flag() -> WatchFlag {
+        Arc::new(AtomicBool::new(false))
+    }
+
+    fn dirty(f: &WatchFlag) -> bool {
+        f.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn watch_touch_and_cleanup() {
+        let mut db = Db::new();
+        let f = flag();
+        db.watch(b"a", &f, 0);
+        db.watch(b"a", &f, 0);
+        assert_eq!(db.watched_keys(), 1);
+        db.set(b"b", s(b"1"), TtlMode::Clear, 0);
+        assert!(!dirty(&f));
+        db.set(b"a", s(b"1"), TtlMode::Clear, 0);
+        assert!(dirty(&f));
+        // A dirty registration is dropped at once.
+        assert_eq!(db.watched_keys(), 0);
+
+        // Dropped flags are swept.
+        let g = flag();
+        db.watch(b"x", &g, 0);
+        db.watch(b"y", &g, 0);
+        drop(g);
+        assert_eq!(db.watched_keys(), 2);
+        db.watch_sweep();
+        assert_eq!(db.watched_keys(), 0);
+
+        // In-place updates, expiry changes, removal, flush.
+        for op in 0..4 {
+            let mut db = Db::new();
+            db.set(b"k", s(b"1"), TtlMode::Clear, 0);
+            let f = flag();
+            db.watch(b"k", &f, 0);
+            let pos = db.find(b"k", 0).expect("k");
+            match op {
+                0 => {
+                    db.at_mut(pos);
+                }
+                1 => db.set_expire(pos, Some(100)),
+                2 => {
+                    db.remove(b"k", 0);
+                }
+                _ => db.clear(),
+            }
+            assert!(dirty(&f), "op {op}");
+        }
+        // Removing a TTL that isn't there is no change; neither is a quiet access.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::Clear, 0);
+        let f = flag();
+        db.watch(b"k", &f, 0);
+        let pos = db.find(b"k", 0).expect("k");
+        db.set_expire(pos, None);
+        db.at_mut_quiet(pos);
+        assert!(!dirty(&f));
+    }
+
+    #[test]
+    fn watch_expiry_semantics() {
+        // Live at WATCH, expired later: passive deletion marks it; before deletion EXEC sees it.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(100), 0);
+        let f = flag();
+        db.watch(b"k", &f, 50);
+        assert!(!db.watched_key_expired(b"k", &f, 99));
+        assert!(db.watched_key_expired(b"k", &f, 100));
+        assert!(!db.exists(b"k", 100));
+        assert!(dirty(&f));
+
+        // Stale at WATCH: its deletion is no change, but a later write is.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(100), 0);
+        let f = flag();
+        db.watch(b"k", &f, 200);
+        assert!(!db.watched_key_expired(b"k", &f, 300));
+        assert!(!db.exists(b"k", 200));
+        assert!(!dirty(&f));
+        db.set(b"k", s(b"2"), TtlMode::Clear, 200);
+        assert!(dirty(&f));
+
+        // FLUSHDB of a stale watched key is no change.
+        let mut db = Db::new();
+        db.set(b"k", s(b"1"), TtlMode::At(1), 0);
+        let f = flag();
+        db.watch(b"k", &f, crate::engine::clock::unix_ms());
+        db.clear();
+        assert!(!dirty(&f));
+    }
+
+    #[test]
+    fn watch_swapdb() {
+        let now = crate::engine::clock::unix_ms();
+        // Missing key replaced by a live one: change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        b.set(b"k", s(b"1"), TtlMode::Clear, 0);
+        let f = flag();
+        a.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(dirty(&f));
+        // The registry stays with the db index.
+        assert_eq!(a.watched_keys(), 0);
+        // Missing key replaced by a stale one: no change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        b.set(b"k", s(b"1"), TtlMode::At(1), 0);
+        let f = flag();
+        a.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(!dirty(&f));
+        // Neither side has it: no change.
+        let (mut a, mut b) = (Db::new(), Db::new());
+        let f = flag();
+        b.watch(b"k", &f, now);
+        a.swap(&mut b);
+        assert!(!dirty(&f));
+        assert_eq!(b.watched_keys(), 1);
     }
 
     #[test]

@@ -57,6 +57,10 @@ impl Shard {
             }
             self.block_waiters = live;
         }
+        // Forget WATCH registrations of connections that stopped watching.
+        for db in self.dbs.iter_mut() {
+            db.watch_sweep();
+        }
         if !self.active_expire {
             return;
         }

@@ -114,6 +114,8 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         tx: None,
         cmd_locks: smallvec::SmallVec::new(),
         cmd_shard_lock: crate::engine::tx::ShardLock::None,
+        multi: None,
+        watch: None,
     };
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64);

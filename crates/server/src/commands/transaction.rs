@@ -1,0 +1,397 @@
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH (Redis 7.0 semantics and texts).
+//!
+//! - MULTI: later commands are checked (existence, arity, auth, NO_MULTI) and queued as owned
+//!   arguments; a check failure replies the error and marks the transaction, so EXEC answers
+//!   EXECABORT.
+//! - EXEC: one transaction (see `commands::tx`) over the keys of every queued command plus the
+//!   WATCHed keys (shared). A barrier hop on every involved shard waits until every earlier
+//!   conflicting transaction has finished there; after it no conflicting write can slip in
+//!   before the queued commands run, so the WATCH dirty flag is final. Then each queued command
+//!   runs through `execute` inside the transaction.
+//! - WATCH: each key is registered on its shard's `Db` with the connection's dirty flag; every
+//!   write to the key sets the flag (see `engine::db`). The flag lives as long as the WATCH
+//!   session: UNWATCH/EXEC/DISCARD/RESET/close drop it and the registrations die with it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::tx::LockPlan;
+use super::util::{fan_out, parse_i64, OwnedArgs};
+use super::{cmd, flags, flags::*, BoxFut, CommandSpec, ConnCtx, Entry, Handler};
+use crate::engine::db::WatchFlag;
+use crate::engine::shard_of;
+use crate::engine::tx::{KeyLock, ShardLock};
+
+const TX_ACL: &[&str] = &["@fast", "@transaction"];
+const TX_SLOW_ACL: &[&str] = &["@slow", "@transaction"];
+
+const fn since(mut c: CommandSpec, v: &'static str) -> CommandSpec {
+    c.since = v;
+    c
+}
+
+pub static COMMANDS: &[CommandSpec] = &[
+    since(
+        cmd(
+            "multi",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            (0, 0, 0),
+            TX_ACL,
+            "transactions",
+            "Starts a transaction.",
+            Handler::Local(multi),
+        ),
+        "1.2.0",
+    ),
+    since(
+        cmd(
+            "exec",
+            1,
+            NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+            (0, 0, 0),
+            TX_SLOW_ACL,
+            "transactions",
+            "Executes all commands in a transaction.",
+            Handler::Conn(exec),
+        ),
+        "1.2.0",
+    ),
+    since(
+        cmd(
+            "discard",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            (0, 0, 0),
+            TX_ACL,
+            "transactions",
+            "Discards a transaction.",
+            Handler::Local(discard),
+        ),
+        "2.0.0",
+    ),
+    since(
+        cmd(
+            "watch",
+            -2,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            (1, -1, 1),
+            TX_ACL,
+            "transactions",
+            "Monitors changes to keys to determine the execution of a transaction.",
+            Handler::Conn(watch),
+        ),
+        "2.2.0",
+    ),
+    since(
+        cmd(
+            "unwatch",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            (0, 0, 0),
+            TX_ACL,
+            "transactions",
+            "Forgets about watched keys of a transaction.",
+            Handler::Local(unwatch),
+        ),
+        "2.2.0",
+    ),
+];
+
+/// Commands queued since MULTI.
+#[derive(Default)]
+pub struct MultiState {
+    pub cmds: Vec<(OwnedArgs, &'static CommandSpec)>,
+    /// A command was rejected while queueing (Redis CLIENT_DIRTY_EXEC): EXEC answers EXECABORT.
+    pub aborted: bool,
+}
+
+/// (db, key) pairs.
+type WatchedKeys = Vec<(usize, Box<[u8]>)>;
+
+/// One WATCH session of a connection.
+pub struct WatchState {
+    pub flag: WatchFlag,
+    /// (db, key) of every watched key, in WATCH order, without duplicates.
+    pub keys: WatchedKeys,
+}
+
+impl WatchState {
+    fn dirty(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+}
+
+/// Marks the transaction being queued as failed (a command was rejected).
+#[inline]
+pub fn flag(cx: &mut ConnCtx) {
+    if let Some(m) = cx.multi.as_mut() {
+        m.aborted = true;
+    }
+}
+
+/// Leaves MULTI and forgets watched keys (DISCARD, RESET, after EXEC).
+pub fn discard_state(cx: &mut ConnCtx) {
+    cx.multi = None;
+    cx.watch = None;
+    set_client_multi(cx, -1);
+}
+
+/// EXEC itself rejected before running (wrong arity, NOAUTH): like Redis's
+/// `execCommandAbort`, the transaction is discarded and the error says why.
+pub fn exec_abort(cx: &mut ConnCtx, id: usize, why: &str) {
+    discard_state(cx);
+    cx.reply.error(&format!(
+        "EXECABORT Transaction discarded because of: {why}"
+    ));
+    let mut st = cx.worker.stats.borrow_mut();
+    st.cmd_mut(id).rejected += 1;
+    *st.errors.entry("EXECABORT".to_string()).or_insert(0) += 1;
+    st.total_error_replies += 1;
+}
+
+fn set_client_multi(cx: &ConnCtx, n: i64) {
+    let mut info = cx.client.info.borrow_mut();
+    info.multi = n;
+    // CLIENT LIST flag 'x': in a MULTI/EXEC context.
+    if n >= 0 {
+        if !info.flags.contains('x') {
+            info.flags.push('x');
+        }
+    } else if info.flags.contains('x') {
+        info.flags = info.flags.replace('x', "");
+    }
+}
+
+/// Inside MULTI: queues the command (or refuses it) and returns true, or returns false for the
+/// commands that run at once (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
+pub fn queue(cx: &mut ConnCtx, top: &'static Entry, entry: &'static Entry, args: &[&[u8]]) -> bool {
+    if matches!(
+        top.spec.name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    ) {
+        return false;
+    }
+    if entry.spec.flags & NO_MULTI != 0 {
+        cx.reply
+            .error("ERR Command not allowed inside a transaction");
+        let mut st = cx.worker.stats.borrow_mut();
+        st.cmd_mut(entry.id).rejected += 1;
+        *st.errors.entry("ERR".to_string()).or_insert(0) += 1;
+        st.total_error_replies += 1;
+        drop(st);
+        flag(cx);
+        return true;
+    }
+    cx.cmd_name = entry.static_name;
+    let n = match cx.multi.as_mut() {
+        Some(m) => {
+            // No point in keeping commands of a transaction that can only abort.
+            if !m.aborted {
+                m.cmds.push((OwnedArgs::new(args), entry.spec));
+            }
+            m.cmds.len() as i64
+        }
+        None => return false,
+    };
+    set_client_multi(cx, n);
+    cx.reply.simple("QUEUED");
+    true
+}
+
+fn multi(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    if cx.multi.is_some() {
+        cx.reply.error("ERR MULTI calls can not be nested");
+        return;
+    }
+    cx.multi = Some(MultiState::default());
+    set_client_multi(cx, 0);
+    cx.reply.ok();
+}
+
+fn discard(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    if cx.multi.is_none() {
+        cx.reply.error("ERR DISCARD without MULTI");
+        return;
+    }
+    discard_state(cx);
+    cx.reply.ok();
+}
+
+fn unwatch(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.watch = None;
+    cx.reply.ok();
+}
+
+fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if cx.multi.is_some() {
+            cx.reply.error("ERR WATCH inside MULTI is not allowed");
+            return;
+        }
+        let db = cx.db;
+        let ws = cx.watch.get_or_insert_with(|| WatchState {
+            flag: Arc::new(AtomicBool::new(false)),
+            keys: Vec::new(),
+        });
+        // No point in watching more keys once the session is dirty.
+        if ws.dirty() {
+            cx.reply.ok();
+            return;
+        }
+        let mut fresh: Vec<&[u8]> = Vec::with_capacity(args.len() - 1);
+        for &k in &args[1..] {
+            let dup = ws.keys.iter().any(|(d, w)| *d == db && &w[..] == k) || fresh.contains(&k);
+            if !dup {
+                fresh.push(k);
+            }
+        }
+        for k in &fresh {
+            ws.keys.push((db, (*k).into()));
+        }
+        let flag = ws.flag.clone();
+        let mut wargs: Vec<&[u8]> = Vec::with_capacity(fresh.len() + 1);
+        wargs.push(args[0]);
+        wargs.extend(fresh);
+        fan_out(cx, &wargs, 1, 1, move |c, keys| {
+            let now = c.now;
+            let db = c.db();
+            for k in keys {
+                db.watch(k, &flag, now);
+            }
+        })
+        .await;
+        cx.reply.ok();
+    })
+}
+
+/// The locks EXEC needs: every queued command's keys in the db it will run in, shard-wide
+/// locks for commands that reach beyond their key spec, and shared locks on watched keys.
+fn exec_plan(cx: &ConnCtx, cmds: &[(OwnedArgs, &'static CommandSpec)]) -> LockPlan {
+    let threads = cx.threads();
+    let dbnum = cx.shared().config.dbnum();
+    let mut plan = LockPlan::default();
+    let mut db = cx.db;
+    let global = |plan: &mut LockPlan, excl: bool| {
+        if excl {
+            plan.global = Some(ShardLock::Excl);
+        } else if plan.global.is_none() {
+            plan.global = Some(ShardLock::Shared);
+        }
+    };
+    for (owned, spec) in cmds {
+        let args = owned.slices();
+        let write = spec.flags & flags::WRITE != 0;
+        if spec.name == "select" {
+            // Later commands run in the selected db (if SELECT will succeed).
+            if let Some(i) = args.get(1).and_then(|a| parse_i64(a)) {
+                if i >= 0 && (i as usize) < dbnum {
+                    db = i as usize;
+                }
+            }
+            continue;
+        }
+        // (MOVE and COPY ... DB n also lock the key in the other db: see `add_command`.)
+        let keyless = spec.first_key <= 0;
+        let tx_global = spec.flags & (TX_GLOBAL_READ | TX_GLOBAL_WRITE) != 0;
+        if keyless && !tx_global {
+            // Connection-level commands never touch a shard; anything else without keys
+            // (RANDOMKEY, SCAN, DEBUG, INFO...) may touch any of them.
+            if !matches!(spec.handler, Handler::Local(_)) {
+                global(&mut plan, write);
+            }
+            continue;
+        }
+        plan.add_command(spec, &args, db, threads);
+    }
+    if let Some(w) = &cx.watch {
+        for (wdb, k) in &w.keys {
+            plan.keys
+                .push((shard_of(k, threads), KeyLock::new(*wdb, k, false)));
+        }
+    }
+    plan
+}
+
+fn exec<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let Some(m) = cx.multi.take() else {
+            cx.reply.error("ERR EXEC without MULTI");
+            return;
+        };
+        if m.aborted {
+            set_client_multi(cx, -1);
+            cx.watch = None;
+            cx.reply
+                .error("EXECABORT Transaction discarded because of previous errors.");
+            return;
+        }
+        if cx.watch.as_ref().is_some_and(|w| w.dirty()) {
+            set_client_multi(cx, -1);
+            cx.watch = None;
+            cx.reply.null_array();
+            return;
+        }
+        let plan = exec_plan(cx, &m.cmds);
+        cx.tx_begin(&plan).await;
+        let shards: SmallVec<[usize; 4]> =
+            cx.tx.as_ref().map(|t| t.shards.clone()).unwrap_or_default();
+        // Barrier: run on every shard of the transaction, i.e. after every earlier conflicting
+        // transaction there. Also checks watched keys that expired since WATCH.
+        let threads = cx.threads();
+        let now = cx.now_ms;
+        let mut calls = Vec::with_capacity(shards.len());
+        for &s in &shards {
+            let check: Option<(WatchFlag, WatchedKeys)> = cx.watch.as_ref().map(|w| {
+                (
+                    w.flag.clone(),
+                    w.keys
+                        .iter()
+                        .filter(|(_, k)| shard_of(k, threads) == s)
+                        .cloned()
+                        .collect(),
+                )
+            });
+            calls.push(cx.shard_exec(s, move |w| match check {
+                Some((flag, keys)) => {
+                    let sh = w.shard.borrow();
+                    keys.iter().any(|(db, k)| {
+                        sh.dbs
+                            .get(*db)
+                            .is_some_and(|d| d.watched_key_expired(k, &flag, now))
+                    })
+                }
+                None => false,
+            }));
+        }
+        let mut expired = false;
+        for c in calls {
+            expired |= c.await;
+        }
+        let dirty = expired || cx.watch.as_ref().is_some_and(|w| w.dirty());
+        // Unwatch as soon as possible: our own writes need not mark anything.
+        cx.watch = None;
+        if dirty {
+            set_client_multi(cx, -1);
+            cx.tx_end();
+            cx.reply.null_array();
+            return;
+        }
+        let name = cx.cmd_name;
+        cx.reply.array(m.cmds.len());
+        for (owned, _) in &m.cmds {
+            let args = owned.slices();
+            let mark = cx.reply.len();
+            Box::pin(super::execute(cx, &args)).await;
+            // Every queued command has exactly one element in the EXEC array.
+            if cx.reply.len() == mark {
+                cx.reply.null();
+            }
+        }
+        cx.tx_end();
+        cx.cmd_name = name;
+        set_client_multi(cx, -1);
+    })
+}
