@@ -117,7 +117,9 @@ fn many_waiters_many_writers_no_loss_no_duplicates() {
                 let mut c = common::RawConn::new(
                     std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(),
                 );
-                let keys: Vec<String> = (0..4).map(|j| format!("m{}", (i + j) % 8)).collect();
+                // Every waiter waits on all 8 keys (rotated): any value can serve any waiter, so
+                // n values must serve n waiters exactly once each.
+                let keys: Vec<String> = (0..8).map(|j| format!("m{}", (i + j) % 8)).collect();
                 let mut args = vec!["DEBUG".to_string(), "WAIT-KEY".into(), "10".into()];
                 args.extend(keys);
                 c.cmd(&args)

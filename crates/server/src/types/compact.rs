@@ -597,38 +597,8 @@ pub fn fmt_i64(v: i64, buf: &mut IntBuf) -> &[u8] {
 /// Redis `string2ll`: optional '-', digits, no leading zeros (except "0"), no '+', no spaces.
 #[inline]
 pub fn parse_strict_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = if s[0] == b'-' {
-        (true, &s[1..])
-    } else {
-        (false, s)
-    };
-    if digits.is_empty() || digits[0] == b'0' {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else if v > i64::MAX as u64 {
-        None
-    } else {
-        Some(v as i64)
-    }
+    // One implementation of Redis's string2ll for the whole server (the protocol crate's).
+    damselfly_protocol::double::parse_i64(s)
 }
 
 #[cfg(test)]
