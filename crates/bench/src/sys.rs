@@ -111,8 +111,18 @@ pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
 
 /// A loopback TCP port that was free a moment ago.
 pub fn free_port() -> Option<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").ok()?;
-    Some(l.local_addr().ok()?.port())
+    // Not from the ephemeral range (Linux: 32768+): such a port can be the local port of a
+    // client socket by the time the server binds it. Distinct per process and per call.
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((std::process::id() % 397) * 31 + n) % 12_000;
+        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return Some(port as u16);
+        }
+    }
+    None
 }
 
 /// Find an executable on PATH.
