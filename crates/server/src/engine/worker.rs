@@ -385,7 +385,17 @@ impl Worker {
                 return;
             }
             let now = clock::unix_ms();
-            self.shard.borrow_mut().tick(now);
+            // Active expiry must not delete keys that an in-flight transaction has locked
+            // between two of its hops (Redis freezes time during EXEC): while transactions are
+            // queued here, expire on a later tick instead.
+            let tx_idle = self.tx.borrow().idle();
+            let mut shard = self.shard.borrow_mut();
+            let active = shard.active_expire;
+            if !tx_idle {
+                shard.active_expire = false;
+            }
+            shard.tick(now);
+            shard.active_expire = active;
         }
     }
 }
