@@ -79,6 +79,10 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             super::util::OwnedArgs::collect(idxs.iter().flat_map(|&i| run[i].args.iter().copied()));
         let counts: SmallVec<[u8; 16]> = idxs.iter().map(|&i| run[i].args.len() as u8).collect();
         let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
+        let kpos: SmallVec<[u8; 16]> = idxs
+            .iter()
+            .map(|&i| run[i].how.entry.spec.first_key as u8)
+            .collect();
         let locks: Locks = idxs
             .iter()
             .map(|&i| {
@@ -95,6 +99,9 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 let all = owned.slices();
                 let mut reply = Reply::new(ver);
                 let mut ends: SmallVec<[u32; 16]> = SmallVec::new();
+                if fns.len() >= 4 {
+                    prefetch_group(w, db, &all, &counts, &kpos);
+                }
                 let mut at = 0usize;
                 for (f, &n) in fns.iter().zip(counts.iter()) {
                     let args = &all[at..at + n as usize];
@@ -138,5 +145,31 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
         cx.reply.raw(&buf[from..to]);
         cx.cmd_name = c.how.entry.static_name;
         record_call(cx, c.how.entry, &c.args, start, usec_each);
+    }
+}
+
+/// The staged prefetch of `connection::prefetch_batch`, for a squashed group on its own shard:
+/// load the bucket metadata, then the matching slots, then the values of all the group's keys
+/// before executing, so the group's cache misses overlap.
+fn prefetch_group(w: &crate::engine::Worker, db: usize, all: &[&[u8]], counts: &[u8], kpos: &[u8]) {
+    let Ok(shard) = w.shard.try_borrow() else {
+        return;
+    };
+    let Some(d) = shard.dbs.get(db) else { return };
+    let mut keys: SmallVec<[(&[u8], u64); 16]> = SmallVec::new();
+    let mut at = 0usize;
+    for (&n, &k) in counts.iter().zip(kpos.iter()) {
+        let key = all[at + k as usize];
+        keys.push((key, damselfly_dash::hash_key(key)));
+        at += n as usize;
+    }
+    for (_, h) in &keys {
+        d.prefetch_1(*h);
+    }
+    for (_, h) in &keys {
+        d.prefetch_2(*h);
+    }
+    for (k, h) in &keys {
+        d.prefetch_3(k, *h);
     }
 }

@@ -216,7 +216,9 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                     }
                 }
             }
-            if batch.len() >= PREFETCH_MIN_BATCH {
+            // With several shards, squashed runs prefetch on the shard that executes them
+            // (commands::squash), so only the single-shard case prefetches here.
+            if batch.len() >= PREFETCH_MIN_BATCH && cx.threads() == 1 {
                 prefetch_batch(cx, &rbuf, &batch, &mut hashes);
             }
             let mut i = 0;
