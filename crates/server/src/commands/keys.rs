@@ -41,7 +41,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "del",
         -2,
-        WRITE,
+        WRITE | TX_SINGLE_HOP,
         (1, -1, 1),
         &["@keyspace", "@write", "@slow"],
         "generic",
@@ -52,7 +52,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         cmd(
             "unlink",
             -2,
-            WRITE | FAST,
+            WRITE | FAST | TX_SINGLE_HOP,
             (1, -1, 1),
             &["@keyspace", "@write", "@fast"],
             "generic",
@@ -64,7 +64,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "exists",
         -2,
-        READONLY | FAST,
+        READONLY | FAST | TX_SINGLE_HOP,
         (1, -1, 1),
         &["@keyspace", "@read", "@fast"],
         "generic",
@@ -75,7 +75,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         cmd(
             "touch",
             -2,
-            READONLY | FAST,
+            READONLY | FAST | TX_SINGLE_HOP,
             (1, -1, 1),
             &["@keyspace", "@read", "@fast"],
             "generic",

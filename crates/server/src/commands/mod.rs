@@ -56,6 +56,9 @@ pub mod flags {
     /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
     pub const TX_GLOBAL_READ: u32 = 1 << 24;
     pub const TX_GLOBAL_WRITE: u32 = 1 << 25;
+    /// Not a Redis flag: the handler touches each of its shards exactly once (one `fan_out`), so
+    /// its own transaction can conclude inside that hop instead of with a separate message.
+    pub const TX_SINGLE_HOP: u32 = 1 << 26;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -362,6 +365,11 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     };
     if let Some(plan) = &own_tx {
         cx.tx_begin(plan).await;
+        if spec.flags & flags::TX_SINGLE_HOP != 0 {
+            if let Some(t) = cx.tx.as_mut() {
+                t.single_hop = true;
+            }
+        }
     }
     match spec.handler {
         Handler::Shard(f) => {

@@ -100,7 +100,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "mget",
         -2,
-        READONLY | FAST,
+        READONLY | FAST | TX_SINGLE_HOP,
         (1, -1, 1),
         &["@read", "@string", "@fast"],
         "string",
@@ -110,7 +110,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd(
         "mset",
         -3,
-        WRITE | DENYOOM,
+        WRITE | DENYOOM | TX_SINGLE_HOP,
         (1, -1, 2),
         &["@write", "@string", "@slow"],
         "string",

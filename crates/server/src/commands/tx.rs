@@ -30,6 +30,10 @@ pub struct TxState {
     /// Every shard granted its locks without conflict at scheduling (statistics only: whether a
     /// hop may run early is decided per shard, see `engine::tx`).
     pub uncontended: bool,
+    /// The command touches each shard once (`flags::TX_SINGLE_HOP`): conclude inside the hop.
+    pub single_hop: bool,
+    /// Shards where the transaction already concluded inside its hop.
+    pub concluded: std::cell::RefCell<SmallVec<[usize; 4]>>,
 }
 
 /// What one command needs locked.
@@ -168,6 +172,8 @@ impl ConnCtx {
                 id,
                 shards,
                 uncontended: granted,
+                single_hop: false,
+                concluded: Default::default(),
             });
             return;
         }
@@ -178,7 +184,8 @@ impl ConnCtx {
     pub fn tx_end(&mut self) {
         if let Some(t) = self.tx.take() {
             let id = t.id;
-            for s in t.shards {
+            let done = t.concluded.borrow();
+            for &s in t.shards.iter().filter(|s| !done.contains(s)) {
                 self.worker.post(s, move |w| tx::finish(w, id));
             }
         }
@@ -194,10 +201,19 @@ impl ConnCtx {
         match &self.tx {
             Some(t) if t.shards.contains(&shard) => {
                 let id = t.id;
+                let conclude = t.single_hop && !t.concluded.borrow().contains(&shard);
+                if conclude {
+                    t.concluded.borrow_mut().push(shard);
+                }
                 self.worker.call_deferred(shard, move |w, resp| {
                     tx::hop(w, id, move |w| {
                         let r = f(w);
                         resp.send(w, r);
+                        if conclude {
+                            // The only hop on this shard: release the locks right here, saving
+                            // a separate conclusion message (and wake-up) per shard.
+                            tx::finish(w, id);
+                        }
                     })
                 })
             }
