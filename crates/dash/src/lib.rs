@@ -237,9 +237,9 @@ fn match_bytes(word: u64, byte: u8) -> u16 {
 impl Meta {
     #[inline]
     fn match_fp(&self, fp: u8) -> u16 {
-        let (lo, hi) = self.fp.split_at(8);
-        let lo = u64::from_le_bytes(lo.try_into().unwrap());
-        let hi = u64::from_le_bytes(hi.try_into().unwrap());
+        // The 16 fingerprint bytes as two little-endian words (infallible, no slicing).
+        let all = u128::from_le_bytes(self.fp);
+        let (lo, hi) = (all as u64, (all >> 64) as u64);
         (match_bytes(lo, fp) | (match_bytes(hi, fp) << 8)) & self.busy
     }
 

@@ -1,31 +1,17 @@
 //! Integration tests for connection and server administration commands: HELLO AUTH CLIENT INFO
 //! CONFIG COMMAND DEBUG SLOWLOG SHUTDOWN, the HTTP `/metrics` endpoint and redis-cli.
 
+mod common;
+use common::free_port;
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 struct Server {
     child: Child,
     port: u16,
-}
-
-fn free_port() -> u16 {
-    // Ports handed out by bind(":0") come from the ephemeral range that client sockets of other
-    // tests running in parallel also use, so one could be taken before the server binds it. Use
-    // ports below that range (Linux: 32768+), distinct per test process and per call instead.
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    for _ in 0..12_000 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + ((std::process::id() % 397) * 29 + n) % 12_000;
-        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
-            return port as u16;
-        }
-    }
-    panic!("no free loopback port in 20000..32000")
 }
 
 impl Server {
