@@ -41,7 +41,7 @@ fn main() {
         v.resize(size, 0);
         db.set(
             k.as_bytes(),
-            Value::Str(CompactStr::from_value(&v)),
+            Value::str(CompactStr::from_value(&v)),
             TtlMode::Clear,
             0,
         );

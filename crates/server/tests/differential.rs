@@ -16,7 +16,12 @@
 //! On the first mismatch the test panics with the seed, step, command, both replies and the
 //! commands leading up to it, plus a command line that reproduces just that seed.
 //!
-//! To add a command: add a `Spec` row to `SPECS` with a generator function.
+//! To add a command: add a `Spec` row to `SPECS` with a generator function. Collection families
+//! keep their generators in `differential/<family>.rs` (child modules: they see `G`, `cmd`,
+//! `Spec`... through `use super::*`), each with its own `SPECS` table chained by `all_specs`.
+//!
+//! The final-state check dumps every pool key by its type on the reference side (GET, LRANGE,
+//! HGETALL, SMEMBERS, ZRANGE WITHSCORES), so collection contents are compared too.
 
 mod common;
 
@@ -24,6 +29,25 @@ use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{quote, RawConn, RedisServer, Resp, Server};
+
+#[path = "differential/hash.rs"]
+mod hash;
+#[path = "differential/list.rs"]
+mod list;
+#[path = "differential/set.rs"]
+mod set;
+#[path = "differential/zset.rs"]
+mod zset;
+
+/// Every family's table.
+fn all_specs() -> impl Iterator<Item = &'static Spec> {
+    SPECS
+        .iter()
+        .chain(list::SPECS)
+        .chain(hash::SPECS)
+        .chain(set::SPECS)
+        .chain(zset::SPECS)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic generator.
@@ -659,8 +683,11 @@ enum Norm {
     /// Integer replies: equal when both are negative and equal, or both >= 0 within the
     /// tolerance (timing-dependent TTLs).
     Ttl(i64),
-    /// Array replies compared as sorted lists (KEYS).
+    /// Array replies compared as sorted lists (KEYS, SMEMBERS).
     Sorted,
+    /// Flat field/value arrays compared as sorted pairs (HGETALL of a hashtable-encoded hash,
+    /// whose order is unspecified).
+    SortedPairs,
     /// Any bulk equals any bulk (RANDOMKEY); nil must match nil.
     AnyBulk,
     /// EXEC: arrays compared element-wise with the norms of the queued commands.
@@ -791,7 +818,7 @@ fn selected_specs() -> Vec<&'static Spec> {
         Ok(list) if !list.trim().is_empty() => {
             let list = list.to_ascii_lowercase();
             if list.trim() == "all" {
-                return SPECS.iter().collect();
+                return all_specs().collect();
             }
             let names: BTreeSet<&str> = list
                 .split(',')
@@ -800,14 +827,14 @@ fn selected_specs() -> Vec<&'static Spec> {
                 .collect();
             for n in &names {
                 assert!(
-                    SPECS.iter().any(|s| s.name == *n),
+                    all_specs().any(|s| s.name == *n),
                     "DIFF_COMMANDS: unknown command {n:?}; known: {}",
-                    SPECS.iter().map(|s| s.name).collect::<Vec<_>>().join(",")
+                    all_specs().map(|s| s.name).collect::<Vec<_>>().join(",")
                 );
             }
-            SPECS.iter().filter(|s| names.contains(s.name)).collect()
+            all_specs().filter(|s| names.contains(s.name)).collect()
         }
-        _ => SPECS.iter().filter(|s| s.default).collect(),
+        _ => all_specs().filter(|s| s.default).collect(),
     }
 }
 
@@ -837,6 +864,20 @@ fn norm_eq(norm: Norm, a: &Resp, b: &Resp, inner: &[Norm]) -> bool {
             x.sort_by_key(key);
             y.sort_by_key(key);
             x == y
+        }
+        (Norm::SortedPairs, Resp::Array(x), Resp::Array(y)) if x.len() % 2 == 0 => {
+            let pairs = |v: &[Resp]| {
+                let mut p: Vec<(Vec<u8>, Vec<u8>)> = v
+                    .chunks(2)
+                    .map(|c| {
+                        let f = |r: &Resp| r.as_bytes().map(|b| b.to_vec()).unwrap_or_default();
+                        (f(&c[0]), f(&c[1]))
+                    })
+                    .collect();
+                p.sort();
+                p
+            };
+            x.len() == y.len() && pairs(x) == pairs(y)
         }
         (Norm::AnyBulk, Resp::Bulk(_), Resp::Bulk(_)) => true,
         _ => a == b,
@@ -944,7 +985,7 @@ fn run_seed(
             });
         }
         history.push(format!("#{step} {shown} -> {}", show(&r)));
-        Ok(())
+        Ok(r.ok())
     };
 
     for step in 0..steps {
@@ -1001,12 +1042,32 @@ fn run_seed(
             .map_err(|m| (m, history.clone()))?;
         step += 1;
         for k in KEYS {
-            let mut checks = vec![(b("GET"), Norm::Exact)];
+            let k = k.as_bytes().to_vec();
+            // The reference says the type; both sides are then dumped by that type.
+            let a = vec![b("TYPE"), k.clone()];
+            let ty = match exchange(&a, Norm::Exact, step, &mut history)
+                .map_err(|m| (m, history.clone()))?
+            {
+                Some(Resp::Simple(t)) => t,
+                _ => b"string".to_vec(),
+            };
+            step += 1;
+            let mut checks: Vec<(Vec<Vec<u8>>, Norm)> = Vec::new();
+            let dump = match &ty[..] {
+                b"list" => (vec![b("LRANGE"), k.clone(), b("0"), b("-1")], Norm::Exact),
+                b"hash" => (vec![b("HGETALL"), k.clone()], Norm::SortedPairs),
+                b"set" => (vec![b("SMEMBERS"), k.clone()], Norm::Sorted),
+                b"zset" => (
+                    vec![b("ZRANGE"), k.clone(), b("0"), b("-1"), b("WITHSCORES")],
+                    Norm::Exact,
+                ),
+                _ => (vec![b("GET"), k.clone()], Norm::Exact),
+            };
+            checks.push(dump);
             if enabled("ttl") {
-                checks.push((b("TTL"), Norm::Ttl(2)));
+                checks.push((vec![b("TTL"), k.clone()], Norm::Ttl(2)));
             }
-            for (c, norm) in checks {
-                let args = vec![c, k.as_bytes().to_vec()];
+            for (args, norm) in checks {
                 exchange(&args, norm, step, &mut history).map_err(|m| (m, history.clone()))?;
                 step += 1;
             }

@@ -9,7 +9,7 @@ use super::util::*;
 use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::engine::db::TtlMode;
 use crate::types::compact::{IntBuf, MAX_LEN};
-use crate::types::{CompactStr, Value};
+use crate::types::{CompactStr, Value, ValueMut, ValueRef};
 
 pub static COMMANDS: &[CommandSpec] = &[
     cmd(
@@ -126,15 +126,14 @@ fn string_for_bits<'c>(
     let db = &mut cx.shard.dbs[cx.db];
     let pos = match db.find(key, now) {
         Some(pos) => pos,
-        None => db.insert_new(key, Value::Str(CompactStr::empty()), TtlMode::Clear),
+        None => db.insert_new(key, Value::str(CompactStr::empty()), TtlMode::Clear),
     };
-    let grows = matches!(db.at(pos).1, Value::Str(s) if s.len() < need);
+    let grows = db.at(pos).1.as_str().is_some_and(|s| s.len() < need);
     if grows {
         db.touch_key(key);
     }
-    match db.at_mut_quiet(pos) {
-        Value::Str(s) => Some((s.make_raw_mut(need), grows)),
-        #[allow(unreachable_patterns)]
+    match db.at_mut_quiet(pos).view_mut() {
+        ValueMut::Str(s) => Some((s.make_raw_mut(need), grows)),
         _ => {
             cx.reply.error(ERR_WRONGTYPE);
             None
@@ -172,16 +171,15 @@ fn getbit(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let now = cx.now;
-    match cx.shard.dbs[cx.db].get_read(args[1], now) {
+    match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
         None => cx.reply.int(0),
-        Some(Value::Str(s)) => {
+        Some(ValueRef::Str(s)) => {
             let mut ib: IntBuf = [0u8; 20];
             let b = s.bytes(&mut ib);
             let byte = (off >> 3) as usize;
             let v = b.get(byte).map_or(0, |&c| (c >> (7 - (off & 7))) & 1);
             cx.reply.int(v as i64);
         }
-        #[allow(unreachable_patterns)]
         Some(_) => cx.reply.error(ERR_WRONGTYPE),
     }
 }
@@ -244,13 +242,12 @@ fn bitcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     // Redis 7.0 looks the key up before parsing the range: a missing key is 0 whatever follows.
     let now = cx.now;
     let mut ib: IntBuf = [0u8; 20];
-    let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now) {
+    let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
         None => {
             cx.reply.int(0);
             return;
         }
-        Some(Value::Str(s)) => s.bytes(&mut ib),
-        #[allow(unreachable_patterns)]
+        Some(ValueRef::Str(s)) => s.bytes(&mut ib),
         Some(_) => {
             cx.reply.error(ERR_WRONGTYPE);
             return;
@@ -332,14 +329,13 @@ fn bitpos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let bit = bitarg == 1;
     let now = cx.now;
     let mut ib: IntBuf = [0u8; 20];
-    let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now) {
+    let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
         // A missing key is an infinite run of zeros.
         None => {
             cx.reply.int(if bit { -1 } else { 0 });
             return;
         }
-        Some(Value::Str(s)) => s.bytes(&mut ib),
-        #[allow(unreachable_patterns)]
+        Some(ValueRef::Str(s)) => s.bytes(&mut ib),
         Some(_) => {
             cx.reply.error(ERR_WRONGTYPE);
             return;
@@ -480,7 +476,7 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 } else {
                     db.set(
                         &dest,
-                        Value::Str(CompactStr::from_value_raw(&res)),
+                        Value::str(CompactStr::from_value_raw(&res)),
                         TtlMode::Clear,
                         now,
                     );
@@ -748,10 +744,9 @@ fn bitfield_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ro: bool) {
         // Reads only: a missing key reads as zeros.
         let now = cx.now;
         let mut ib: IntBuf = [0u8; 20];
-        let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now) {
+        let p: &[u8] = match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
             None => &[],
-            Some(Value::Str(s)) => s.bytes(&mut ib),
-            #[allow(unreachable_patterns)]
+            Some(ValueRef::Str(s)) => s.bytes(&mut ib),
             Some(_) => {
                 cx.reply.error(ERR_WRONGTYPE);
                 return;

@@ -1177,9 +1177,10 @@ fn object_refcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     match cx.shard.dbs[cx.db].get_read(args[2], now) {
         None => cx.reply.null(),
-        Some(Value::Str(s))
+        Some(v)
             if shared_ints
-                && s.as_int()
+                && v.as_str()
+                    .and_then(|s| s.as_int())
                     .is_some_and(|v| (0..SHARED_INTEGERS).contains(&v)) =>
         {
             cx.reply.int(SHARED_REFCOUNT)
@@ -1292,7 +1293,7 @@ mod tests {
     use crate::types::CompactStr;
 
     fn s(v: &[u8]) -> Value {
-        Value::Str(CompactStr::from_value(v))
+        Value::str(CompactStr::from_value(v))
     }
 
     #[test]

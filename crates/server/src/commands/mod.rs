@@ -11,14 +11,19 @@
 pub mod bitmap;
 pub mod blocking;
 pub mod connection;
+pub mod hash;
 pub mod keys;
+pub mod list;
 pub mod registry;
 pub mod server;
+pub mod set;
+pub mod sort;
 pub mod squash;
 pub mod string;
 pub mod transaction;
 pub mod tx;
 pub mod util;
+pub mod zset;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -110,6 +115,23 @@ pub struct CommandSpec {
     pub since: &'static str,
     pub handler: Handler,
     pub subcommands: &'static [CommandSpec],
+    /// Key positions for commands whose keys the legacy (first, last, step) spec cannot
+    /// describe (ZUNIONSTORE dst numkeys k..., LMPOP numkeys k..., SORT ... STORE dst). When
+    /// set, it decides which keys the transaction framework locks and COMMAND GETKEYS reports;
+    /// `first_key` still names the routing key.
+    pub keys_fn: Option<KeysFn>,
+}
+
+/// See `CommandSpec::keys_fn`: argument indices (into the full argv, name at 0) of the keys.
+/// Malformed arguments may yield fewer positions; the handler reports the error.
+pub type KeysFn = fn(&[&[u8]]) -> Vec<usize>;
+
+impl CommandSpec {
+    /// Builder: attaches a `keys_fn`.
+    pub const fn with_keys(mut self, f: KeysFn) -> Self {
+        self.keys_fn = Some(f);
+        self
+    }
 }
 
 /// Terse constructor used by the family tables.
@@ -137,6 +159,7 @@ pub const fn cmd(
         since: "1.0.0",
         handler,
         subcommands: &[],
+        keys_fn: None,
     }
 }
 
@@ -162,6 +185,7 @@ pub const fn container(
         since: "2.0.0",
         handler: Handler::Container,
         subcommands,
+        keys_fn: None,
     }
 }
 

@@ -102,6 +102,11 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::connection::COMMANDS,
         super::server::COMMANDS,
         super::transaction::COMMANDS,
+        super::list::COMMANDS,
+        super::hash::COMMANDS,
+        super::set::COMMANDS,
+        super::zset::COMMANDS,
+        super::sort::COMMANDS,
     ]
 }
 

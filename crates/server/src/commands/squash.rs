@@ -47,7 +47,8 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
         (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
     let auth_ok =
         cx.authed || spec.flags & flags::NO_AUTH != 0 || !cx.worker.shared.config.has_password();
-    let single_key = spec.first_key > 0
+    let single_key = spec.keys_fn.is_none()
+        && spec.first_key > 0
         && spec.last_key == spec.first_key
         && (spec.first_key as usize) < args.len();
     if !spec.subcommands.is_empty() || !arity_ok || !auth_ok || !single_key {

@@ -14,7 +14,7 @@ use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
 use crate::types::compact::{IntBuf, MAX_LEN};
-use crate::types::{CompactStr, Value};
+use crate::types::{CompactStr, Value, ValueMut, ValueRef};
 
 pub static COMMANDS: &[CommandSpec] = &[
     cmd(
@@ -307,13 +307,12 @@ fn store(db: &mut Db, pos: Option<Pos>, key: &[u8], value: Value, ttl: TtlMode) 
 fn get(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
-    match db.get_read(args[1], now) {
+    match db.get_read(args[1], now).map(|v| v.view()) {
         None => cx.reply.null(),
-        Some(Value::Str(s)) => {
+        Some(ValueRef::Str(s)) => {
             let mut b: IntBuf = [0u8; 20];
             cx.reply.bulk(s.bytes(&mut b));
         }
-        #[allow(unreachable_patterns)]
         Some(_) => cx.reply.error(ERR_WRONGTYPE),
     }
 }
@@ -434,13 +433,12 @@ fn set_generic(
     let db = &mut cx.shard.dbs[cx.db];
     let get = flags & F_GET != 0;
     if get {
-        match db.get_read(key, now) {
+        match db.get_read(key, now).map(|v| v.view()) {
             None => cx.reply.null(),
-            Some(Value::Str(s)) => {
+            Some(ValueRef::Str(s)) => {
                 let mut b: IntBuf = [0u8; 20];
                 cx.reply.bulk(s.bytes(&mut b));
             }
-            #[allow(unreachable_patterns)]
             Some(_) => {
                 cx.reply.error(ERR_WRONGTYPE);
                 return;
@@ -464,7 +462,7 @@ fn set_generic(
     };
     // A deadline already in the past is stored as is: the key is gone on its next access, like
     // Redis 7.0's setExpire with a past time.
-    store(db, pos, key, Value::Str(CompactStr::from_value(val)), ttl);
+    store(db, pos, key, Value::str(CompactStr::from_value(val)), ttl);
     if !get {
         match style {
             SetStyle::Ok => cx.reply.ok(),
@@ -514,8 +512,7 @@ fn getex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         cx.reply.null();
         return;
     };
-    #[allow(unreachable_patterns)]
-    if !matches!(cx.shard.dbs[cx.db].at(pos).1, Value::Str(_)) {
+    if !cx.shard.dbs[cx.db].at(pos).1.is_str() {
         cx.reply.error(ERR_WRONGTYPE);
         return;
     }
@@ -548,12 +545,11 @@ fn getdel(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         cx.reply.null();
         return;
     };
-    match db.at(pos).1 {
-        Value::Str(s) => {
+    match db.at(pos).1.view() {
+        ValueRef::Str(s) => {
             let mut b: IntBuf = [0u8; 20];
             cx.reply.bulk(s.bytes(&mut b));
         }
-        #[allow(unreachable_patterns)]
         _ => {
             cx.reply.error(ERR_WRONGTYPE);
             return;
@@ -579,13 +575,12 @@ fn mget<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             let db = &mut c.shard.dbs[c.db];
             let mut ends = Vec::with_capacity(keys.len());
             for k in keys {
-                match db.get_read(k, now) {
-                    Some(Value::Str(s)) => {
+                match db.get_read(k, now).map(|v| v.view()) {
+                    Some(ValueRef::Str(s)) => {
                         let mut b: IntBuf = [0u8; 20];
                         c.reply.bulk(s.bytes(&mut b));
                     }
                     // Missing keys and keys of other types are nil.
-                    #[allow(unreachable_patterns)]
                     _ => c.reply.null(),
                 }
                 ends.push(c.reply.len());
@@ -625,7 +620,7 @@ fn mset_pairs(c: &mut CmdCtx<'_>, kv: &[&[u8]]) {
     for p in kv.chunks_exact(2) {
         db.set(
             p[0],
-            Value::Str(CompactStr::from_value(p[1])),
+            Value::str(CompactStr::from_value(p[1])),
             TtlMode::Clear,
             now,
         );
@@ -696,15 +691,14 @@ fn append(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let Some(pos) = cx.shard.dbs[cx.db].find(key, now) else {
         cx.shard.dbs[cx.db].insert_new(
             key,
-            Value::Str(CompactStr::from_value(add)),
+            Value::str(CompactStr::from_value(add)),
             TtlMode::Clear,
         );
         cx.reply.int(add.len() as i64);
         return;
     };
-    let old = match cx.shard.dbs[cx.db].at(pos).1 {
-        Value::Str(s) => s.len(),
-        #[allow(unreachable_patterns)]
+    let old = match cx.shard.dbs[cx.db].at(pos).1.view() {
+        ValueRef::Str(s) => s.len(),
         _ => {
             cx.reply.error(ERR_WRONGTYPE);
             return;
@@ -723,10 +717,9 @@ fn append(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 fn strlen(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
-    match cx.shard.dbs[cx.db].get_read(args[1], now) {
+    match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
         None => cx.reply.int(0),
-        Some(Value::Str(s)) => cx.reply.int(s.len() as i64),
-        #[allow(unreachable_patterns)]
+        Some(ValueRef::Str(s)) => cx.reply.int(s.len() as i64),
         Some(_) => cx.reply.error(ERR_WRONGTYPE),
     }
 }
@@ -763,9 +756,9 @@ fn getrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let now = cx.now;
-    match cx.shard.dbs[cx.db].get_read(args[1], now) {
+    match cx.shard.dbs[cx.db].get_read(args[1], now).map(|v| v.view()) {
         None => cx.reply.bulk(b""),
-        Some(Value::Str(s)) => {
+        Some(ValueRef::Str(s)) => {
             let mut b: IntBuf = [0u8; 20];
             let bytes = s.bytes(&mut b);
             match range_of(start, end, bytes.len()) {
@@ -773,7 +766,6 @@ fn getrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 None => cx.reply.bulk(b""),
             }
         }
-        #[allow(unreachable_patterns)]
         Some(_) => cx.reply.error(ERR_WRONGTYPE),
     }
 }
@@ -802,13 +794,12 @@ fn setrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             let total = offset as usize + val.len();
             let mut s = CompactStr::empty();
             s.make_raw_mut(total)[offset as usize..].copy_from_slice(val);
-            cx.shard.dbs[cx.db].insert_new(key, Value::Str(s), TtlMode::Clear);
+            cx.shard.dbs[cx.db].insert_new(key, Value::str(s), TtlMode::Clear);
             cx.reply.int(total as i64);
         }
         Some(pos) => {
-            let old = match cx.shard.dbs[cx.db].at(pos).1 {
-                Value::Str(s) => s.len(),
-                #[allow(unreachable_patterns)]
+            let old = match cx.shard.dbs[cx.db].at(pos).1.view() {
+                ValueRef::Str(s) => s.len(),
                 _ => {
                     cx.reply.error(ERR_WRONGTYPE);
                     return;
@@ -840,13 +831,13 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
     let Some(pos) = db.find(key, now) else {
-        db.insert_new(key, Value::Str(CompactStr::from_int(by)), TtlMode::Clear);
+        db.insert_new(key, Value::str(CompactStr::from_int(by)), TtlMode::Clear);
         cx.reply.int(by);
         return;
     };
     // Quiet: errors leave the key (and WATCH) untouched.
-    match db.at_mut_quiet(pos) {
-        Value::Str(s) => {
+    match db.at_mut_quiet(pos).view_mut() {
+        ValueMut::Str(s) => {
             // Fast path: int-encoded values are never reparsed.
             let cur = match s.as_int() {
                 Some(v) => v,
@@ -867,7 +858,6 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
                 None => cx.reply.error(ERR_OVERFLOW),
             }
         }
-        #[allow(unreachable_patterns)]
         _ => cx.reply.error(ERR_WRONGTYPE),
     }
 }
@@ -957,12 +947,11 @@ fn incrbyfloat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let pos = db.find(args[1], now);
     let result = match pos {
         None => incr_by_float(None, args[2]),
-        Some(pos) => match db.at(pos).1 {
-            Value::Str(s) => {
+        Some(pos) => match db.at(pos).1.view() {
+            ValueRef::Str(s) => {
                 let mut b: IntBuf = [0u8; 20];
                 incr_by_float(Some(s.bytes(&mut b)), args[2])
             }
-            #[allow(unreachable_patterns)]
             _ => {
                 cx.reply.error(ERR_WRONGTYPE);
                 return;
@@ -976,7 +965,7 @@ fn incrbyfloat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 db,
                 pos,
                 args[1],
-                Value::Str(CompactStr::from_bytes(&v)),
+                Value::str(CompactStr::from_bytes(&v)),
                 TtlMode::Keep,
             );
             cx.reply.bulk(&v);
@@ -1006,10 +995,9 @@ pub(super) async fn read_strings(cx: &ConnCtx, keys: &[&[u8]]) -> Vec<ReadStr> {
         let now = c.now;
         let db = c.db();
         ks.iter()
-            .map(|k| match db.get_read(k, now) {
+            .map(|k| match db.get_read(k, now).map(|v| v.view()) {
                 None => ReadStr::Missing,
-                Some(Value::Str(s)) => ReadStr::Str(s.to_vec()),
-                #[allow(unreachable_patterns)]
+                Some(ValueRef::Str(s)) => ReadStr::Str(s.to_vec()),
                 Some(_) => ReadStr::WrongType,
             })
             .collect::<Vec<_>>()

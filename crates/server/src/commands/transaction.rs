@@ -294,7 +294,7 @@ fn exec_plan(cx: &ConnCtx, cmds: &[(OwnedArgs, &'static CommandSpec)]) -> LockPl
             continue;
         }
         // (MOVE and COPY ... DB n also lock the key in the other db: see `add_command`.)
-        let keyless = spec.first_key <= 0;
+        let keyless = spec.first_key <= 0 && spec.keys_fn.is_none();
         let tx_global = spec.flags & (TX_GLOBAL_READ | TX_GLOBAL_WRITE) != 0;
         if keyless && !tx_global {
             // Connection-level commands never touch a shard; anything else without keys

@@ -51,7 +51,7 @@ impl LockPlan {
         } else if spec.flags & flags::TX_GLOBAL_READ != 0 && self.global.is_none() {
             self.global = Some(ShardLock::Shared);
         }
-        for i in key_positions(spec, args.len()) {
+        for i in key_positions(spec, args) {
             let k = args[i];
             self.keys
                 .push((shard_of(k, threads), KeyLock::new(db, k, excl)));
@@ -108,7 +108,13 @@ impl LockPlan {
 }
 
 /// Argument indices of a command's keys from its (legacy) key spec.
-pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
+pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
+    if let Some(f) = spec.keys_fn {
+        let mut v = f(args);
+        v.retain(|&i| i >= 1 && i < args.len());
+        return v;
+    }
+    let argc = args.len();
     let first = spec.first_key.max(0) as usize;
     let last = if spec.last_key < 0 {
         argc as i64 + spec.last_key as i64
@@ -124,6 +130,7 @@ pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = us
     (first..=last)
         .step_by(step)
         .filter(move |&i| i >= 1 && i < argc)
+        .collect()
 }
 
 impl ConnCtx {

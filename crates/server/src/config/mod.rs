@@ -172,6 +172,78 @@ pub static PARAMS: &[Param] = &[
         "enable the HTTP console",
     ),
     p(
+        "list-max-listpack-size",
+        &["list-max-ziplist-size"],
+        Kind::Int(i64::MIN, i64::MAX),
+        "-2",
+        true,
+        "list node size: >0 entries per node, -1..-5 = 4/8/16/32/64 KiB per node",
+    ),
+    p(
+        "list-compress-depth",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "0",
+        true,
+        "list nodes left uncompressed at each end (accepted; nodes are not compressed)",
+    ),
+    p(
+        "hash-max-listpack-entries",
+        &["hash-max-ziplist-entries"],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "largest hash kept in the compact encoding",
+    ),
+    p(
+        "hash-max-listpack-value",
+        &["hash-max-ziplist-value"],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest field or value kept in the compact hash encoding",
+    ),
+    p(
+        "set-max-intset-entries",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "512",
+        true,
+        "largest all-integer set kept as an intset",
+    ),
+    p(
+        "set-max-listpack-entries",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "largest set kept in the compact encoding",
+    ),
+    p(
+        "set-max-listpack-value",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest member kept in the compact set encoding",
+    ),
+    p(
+        "zset-max-listpack-entries",
+        &["zset-max-ziplist-entries"],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "largest sorted set kept in the compact encoding",
+    ),
+    p(
+        "zset-max-listpack-value",
+        &["zset-max-ziplist-value"],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest member kept in the compact sorted-set encoding",
+    ),
+    p(
         "protected-mode",
         &["protected_mode"],
         Kind::Bool,
@@ -450,6 +522,41 @@ pub struct Config {
     slowlog_slower_than: AtomicI64,
     slowlog_max_len: AtomicU64,
     active_expire: AtomicBool,
+    /// Collection encoding thresholds, indexed by `EncLimit`.
+    enc_limits: [AtomicI64; EncLimit::COUNT],
+}
+
+/// Collection encoding thresholds (CONFIG names as in Redis 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncLimit {
+    ListMaxListpackSize,
+    HashMaxListpackEntries,
+    HashMaxListpackValue,
+    SetMaxIntsetEntries,
+    SetMaxListpackEntries,
+    SetMaxListpackValue,
+    ZsetMaxListpackEntries,
+    ZsetMaxListpackValue,
+}
+
+impl EncLimit {
+    const COUNT: usize = 8;
+    const ALL: [(EncLimit, &'static str); EncLimit::COUNT] = [
+        (EncLimit::ListMaxListpackSize, "list-max-listpack-size"),
+        (
+            EncLimit::HashMaxListpackEntries,
+            "hash-max-listpack-entries",
+        ),
+        (EncLimit::HashMaxListpackValue, "hash-max-listpack-value"),
+        (EncLimit::SetMaxIntsetEntries, "set-max-intset-entries"),
+        (EncLimit::SetMaxListpackEntries, "set-max-listpack-entries"),
+        (EncLimit::SetMaxListpackValue, "set-max-listpack-value"),
+        (
+            EncLimit::ZsetMaxListpackEntries,
+            "zset-max-listpack-entries",
+        ),
+        (EncLimit::ZsetMaxListpackValue, "zset-max-listpack-value"),
+    ];
 }
 
 /// Errors from flag parsing or CONFIG SET.
@@ -610,6 +717,7 @@ impl Config {
             slowlog_slower_than: AtomicI64::new(10000),
             slowlog_max_len: AtomicU64::new(128),
             active_expire: AtomicBool::new(true),
+            enc_limits: Default::default(),
         };
         for p in PARAMS {
             c.mirror(p.name, p.default);
@@ -646,7 +754,11 @@ impl Config {
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
             "slowlog-max-len" => self.slowlog_max_len.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
-            _ => {}
+            _ => {
+                if let Some((e, _)) = EncLimit::ALL.iter().find(|(_, n)| *n == name) {
+                    self.enc_limits[*e as usize].store(v.parse().unwrap_or(0), Ordering::Relaxed);
+                }
+            }
         }
     }
 
@@ -765,6 +877,11 @@ impl Config {
     #[inline]
     pub fn slowlog_slower_than(&self) -> i64 {
         self.slowlog_slower_than.load(Ordering::Relaxed)
+    }
+    /// A collection encoding threshold (hot: read on every collection write).
+    #[inline]
+    pub fn enc_limit(&self, e: EncLimit) -> i64 {
+        self.enc_limits[e as usize].load(Ordering::Relaxed)
     }
     #[inline]
     pub fn slowlog_max_len(&self) -> usize {
@@ -1007,5 +1124,23 @@ mod tests {
         let got = c.get_matching(&[b"maxmemory*"]);
         assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "10485760"));
         assert!(got.iter().any(|(n, _)| n == "maxmemory-policy"));
+    }
+}
+
+#[cfg(test)]
+mod enc_limit_tests {
+    use super::*;
+
+    #[test]
+    fn encoding_limits_have_redis_defaults_and_follow_config_set() {
+        let c = Config::new();
+        assert_eq!(c.enc_limit(EncLimit::ListMaxListpackSize), -2);
+        assert_eq!(c.enc_limit(EncLimit::HashMaxListpackEntries), 128);
+        assert_eq!(c.enc_limit(EncLimit::SetMaxIntsetEntries), 512);
+        assert_eq!(c.enc_limit(EncLimit::ZsetMaxListpackValue), 64);
+        c.set("zset-max-ziplist-entries", "7").unwrap();
+        assert_eq!(c.enc_limit(EncLimit::ZsetMaxListpackEntries), 7);
+        c.set("list-max-ziplist-size", "4").unwrap();
+        assert_eq!(c.enc_limit(EncLimit::ListMaxListpackSize), 4);
     }
 }

@@ -594,7 +594,7 @@ mod tests {
     use crate::types::CompactStr;
 
     fn s(v: &[u8]) -> Value {
-        Value::Str(CompactStr::from_value(v))
+        Value::str(CompactStr::from_value(v))
     }
 
     #[test]

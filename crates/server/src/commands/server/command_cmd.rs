@@ -239,9 +239,18 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
             .error("ERR Invalid number of arguments specified for command");
         return None;
     }
-    if s.first_key <= 0 {
+    if s.first_key <= 0 && s.keys_fn.is_none() {
         cx.reply.error("ERR The command has no key arguments");
         return None;
+    }
+    if s.keys_fn.is_some() {
+        let pos = crate::commands::tx::key_positions(s, cmdargs);
+        if pos.is_empty() {
+            cx.reply
+                .error("ERR Invalid arguments specified for command");
+            return None;
+        }
+        return Some((e, pos));
     }
     let last = if s.last_key < 0 {
         argc + s.last_key

@@ -8,7 +8,7 @@ use crate::commands::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
 use crate::engine::shard_of;
 use crate::types::compact::fmt_i64;
-use crate::types::{CompactStr, Value};
+use crate::types::{CompactStr, Value, ValueRef};
 
 use super::info::{human_bytes, mem_stats};
 
@@ -169,7 +169,7 @@ fn populate_shard(c: &mut CmdCtx<'_>, count: u64, prefix: &[u8], size: usize) {
         }
         db.insert_new(
             &key,
-            Value::Str(CompactStr::from_value(&val)),
+            Value::str(CompactStr::from_value(&val)),
             TtlMode::Clear,
         );
     }
@@ -196,14 +196,13 @@ fn debug_object(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let (_, v) = db.at(pos);
-    let ser = match v {
-        Value::Str(s) => match s.as_int() {
+    let ser = match v.view() {
+        ValueRef::Str(s) => match s.as_int() {
             Some(i) if i8::try_from(i).is_ok() => 2,
             Some(i) if i16::try_from(i).is_ok() => 3,
             Some(i) if i32::try_from(i).is_ok() => 5,
             _ => rdb_len_bytes(s.len()) + s.len(),
         },
-        #[allow(unreachable_patterns)]
         _ => 0,
     };
     let line = format!(
@@ -435,21 +434,22 @@ pub fn memory_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 async fn debug_wait_key(cx: &mut ConnCtx, args: &[&[u8]]) {
     use crate::engine::blocking::Serve;
     use crate::engine::db::Db;
-    use crate::types::Value;
 
     struct GetDel(damselfly_protocol::RespVersion);
     impl Serve for GetDel {
         fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool {
-            matches!(db.get(key, now), Some(Value::Str(_)))
+            db.get(key, now).is_some_and(|v| v.is_str())
         }
         fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8> {
             let mut r = damselfly_protocol::Reply::new(self.0);
-            match db.remove(key, now) {
-                Some((_, Value::Str(v), _)) => {
+            match db
+                .remove(key, now)
+                .and_then(|(_, v, _)| v.as_str().map(|s| s.to_vec()))
+            {
+                Some(v) => {
                     r.array(2);
                     r.bulk(key);
-                    let mut b = [0u8; 20];
-                    r.bulk(v.bytes(&mut b));
+                    r.bulk(&v);
                 }
                 _ => r.null_array(),
             }
