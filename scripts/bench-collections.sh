@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Collections benchmark: damselfly vs redis-server, same run, same cores.
+#
+#   scripts/bench-collections.sh [--requests N] [--big N] [--small N] [--out FILE] [--skip-throughput]
+#
+# 1. Throughput (one server thread, server pinned to CPU $SERVER_CPU, redis-benchmark pinned to
+#    CPU $LOAD_CPU, -c 50, P=1 and P=30): LPUSH, LPOP, SADD, HSET, ZADD (redis-benchmark's built-in
+#    tests: random members via -r) and ZRANGE zs 0 9 on a 1000-member sorted set.
+# 2. Memory (RSS growth / element): one key with --big elements (default 1M) per type, and --small
+#    (default 100k) keys of 10 elements per type. Members are "m:<n>" strings (a set of integers
+#    is measured separately: it stays compact as intset in Redis only up to 512 entries).
+#    Data is loaded with `redis-cli --pipe`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=1000000
+BIG=1000000
+SMALL=100000
+OUT=""
+THROUGHPUT=1
+SERVER_CPU=${SERVER_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requests) N=$2; shift 2 ;;
+    --big) BIG=$2; shift 2 ;;
+    --small) SMALL=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --skip-throughput) THROUGHPUT=0; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
+cargo build --release -q -p damselfly
+BIN=${DFLY_BIN:-${CARGO_TARGET_DIR:-target}/release/damselfly}
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
+rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
+
+start_server() { # name port -> pid
+  case "$1" in
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
+  esac
+  echo $!
+}
+
+# Payloads (RESP, for redis-cli --pipe): big = one key, small = SMALL keys x 10 elements.
+python3 - "$TMP" "$BIG" "$SMALL" <<'EOF'
+import sys
+tmp, big, small = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def enc(*a):
+    out = [b"*%d\r\n" % len(a)]
+    for x in a:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(x), x))
+    return b"".join(out)
+BATCH = 100
+def write(name, cmds):
+    with open(f"{tmp}/{name}", "wb") as f:
+        for c in cmds:
+            f.write(enc(*c))
+def big_cmds(kind):
+    for s in range(0, big, BATCH):
+        r = range(s, min(s + BATCH, big))
+        if kind == "list": yield ["RPUSH", "big"] + [f"m:{i}" for i in r]
+        if kind == "hash": yield ["HSET", "big"] + [x for i in r for x in (f"f:{i}", f"v:{i}")]
+        if kind == "set": yield ["SADD", "big"] + [f"m:{i}" for i in r]
+        if kind == "intset": yield ["SADD", "big"] + [str(i) for i in r]
+        if kind == "zset": yield ["ZADD", "big"] + [x for i in r for x in (str(i), f"m:{i}")]
+def small_cmds(kind):
+    for k in range(small):
+        key = f"s:{k}"
+        r = range(10)
+        if kind == "list": yield ["RPUSH", key] + [f"m:{i}" for i in r]
+        if kind == "hash": yield ["HSET", key] + [x for i in r for x in (f"f:{i}", f"v:{i}")]
+        if kind == "set": yield ["SADD", key] + [f"m:{i}" for i in r]
+        if kind == "intset": yield ["SADD", key] + [str(i) for i in r]
+        if kind == "zset": yield ["ZADD", key] + [x for i in r for x in (str(i), f"m:{i}")]
+for kind in ["list", "hash", "set", "intset", "zset"]:
+    write(f"big-{kind}", big_cmds(kind))
+    write(f"small-{kind}", small_cmds(kind))
+zr = [["ZADD", "zs"] + [x for i in range(s, s + 100) for x in (str(i), f"member:{i}")] for s in range(0, 1000, 100)]
+write("zrange-setup", zr)
+EOF
+
+declare -A RPS MEM
+KINDS="list hash set intset zset"
+for name in damselfly redis; do
+  if [ "$THROUGHPUT" = 1 ]; then
+    port=$(free_port); pid=$(start_server $name "$port"); wait_up "$port"
+    for P in 1 30; do
+      for t in lpush lpop sadd hset zadd; do
+        rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t $t -n "$N" -r 100000 -c 50 -P "$P" --csv 2>/dev/null \
+              | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+        RPS[$name,$t,$P]=$rps
+      done
+      redis-cli -p "$port" --pipe < "$TMP/zrange-setup" >/dev/null 2>&1 || true
+      rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -n "$N" -c 50 -P "$P" --csv ZRANGE zs 0 9 2>/dev/null \
+            | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+      RPS[$name,zrange,$P]=$rps
+    done
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  fi
+  for size in big small; do
+    for kind in $KINDS; do
+      port=$(free_port); pid=$(start_server $name "$port"); wait_up "$port"
+      r0=$(rss_kb "$pid")
+      redis-cli -p "$port" --pipe < "$TMP/$size-$kind" >/dev/null 2>&1 || true
+      sleep 0.5
+      r1=$(rss_kb "$pid")
+      enc=$(redis-cli -p "$port" object encoding "$( [ $size = big ] && echo big || echo s:0 )")
+      elems=$([ $size = big ] && echo "$BIG" || echo $((SMALL * 10)))
+      MEM[$name,$size,$kind]=$(python3 -c "print(round(($r1-$r0)*1024/$elems,1))")
+      MEM[$name,$size,$kind,enc]=$enc
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+    done
+  done
+done
+
+ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
+{
+  echo "### Collections: one server thread (run $(date -u +%Y-%m-%dT%H:%MZ))"
+  echo
+  echo "Server pinned to CPU $SERVER_CPU (damselfly \`--proactor_threads=1\`), redis-benchmark pinned to CPU $LOAD_CPU, -c 50, -n $N, -r 100000."
+  echo "Machine: $(nproc) cores, $(uname -r)."
+  if [ "$THROUGHPUT" = 1 ]; then
+    echo
+    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio |"
+    echo "|---|---|---|---|---|"
+    for P in 1 30; do for t in lpush lpop sadd hset zadd zrange; do
+      label=${t^^}; [ $t = zrange ] && label="ZRANGE zs 0 9 (1000 members)"
+      echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") |"
+    done; done
+  fi
+  echo
+  echo "Memory: RSS growth per element after loading with \`redis-cli --pipe\` (encoding as OBJECT ENCODING reports it: damselfly / redis)."
+  echo
+  echo "| collection | damselfly B/elem | redis-server B/elem | ratio | encoding |"
+  echo "|---|---|---|---|---|"
+  for size in big small; do for kind in $KINDS; do
+    label="$kind, $([ $size = big ] && echo "1 key x $BIG elements" || echo "$SMALL keys x 10 elements")"
+    echo "| $label | ${MEM[damselfly,$size,$kind]} | ${MEM[redis,$size,$kind]} | $(ratio "${MEM[damselfly,$size,$kind]}" "${MEM[redis,$size,$kind]}") | ${MEM[damselfly,$size,$kind,enc]} / ${MEM[redis,$size,$kind,enc]} |"
+  done; done
+} | tee ${OUT:+"$OUT"}
