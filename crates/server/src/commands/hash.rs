@@ -323,7 +323,12 @@ fn lookup(db: &mut Db, key: &[u8], now: u64, read: bool) -> Found {
 }
 
 /// Read access: Ok(None) for a missing key; Err after writing WRONGTYPE.
-fn read<'d>(db: &'d mut Db, reply: &mut Reply, key: &[u8], now: u64) -> Result<Option<&'d Hash>, ()> {
+fn read<'d>(
+    db: &'d mut Db,
+    reply: &mut Reply,
+    key: &[u8],
+    now: u64,
+) -> Result<Option<&'d Hash>, ()> {
     match lookup(db, key, now, true) {
         Found::Missing => Ok(None),
         Found::WrongType => {
@@ -388,9 +393,10 @@ fn bulk_val(reply: &mut Reply, v: HVal<'_>) {
 // ---------------------------------------------------------------------------------------------
 
 fn hset_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], name: &str) -> Option<i64> {
-    if args.len() % 2 != 0 {
-        cx.reply
-            .error(&format!("ERR wrong number of arguments for '{name}' command"));
+    if !args.len().is_multiple_of(2) {
+        cx.reply.error(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
         return None;
     }
     let pairs = &args[2..];
@@ -473,9 +479,8 @@ fn hdel(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         }
         (n, n > 0)
     });
-    match r {
-        Ok(n) => cx.reply.int(n.unwrap_or(0)),
-        Err(()) => {}
+    if let Ok(n) = r {
+        cx.reply.int(n.unwrap_or(0));
     }
 }
 
@@ -640,7 +645,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     if l == i64::MIN {
         cx.reply.error(
-            "ERR value is out of range, must be between -9223372036854775807 and 9223372036854775807",
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
         );
         return;
     }
@@ -738,6 +743,18 @@ fn hscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         cx.reply.error("ERR invalid cursor");
         return;
     };
+    // Redis parses the cursor, then looks the key up, then parses the options.
+    let (db, reply, now) = parts(cx);
+    let h = match read(db, reply, args[1], now) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            reply.array(2);
+            reply.bulk(b"0");
+            reply.empty_array();
+            return;
+        }
+        Err(()) => return,
+    };
     let mut count = 10usize;
     let mut pattern: Option<&[u8]> = None;
     let mut novalues = false;
@@ -745,11 +762,11 @@ fn hscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     while i < args.len() {
         let left = args.len() - i;
         if eq_ic(args[i], "count") && left >= 2 {
-            let Some(n) = int_arg(cx.reply, args[i + 1]) else {
+            let Some(n) = int_arg(reply, args[i + 1]) else {
                 return;
             };
             if n < 1 {
-                cx.reply.error(ERR_SYNTAX);
+                reply.error(ERR_SYNTAX);
                 return;
             }
             count = n as usize;
@@ -765,21 +782,10 @@ fn hscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             novalues = true;
             i += 1;
         } else {
-            cx.reply.error(ERR_SYNTAX);
+            reply.error(ERR_SYNTAX);
             return;
         }
     }
-    let (db, reply, now) = parts(cx);
-    let h = match read(db, reply, args[1], now) {
-        Ok(Some(h)) => h,
-        Ok(None) => {
-            reply.array(2);
-            reply.bulk(b"0");
-            reply.empty_array();
-            return;
-        }
-        Err(()) => return,
-    };
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let next = h.scan(cursor, count, |f, v| {
         if pattern.is_some_and(|p| !glob::matches(p, f, false)) {
@@ -959,8 +965,12 @@ fn httl_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], secs: bool, relative: bool)
     let Ok(h) = read(db, reply, args[1], now) else {
         return;
     };
-    let Some(first) = parse_fields(reply, args, 2, "ERR Number of fields must be a positive integer")
-    else {
+    let Some(first) = parse_fields(
+        reply,
+        args,
+        2,
+        "ERR Number of fields must be a positive integer",
+    ) else {
         return;
     };
     let base = if relative { now } else { 0 };

@@ -31,9 +31,10 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Redis 7 defaults.
+    /// Redis 7.0's built-in defaults (its example redis.conf says 128 entries; the compiled-in
+    /// default, which a server started without a config file uses, is 512).
     pub const DEFAULT: Limits = Limits {
-        entries: 128,
+        entries: 512,
         value: 64,
     };
 }
@@ -218,8 +219,7 @@ impl Hash {
             Enc::Table(t) => std::mem::size_of::<Table>() + t.heap_size(),
         };
         let ttl = self.ttl.as_ref().map_or(0, |t| {
-            std::mem::size_of::<FieldTtl>()
-                + t.map.keys().map(|k| k.len() + 8 + 16).sum::<usize>()
+            std::mem::size_of::<FieldTtl>() + t.map.keys().map(|k| k.len() + 8 + 16).sum::<usize>()
         });
         enc + ttl
     }
@@ -460,7 +460,7 @@ mod tests {
     }
 
     fn field(i: u8) -> Vec<u8> {
-        if i % 7 == 0 {
+        if i.is_multiple_of(7) {
             vec![b'f'; 60 + i as usize / 7]
         } else {
             format!("f{i}").into_bytes()
@@ -568,4 +568,3 @@ mod tests {
         }
     }
 }
-

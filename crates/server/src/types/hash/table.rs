@@ -91,6 +91,11 @@ impl Table {
     }
 
     #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
     pub fn capacity(&self) -> usize {
         self.hashes.len()
     }
@@ -327,7 +332,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let k = format!("f{}", x % 3000);
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 assert_eq!(t.remove(k.as_bytes()).is_some(), m.remove(&k).is_some());
             } else {
                 let v = format!("v{step}");
