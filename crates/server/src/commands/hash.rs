@@ -306,20 +306,51 @@ fn lookup(db: &mut Db, key: &[u8], now: u64, read: bool) -> Found {
     let Some(pos) = pos else {
         return Found::Missing;
     };
-    let due = match db.at(pos).1.as_hash() {
+    let (due, next) = match db.at(pos).1.as_hash() {
         None => return Found::WrongType,
-        Some(h) => h.needs_sweep(now),
+        Some(h) => (h.needs_sweep(now), h.next_field_deadline()),
     };
+    if next.is_none() {
+        return Found::Hash(pos);
+    }
+    let mut next = next;
     if due {
         if let Some(h) = db.at_mut_quiet(pos).as_hash_mut() {
             h.expire_fields(now);
+            next = h.next_field_deadline();
             if h.is_empty() {
                 db.remove_at(pos);
+                db.hfe.set(key, None);
                 return Found::Missing;
             }
         }
     }
+    // Keeps the active-expiry index right even for hashes that arrived by RENAME/MOVE/COPY.
+    db.hfe.set(key, next);
     Found::Hash(pos)
+}
+
+/// Active field expiry, from the shard's periodic step: looks at up to `budget` hashes whose
+/// earliest field deadline has passed, drops their due fields (and the key when that empties
+/// the hash) and re-files them under their next deadline. Returns the fields removed.
+pub fn active_expire_fields(db: &mut Db, now: u64, budget: usize) -> usize {
+    let mut removed = 0;
+    for key in db.hfe.pop_due(now, budget) {
+        let Some(pos) = db.find(&key, now) else {
+            continue;
+        };
+        let Some(h) = db.at_mut_quiet(pos).as_hash_mut() else {
+            continue;
+        };
+        removed += h.expire_fields(now);
+        let next = h.next_field_deadline();
+        if h.is_empty() {
+            db.remove_at(pos);
+        } else {
+            db.hfe.set(&key, next);
+        }
+    }
+    removed
 }
 
 /// Read access: Ok(None) for a missing key; Err after writing WRONGTYPE.
@@ -363,7 +394,11 @@ fn write<R>(
             let mut h = Hash::default();
             let (r, _) = f(&mut h, lim, now);
             if !h.is_empty() {
+                let next = h.next_field_deadline();
                 db.insert_new(key, Value::hash(h), TtlMode::Keep);
+                if next.is_some() {
+                    db.hfe.set(key, next);
+                }
             }
             Ok(Some(r))
         }
@@ -372,10 +407,19 @@ fn write<R>(
                 return Ok(None);
             };
             let (r, changed) = f(h, lim, now);
+            let next = h.next_field_deadline();
             if h.is_empty() {
                 db.remove_at(pos);
-            } else if changed {
-                db.touch_key(key);
+                if !db.hfe.is_empty() {
+                    db.hfe.set(key, None);
+                }
+            } else {
+                if changed {
+                    db.touch_key(key);
+                }
+                if next.is_some() || !db.hfe.is_empty() {
+                    db.hfe.set(key, next);
+                }
             }
             Ok(Some(r))
         }
@@ -429,10 +473,10 @@ fn hmset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 fn hsetnx(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let (f, v) = (args[2], args[3]);
     let r = write(cx, args[1], true, |h, lim, _| {
-        h.prepare_for(&[f, v], lim);
         if h.contains(f) {
             (0, false)
         } else {
+            h.prepare_for(&[f, v], lim);
             h.set(f, v, lim, false);
             (1, true)
         }

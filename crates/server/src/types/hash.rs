@@ -15,7 +15,7 @@
 pub mod listpack;
 pub mod table;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use listpack::Lp;
 use table::Table;
@@ -424,6 +424,66 @@ impl Hash {
             }
         }
         dead.len()
+    }
+}
+
+/// Per-db index of the hashes that have field TTLs, by their earliest field deadline, for the
+/// active field-expiry step (`commands::hash::active_expire_fields`). Entries may go stale
+/// (key deleted, renamed, overwritten); the expiry step checks each popped key and drops or
+/// re-files it, so staleness costs one lookup, never a wrong deletion.
+#[derive(Default)]
+pub struct HfeIndex {
+    by_key: HashMap<Box<[u8]>, u64>,
+    by_time: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+impl HfeIndex {
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Files `key` under deadline `at` (None: forget it).
+    pub fn set(&mut self, key: &[u8], at: Option<u64>) {
+        match (self.by_key.get_mut(key), at) {
+            (Some(cur), Some(at)) if *cur == at => {}
+            (Some(cur), Some(at)) => {
+                let old = *cur;
+                *cur = at;
+                self.by_time.remove(&(old, key.into()));
+                self.by_time.insert((at, key.into()));
+            }
+            (Some(_), None) => {
+                if let Some(old) = self.by_key.remove(key) {
+                    self.by_time.remove(&(old, key.into()));
+                }
+            }
+            (None, Some(at)) => {
+                self.by_key.insert(key.into(), at);
+                self.by_time.insert((at, key.into()));
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Removes and returns up to `max` keys whose deadline is at or before `now`.
+    pub fn pop_due(&mut self, now: u64, max: usize) -> Vec<Box<[u8]>> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            match self.by_time.first() {
+                Some((at, _)) if *at <= now => {}
+                _ => break,
+            }
+            if let Some((_, k)) = self.by_time.pop_first() {
+                self.by_key.remove(&k);
+                out.push(k);
+            }
+        }
+        out
     }
 }
 
