@@ -1,15 +1,15 @@
 //! Large hash encoding: an open-addressing table with linear probing over a power-of-two
 //! number of slots.
 //!
-//! Memory: a slot is a pair of 8-byte `CompactStr` words (field, value) plus a 4-byte hash
-//! fingerprint in a parallel array: 20 bytes per slot at a load between 3/8 and 3/4, and no
-//! per-entry allocation (strings up to 7 bytes and integer values live inside the words). Redis's
-//! dict spends a 24-byte `dictEntry`, an 8-byte bucket pointer and two `sds` allocations per
-//! field.
+//! Memory: a slot is a pair of 8-byte `CompactStr` words (field, value) plus one control byte
+//! in a parallel array: 17 bytes per slot at a load between 3/8 and 3/4, and no per-entry
+//! allocation (strings up to 7 bytes and integer values live inside the words). Redis's dict
+//! spends a 24-byte `dictEntry`, an 8-byte bucket pointer and two `sds` allocations per field.
 //!
-//! The stored 32-bit hash (never 0; 0 marks an empty slot) gives each entry's home slot
-//! (`hash & mask`) without rehashing the field, so growth, shrinking and deletion (backward
-//! shift, no tombstones) never re-read the strings.
+//! The control byte is 0 for an empty slot, else `0x80 | 7 hash bits`: a probe compares
+//! strings only when those bits match (1 in 128 for a different field). Deletion is backward
+//! shift (no tombstones); it and resizing recompute the home slot (`hash & mask`) of the
+//! entries they move.
 //!
 //! Scanning (HSCAN) visits *home* slots in reverse-binary cursor order, as Redis's `dictScan`
 //! visits buckets: with linear probing every entry whose home is `h` sits in the run of
@@ -41,16 +41,22 @@ fn seed() -> u64 {
     })
 }
 
-/// The table's hash of a field: never 0.
+/// The table's hash of a field.
 #[inline]
-pub fn hash_field(f: &[u8]) -> u32 {
-    let h = xxhash_rust::xxh3::xxh3_64_with_seed(f, seed());
-    let h = (h ^ (h >> 32)) as u32;
-    if h == 0 {
-        1
-    } else {
-        h
-    }
+pub fn hash_field(f: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(f, seed())
+}
+
+/// Control byte of a hash: never 0 (empty).
+#[inline]
+fn tag(h: u64) -> u8 {
+    0x80 | (h >> 57) as u8
+}
+
+#[inline]
+fn fbytes(k: &CompactStr) -> &[u8] {
+    // Fields are stored with `from_bytes`, never int-encoded.
+    k.raw_bytes().unwrap_or_default()
 }
 
 /// Smallest power-of-two capacity that holds `n` entries at a load of at most 3/4.
@@ -62,7 +68,7 @@ fn cap_for(n: usize) -> usize {
 
 #[derive(Clone)]
 pub struct Table {
-    hashes: Box<[u32]>,
+    ctrl: Box<[u8]>,
     slots: Box<[Option<Entry>]>,
     len: usize,
 }
@@ -79,7 +85,7 @@ impl Table {
     pub fn with_capacity(n: usize) -> Table {
         let cap = cap_for(n);
         Table {
-            hashes: vec![0u32; cap].into_boxed_slice(),
+            ctrl: vec![0u8; cap].into_boxed_slice(),
             slots: (0..cap).map(|_| None).collect(),
             len: 0,
         }
@@ -97,12 +103,21 @@ impl Table {
 
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.hashes.len()
+        self.ctrl.len()
     }
 
     #[inline]
     fn mask(&self) -> usize {
-        self.hashes.len() - 1
+        self.ctrl.len() - 1
+    }
+
+    /// Home slot of the entry in slot `i` (occupied).
+    #[inline]
+    fn home_of(&self, i: usize) -> usize {
+        match &self.slots[i] {
+            Some((k, _)) => hash_field(fbytes(k)) as usize & self.mask(),
+            None => i,
+        }
     }
 
     /// Heap bytes: slot arrays plus the strings' own blocks.
@@ -113,19 +128,20 @@ impl Table {
             .flatten()
             .map(|(k, v)| k.heap_size() + v.heap_size())
             .sum();
-        self.capacity() * (4 + 16) + strings
+        self.capacity() * (1 + 16) + strings
     }
 
     #[inline]
-    fn find_slot(&self, f: &[u8], h: u32) -> Option<usize> {
+    fn find_slot(&self, f: &[u8], h: u64) -> Option<usize> {
         let mask = self.mask();
+        let t = tag(h);
         let mut i = h as usize & mask;
         loop {
-            let hi = self.hashes[i];
-            if hi == 0 {
+            let c = self.ctrl[i];
+            if c == 0 {
                 return None;
             }
-            if hi == h && field_is(&self.slots[i], f) {
+            if c == t && field_is(&self.slots[i], f) {
                 return Some(i);
             }
             i = (i + 1) & mask;
@@ -146,24 +162,23 @@ impl Table {
 
     /// Places an entry known to be absent (no growth check).
     #[inline]
-    fn place(&mut self, h: u32, e: Entry) {
+    fn place(&mut self, h: u64, e: Entry) {
         let mask = self.mask();
         let mut i = h as usize & mask;
-        while self.hashes[i] != 0 {
+        while self.ctrl[i] != 0 {
             i = (i + 1) & mask;
         }
-        self.hashes[i] = h;
+        self.ctrl[i] = tag(h);
         self.slots[i] = Some(e);
     }
 
-    /// Rebuilds with `cap` slots (a power of two above the length), reusing stored hashes.
+    /// Rebuilds with `cap` slots (a power of two above the length).
     fn resize(&mut self, cap: usize) {
-        let old_h = std::mem::replace(&mut self.hashes, vec![0u32; cap].into_boxed_slice());
+        self.ctrl = vec![0u8; cap].into_boxed_slice();
         let old_s = std::mem::replace(&mut self.slots, (0..cap).map(|_| None).collect());
-        for (h, e) in old_h.iter().zip(old_s.into_vec()) {
-            if let Some(e) = e {
-                self.place(*h, e);
-            }
+        for e in old_s.into_vec().into_iter().flatten() {
+            let h = hash_field(fbytes(&e.0));
+            self.place(h, e);
         }
     }
 
@@ -182,12 +197,11 @@ impl Table {
 
     /// Inserts a field known to be absent.
     pub fn insert_new(&mut self, field: CompactStr, value: CompactStr) {
-        let mut b = [0u8; 20];
-        let h = hash_field(field.bytes(&mut b));
+        let h = hash_field(fbytes(&field));
         self.insert_new_hashed(h, field, value);
     }
 
-    fn insert_new_hashed(&mut self, h: u32, field: CompactStr, value: CompactStr) {
+    fn insert_new_hashed(&mut self, h: u64, field: CompactStr, value: CompactStr) {
         if (self.len + 1) * 4 > self.capacity() * 3 {
             let cap = self.capacity() * 2;
             self.resize(cap);
@@ -212,21 +226,21 @@ impl Table {
     fn remove_slot(&mut self, i: usize) -> Option<Entry> {
         let mask = self.mask();
         let out = self.slots[i].take();
-        self.hashes[i] = 0;
+        self.ctrl[i] = 0;
         self.len -= 1;
         let mut hole = i;
         let mut j = (i + 1) & mask;
         loop {
-            let h = self.hashes[j];
-            if h == 0 {
+            let c = self.ctrl[j];
+            if c == 0 {
                 break;
             }
-            let home = h as usize & mask;
+            let home = self.home_of(j);
             // The entry at j may fill the hole unless its home lies cyclically in (hole, j].
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.hashes[hole] = h;
+                self.ctrl[hole] = c;
                 self.slots[hole] = self.slots[j].take();
-                self.hashes[j] = 0;
+                self.ctrl[j] = 0;
                 hole = j;
             }
             j = (j + 1) & mask;
@@ -270,8 +284,8 @@ impl Table {
             let home = (v & mask) as usize;
             let m = mask as usize;
             let mut i = home;
-            while self.hashes[i] != 0 {
-                if self.hashes[i] as usize & m == home {
+            while self.ctrl[i] != 0 {
+                if self.home_of(i) == home {
                     if let Some(e) = &self.slots[i] {
                         f(e);
                         reported += 1;
@@ -308,15 +322,15 @@ mod tests {
         for i in 0..t.capacity() {
             if let Some((k, _)) = &t.slots[i] {
                 n += 1;
-                let h = t.hashes[i];
-                assert_eq!(h, hash_field(k.raw_bytes().unwrap()));
+                let h = hash_field(k.raw_bytes().unwrap());
+                assert_eq!(t.ctrl[i], tag(h));
                 let mut j = h as usize & mask;
                 while j != i {
-                    assert_ne!(t.hashes[j], 0, "gap between home and slot");
+                    assert_ne!(t.ctrl[j], 0, "gap between home and slot");
                     j = (j + 1) & mask;
                 }
             } else {
-                assert_eq!(t.hashes[i], 0);
+                assert_eq!(t.ctrl[i], 0);
             }
         }
         assert_eq!(n, t.len());
