@@ -191,7 +191,7 @@ pub static PARAMS: &[Param] = &[
         "hash-max-listpack-entries",
         &["hash-max-ziplist-entries"],
         Kind::Int(0, i64::MAX),
-        "128",
+        "512",
         true,
         "largest hash kept in the compact encoding",
     ),
@@ -417,7 +417,7 @@ pub static PARAMS: &[Param] = &[
         "hash-max-listpack-entries",
         &["hash-max-ziplist-entries"],
         Kind::Int(0, i64::MAX),
-        "128",
+        "512",
         true,
         "small hash encoding threshold",
     ),
@@ -1135,7 +1135,7 @@ mod enc_limit_tests {
     fn encoding_limits_have_redis_defaults_and_follow_config_set() {
         let c = Config::new();
         assert_eq!(c.enc_limit(EncLimit::ListMaxListpackSize), -2);
-        assert_eq!(c.enc_limit(EncLimit::HashMaxListpackEntries), 128);
+        assert_eq!(c.enc_limit(EncLimit::HashMaxListpackEntries), 512);
         assert_eq!(c.enc_limit(EncLimit::SetMaxIntsetEntries), 512);
         assert_eq!(c.enc_limit(EncLimit::ZsetMaxListpackValue), 64);
         c.set("zset-max-ziplist-entries", "7").unwrap();

@@ -49,6 +49,8 @@ pub struct Db {
     pub blocking: super::blocking::Blocking,
     /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
     watched: Watched,
+    /// Hashes with field TTLs, for active field expiry (see `commands::hash`).
+    pub hfe: crate::types::hash::HfeIndex,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
@@ -133,6 +135,7 @@ impl Db {
             stats: DbStats::default(),
             blocking: Default::default(),
             watched: Watched::default(),
+            hfe: Default::default(),
         }
     }
 
@@ -483,6 +486,7 @@ impl Db {
         self.prime.clear();
         self.expire.clear();
         self.expire_cursor = 0;
+        self.hfe = Default::default();
     }
 
     /// Swaps contents with another db (SWAPDB within a shard).
@@ -495,6 +499,7 @@ impl Db {
         std::mem::swap(&mut self.prime, &mut other.prime);
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
+        std::mem::swap(&mut self.hfe, &mut other.hfe);
     }
 
     /// One SCAN step over the main table. `f` gets every visited live-or-stale entry with its

@@ -67,6 +67,9 @@ impl Shard {
         self.expire_cycles += 1;
         let per_db = (EXPIRE_CHECKS_PER_TICK / self.dbs.len().max(1)).max(64);
         for db in self.dbs.iter_mut() {
+            if !db.hfe.is_empty() {
+                crate::commands::hash::active_expire_fields(db, now, per_db);
+            }
             if db.expires_len() == 0 {
                 continue;
             }
