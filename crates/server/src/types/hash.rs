@@ -24,4 +24,25 @@ impl Hash {
     pub fn heap_size(&self) -> usize {
         0
     }
+
+    /// PLACEHOLDER (same signature as the real Hash): a field's value. Used by SORT's `->`
+    /// patterns.
+    pub fn get(&self, field: &[u8]) -> Option<HVal<'_>> {
+        let _ = field;
+        None
+    }
+}
+
+/// PLACEHOLDER mirror of the real `hash::HVal` (a borrowed field value).
+#[derive(Clone, Copy)]
+pub enum HVal<'a> {
+    Bytes(&'a [u8]),
+}
+
+impl HVal<'_> {
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self {
+            HVal::Bytes(b) => b.to_vec(),
+        }
+    }
 }
