@@ -669,8 +669,13 @@ fn smove_take(db: &mut Db, src: &[u8], member: &[u8], dst: Dst, now: u64) -> Res
 fn smove_put(db: &mut Db, dst: &[u8], member: &[u8], max: usize, now: u64) {
     match db.find(dst, now) {
         Some(pos) => {
-            if let Some(s) = db.at_mut(pos).as_set_mut() {
-                s.add(member, max);
+            // The destination counts as modified only when the member was new to it.
+            let added = db
+                .at_mut_quiet(pos)
+                .as_set_mut()
+                .is_some_and(|s| s.add(member, max));
+            if added {
+                db.touch_key(dst);
             }
         }
         None => {
