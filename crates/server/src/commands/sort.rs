@@ -335,6 +335,13 @@ fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.cmp(b)
 }
 
+/// Redis `collateStringObjects` (`strcoll`) in the C/C.UTF-8 locale: `strcmp`, which stops at
+/// the first NUL byte.
+fn cmp_coll(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let cut = |x: &[u8]| -> usize { x.iter().position(|&c| c == 0).unwrap_or(x.len()) };
+    a[..cut(a)].cmp(&b[..cut(b)])
+}
+
 /// The state of one SORT between its phases.
 struct Job {
     opts: Opts,
@@ -411,6 +418,12 @@ impl Job {
         let desc = self.opts.desc;
         let items = std::mem::take(&mut self.items);
         let by_pattern = self.opts.by.is_some();
+        // ALPHA compares binary-safely when storing, with strcoll otherwise (like Redis).
+        let alpha_cmp = if self.opts.store.is_some() {
+            cmp_bytes
+        } else {
+            cmp_coll
+        };
         let mut by_vals = by_vals.unwrap_or_default();
         by_vals.resize(items.len(), None);
         let mut sorted: Vec<Vec<u8>> = if self.opts.alpha {
@@ -421,10 +434,10 @@ impl Job {
                         (None, None) => std::cmp::Ordering::Equal,
                         (None, Some(_)) => std::cmp::Ordering::Less,
                         (Some(_), None) => std::cmp::Ordering::Greater,
-                        (Some(x), Some(y)) => cmp_bytes(x, y),
+                        (Some(x), Some(y)) => alpha_cmp(x, y),
                     }
                 } else {
-                    cmp_bytes(&a.0, &b.0)
+                    alpha_cmp(&a.0, &b.0)
                 };
                 if desc {
                     c.reverse()
