@@ -79,6 +79,16 @@ impl LockPlan {
                     j += 1;
                 }
             }
+            // BY/GET patterns name keys nobody can know in advance: lock every shard.
+            "sort" | "sort_ro" => {
+                if let Some(excl) = super::sort::pattern_lock(args) {
+                    if excl {
+                        self.global = Some(ShardLock::Excl);
+                    } else if self.global.is_none() {
+                        self.global = Some(ShardLock::Shared);
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -261,7 +271,8 @@ pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Opt
     }
     let mut plan = LockPlan::default();
     plan.add_command(spec, args, cx.db, threads);
-    let multi_shard = global || plan.keys.iter().any(|(s, _)| *s != plan.keys[0].0);
+    let multi_shard =
+        global || plan.global.is_some() || plan.keys.iter().any(|(s, _)| *s != plan.keys[0].0);
     if multi_shard {
         return Some(plan);
     }

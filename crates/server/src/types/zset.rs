@@ -24,4 +24,10 @@ impl ZSet {
     pub fn heap_size(&self) -> usize {
         0
     }
+
+    /// PLACEHOLDER (same signature as the real ZSet): calls `f` for ranks `start..end` (end
+    /// exclusive) in score order, or from `end - 1` down when `rev`. Used by SORT.
+    pub fn range(&self, start: usize, end: usize, rev: bool, f: impl FnMut(&[u8], f64)) {
+        let _ = (start, end, rev, f);
+    }
 }
