@@ -227,8 +227,13 @@ for unit in "${UNITS[@]}"; do
         crashed="server did not start"
     else
         crashed=""
+        # The runner's own test-server port defaults to 21079, inside the range the cargo test
+        # harnesses use, and a busy port there made a whole unit report nothing (seen in CI):
+        # start its search at a port checked free in our own range instead.
+        cport=$(free_port)
         (cd "$SUITE" && timeout --kill-after=10 "$UNIT_TIMEOUT" ./runtest \
             --host 127.0.0.1 --port "$port" --single "$unit" --tags "$TAGS" \
+            --baseport $((cport + 32)) \
             --clients 1 --timeout 60 --durable --dont-clean) 2>&1 | strip_ansi >"$out.log"
         rc=${PIPESTATUS[0]}
         if ! kill -0 "$SERVER_PID" 2>/dev/null; then
