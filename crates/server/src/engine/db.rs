@@ -495,6 +495,9 @@ impl Db {
         std::mem::swap(&mut self.prime, &mut other.prime);
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
+        // Waiters stay with their db index; the keys they wait on may exist now.
+        self.blocking.mark_all_ready();
+        other.blocking.mark_all_ready();
     }
 
     /// One SCAN step over the main table. `f` gets every visited live-or-stale entry with its

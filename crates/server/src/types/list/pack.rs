@@ -535,7 +535,16 @@ mod tests {
             i64::MIN,
         ];
         let mut vals: Vec<Vec<u8>> = ints.iter().map(|i| i.to_string().into_bytes()).collect();
-        for s in ["", "a", "-0", "01", "+1", " 1", "99999999999999999999", "1.5"] {
+        for s in [
+            "",
+            "a",
+            "-0",
+            "01",
+            "+1",
+            " 1",
+            "99999999999999999999",
+            "1.5",
+        ] {
             vals.push(s.as_bytes().to_vec());
         }
         for n in [62, 63, 64, 127, 128, 8191, 8192, 20000] {
