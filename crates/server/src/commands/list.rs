@@ -1449,15 +1449,16 @@ fn lmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 
 fn blmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        // Redis parses the timeout after the other arguments.
+        let Some((n, end, count)) = parse_mpop(&mut cx.reply, args, 2) else {
+            return;
+        };
         let timeout = match parse_timeout(args[1]) {
             Ok(t) => t,
             Err(e) => {
                 cx.reply.error(e);
                 return;
             }
-        };
-        let Some((n, end, count)) = parse_mpop(&mut cx.reply, args, 2) else {
-            return;
         };
         bpop_generic(cx, &args[3..3 + n], end, PopStyle::Many(count), timeout).await
     })
