@@ -321,7 +321,9 @@ impl Node {
     fn grow_for(&mut self, extra: usize) {
         let need = self.buf.len() + extra;
         if need > self.buf.capacity() {
-            let target = size_class(need.max(self.buf.capacity() + self.buf.capacity() / 4));
+            // Size classes are ~25% apart, so growing to the next one is geometric growth, and
+            // a node never holds more than its allocation class (an 8 KiB node stays in 8 KiB).
+            let target = size_class(need);
             self.buf.reserve_exact(target - self.buf.len());
         }
     }
