@@ -29,7 +29,8 @@ TAGS="${REDIS_SUITE_TAGS:--slow -needs:debug -needs:repl -needs:config-maxmemory
 THREADS="${REDIS_SUITE_THREADS:-2}"
 UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
 DEFAULT_UNITS=(unit/type/string unit/type/incr unit/expire unit/keyspace unit/bitops
-    unit/protocol unit/auth unit/info-command unit/quit unit/multi)
+    unit/protocol unit/auth unit/info-command unit/quit unit/multi
+    unit/type/list unit/type/list-2 unit/type/list-3)
 
 UPDATE=0
 SERVER=damselfly
