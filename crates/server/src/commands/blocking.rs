@@ -34,7 +34,9 @@ pub async fn serve_or_block(
     timeout: Option<Duration>,
 ) -> Option<Vec<u8>> {
     let worker = cx.worker.clone();
-    let id = worker.next_wait_id();
+    // The client id doubles as the wait id (a client blocks once at a time; ids are unique
+    // server-wide), so CLIENT UNBLOCK can find the waiter from the id it is given.
+    let id = cx.client.info.borrow().id;
     let (tx, mut rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
     let waiter = Waiter::new(worker.id, id, Box::new(Shared(serve.clone())));
     worker
@@ -86,16 +88,43 @@ pub async fn serve_or_block(
         worker.blocked.borrow_mut().remove(&id);
         return immediate;
     }
-    let got = match timeout {
-        Some(d) => tokio::time::timeout(d, &mut rx)
-            .await
-            .ok()
-            .and_then(|r| r.ok()),
-        None => (&mut rx).await.ok(),
+    // Wait for the reply, the timeout, or the client going away (peer closed / CLIENT KILL,
+    // checked every 100 ms: Redis unblocks a client when it disconnects, so a closed client
+    // must not stay registered and consume the next element pushed).
+    let fd = {
+        let mut info = cx.client.info.borrow_mut();
+        // CLIENT LIST flag 'b': blocked in a blocking command.
+        info.flags.push('b');
+        info.fd
     };
+    let deadline = timeout.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    let got = loop {
+        let tick = tokio::time::sleep(Duration::from_millis(100));
+        tokio::select! {
+            r = &mut rx => break r.ok(),
+            _ = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => break None,
+            _ = tick => {
+                if cx.client.killed.get() || peer_closed(fd) {
+                    break None;
+                }
+            }
+        }
+    };
+    {
+        let mut info = cx.client.info.borrow_mut();
+        if let Some(i) = info.flags.find('b') {
+            info.flags.remove(i);
+        }
+    }
     if got.is_some() {
         worker.blocked.borrow_mut().remove(&id);
-        return got;
+        // CLIENT UNBLOCK ... TIMEOUT delivers an empty reply: answer as on timeout.
+        return got.filter(|r| !r.is_empty());
     }
     // Timed out (or unblocked): claim so no shard serves us later; if a shard already claimed,
     // its reply is on the way — take it.
@@ -105,5 +134,47 @@ pub async fn serve_or_block(
     }
     let r = rx.await.ok();
     worker.blocked.borrow_mut().remove(&id);
-    r
+    r.filter(|r| !r.is_empty())
+}
+
+/// Has the peer of socket `fd` closed its side (a 1-byte MSG_PEEK reads EOF or fails)?
+fn peer_closed(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: `fd` is the connection's socket, open for as long as its command runs; a
+    // non-blocking peek reads nothing out of it.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            b.as_mut_ptr() as *mut libc::c_void,
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n == 0 {
+        return true;
+    }
+    if n < 0 {
+        let e = std::io::Error::last_os_error().raw_os_error();
+        return !matches!(e, Some(libc::EAGAIN) | Some(libc::EINTR));
+    }
+    false
+}
+
+/// CLIENT UNBLOCK on this thread: claims the waiter of client `id` if it is blocked here and
+/// wakes it with `reply` (empty = as on timeout). True when it was blocked.
+pub fn unblock_local(worker: &crate::engine::Worker, id: u64, reply: Vec<u8>) -> bool {
+    let mut blocked = worker.blocked.borrow_mut();
+    let claimed = match blocked.get(&id) {
+        Some((_, Some(w))) => w.claim(),
+        _ => false,
+    };
+    if claimed {
+        if let Some((tx, _)) = blocked.remove(&id) {
+            let _ = tx.send(reply);
+        }
+    }
+    claimed
 }

@@ -238,7 +238,7 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         CLIENT_ADMIN_ACL,
         "connection",
         "Unblocks a client blocked by a blocking command from a different connection.",
-        Handler::Local(client_unblock),
+        Handler::Conn(client_unblock),
     ),
     cmd(
         "help",
@@ -781,19 +781,37 @@ fn client_pause(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.reply.ok();
 }
 
-/// No client is ever blocked yet, so nothing to unblock.
-fn client_unblock(cx: &mut ConnCtx, args: &[&[u8]]) {
-    if args.len() > 4 || (args.len() == 4 && !eq_ic(args[3], "timeout") && !eq_ic(args[3], "error"))
-    {
-        cx.reply
-            .error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
-        return;
-    }
-    if parse_i64(args[2]).is_none() {
-        cx.reply.error(ERR_NOT_INT);
-        return;
-    }
-    cx.reply.int(0);
+/// Unblocks a client blocked by a blocking command (on whichever thread owns it): 1 if it was.
+fn client_unblock<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if args.len() > 4
+            || (args.len() == 4 && !eq_ic(args[3], "timeout") && !eq_ic(args[3], "error"))
+        {
+            cx.reply
+                .error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+            return;
+        }
+        let Some(id) = parse_i64(args[2]) else {
+            cx.reply.error(ERR_NOT_INT);
+            return;
+        };
+        let error = args.len() == 4 && eq_ic(args[3], "error");
+        let ver = cx.reply.ver;
+        let hits = cx
+            .worker
+            .broadcast(move |w| {
+                let reply = if error {
+                    let mut r = damselfly_protocol::Reply::new(ver);
+                    r.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                    r.take()
+                } else {
+                    Vec::new()
+                };
+                super::blocking::unblock_local(w, id as u64, reply)
+            })
+            .await;
+        cx.reply.int(hits.iter().any(|&h| h) as i64);
+    })
 }
 
 /// Writes a Redis-style HELP reply: the header line then each line as a status string.

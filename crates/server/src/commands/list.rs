@@ -1,5 +1,1506 @@
-//! list commands (issue 5): placeholder table, filled in by the collections work.
+//! LIST commands, with Redis 7.0's replies and error texts (`t_list.c`).
+//!
+//! Single-key commands are shard handlers. LMOVE/RPOPLPUSH/LMPOP are connection handlers whose
+//! hops run inside the command's transaction when their keys span shards (the key spec of LMOVE
+//! covers both keys; LMPOP/BLMPOP declare theirs with `with_keys`), so they apply atomically.
+//!
+//! Blocking commands (BLPOP BRPOP BLMPOP BLMOVE BRPOPLPUSH) first try the non-blocking variant
+//! (inside the transaction, in argument order, so the first non-empty key wins as in Redis). When
+//! nothing is ready they release the transaction and block through `serve_or_block`: the pop
+//! then happens in `Serve::take` on the source key's shard, atomically with the write that made
+//! it ready. BLMOVE whose destination lives on another shard pushes there from the connection
+//! right after the wake-up (a short window in which the element is in neither list; if the
+//! destination turned out not to be a list, the element goes back to the end it came from and
+//! the client gets WRONGTYPE, like Redis which leaves the source untouched). Inside MULTI/EXEC
+//! blocking commands never block: they answer as on timeout.
 
-use super::CommandSpec;
+use std::sync::Arc;
+use std::time::Duration;
 
-pub static COMMANDS: &[CommandSpec] = &[];
+use damselfly_protocol::double::parse_f64;
+use damselfly_protocol::{Reply, RespVersion};
+
+use super::blocking::serve_or_block;
+use super::util::*;
+use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use crate::config::EncLimit;
+use crate::engine::blocking::Serve;
+use crate::engine::db::{Db, TtlMode};
+use crate::engine::shard_of;
+use crate::types::list::{Entry, Fill, List, Needle};
+use crate::types::{Value, ValueRef};
+
+const fn since(spec: CommandSpec, v: &'static str) -> CommandSpec {
+    CommandSpec { since: v, ..spec }
+}
+
+const W: &[&str] = &["@write", "@list", "@fast"];
+const WS: &[&str] = &["@write", "@list", "@slow"];
+const RF: &[&str] = &["@read", "@list", "@fast"];
+const RS: &[&str] = &["@read", "@list", "@slow"];
+const WB: &[&str] = &["@write", "@list", "@slow", "@blocking"];
+
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd(
+        "lpush",
+        -3,
+        WRITE | DENYOOM | FAST,
+        (1, 1, 1),
+        W,
+        "list",
+        "Prepend one or multiple elements to a list",
+        Handler::Shard(lpush),
+    ),
+    cmd(
+        "rpush",
+        -3,
+        WRITE | DENYOOM | FAST,
+        (1, 1, 1),
+        W,
+        "list",
+        "Append one or multiple elements to a list",
+        Handler::Shard(rpush),
+    ),
+    since(
+        cmd(
+            "lpushx",
+            -3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            W,
+            "list",
+            "Prepend an element to a list, only if the list exists",
+            Handler::Shard(lpushx),
+        ),
+        "2.2.0",
+    ),
+    since(
+        cmd(
+            "rpushx",
+            -3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            W,
+            "list",
+            "Append an element to a list, only if the list exists",
+            Handler::Shard(rpushx),
+        ),
+        "2.2.0",
+    ),
+    cmd(
+        "lpop",
+        -2,
+        WRITE | FAST,
+        (1, 1, 1),
+        W,
+        "list",
+        "Remove and get the first elements in a list",
+        Handler::Shard(lpop),
+    ),
+    cmd(
+        "rpop",
+        -2,
+        WRITE | FAST,
+        (1, 1, 1),
+        W,
+        "list",
+        "Remove and get the last elements in a list",
+        Handler::Shard(rpop),
+    ),
+    cmd(
+        "llen",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        RF,
+        "list",
+        "Get the length of a list",
+        Handler::Shard(llen),
+    ),
+    cmd(
+        "lrange",
+        4,
+        READONLY,
+        (1, 1, 1),
+        RS,
+        "list",
+        "Get a range of elements from a list",
+        Handler::Shard(lrange),
+    ),
+    cmd(
+        "lindex",
+        3,
+        READONLY,
+        (1, 1, 1),
+        RS,
+        "list",
+        "Get an element from a list by its index",
+        Handler::Shard(lindex),
+    ),
+    cmd(
+        "lset",
+        4,
+        WRITE | DENYOOM,
+        (1, 1, 1),
+        WS,
+        "list",
+        "Set the value of an element in a list by its index",
+        Handler::Shard(lset),
+    ),
+    since(
+        cmd(
+            "linsert",
+            5,
+            WRITE | DENYOOM,
+            (1, 1, 1),
+            WS,
+            "list",
+            "Insert an element before or after another element in a list",
+            Handler::Shard(linsert),
+        ),
+        "2.2.0",
+    ),
+    cmd(
+        "lrem",
+        4,
+        WRITE,
+        (1, 1, 1),
+        WS,
+        "list",
+        "Remove elements from a list",
+        Handler::Shard(lrem),
+    ),
+    cmd(
+        "ltrim",
+        4,
+        WRITE,
+        (1, 1, 1),
+        WS,
+        "list",
+        "Trim a list to the specified range",
+        Handler::Shard(ltrim),
+    ),
+    since(
+        cmd(
+            "lpos",
+            -3,
+            READONLY,
+            (1, 1, 1),
+            RS,
+            "list",
+            "Return the index of matching elements on a list",
+            Handler::Shard(lpos),
+        ),
+        "6.0.6",
+    ),
+    since(
+        cmd(
+            "lmove",
+            5,
+            WRITE | DENYOOM,
+            (1, 2, 1),
+            WS,
+            "list",
+            "Pop an element from a list, push it to another list and return it",
+            Handler::Conn(lmove),
+        ),
+        "6.2.0",
+    ),
+    since(
+        cmd(
+            "rpoplpush",
+            3,
+            WRITE | DENYOOM,
+            (1, 2, 1),
+            WS,
+            "list",
+            "Remove the last element in a list, prepend it to another list and return it",
+            Handler::Conn(rpoplpush),
+        ),
+        "1.2.0",
+    ),
+    since(
+        cmd(
+            "lmpop",
+            -4,
+            WRITE,
+            (0, 0, 0),
+            WS,
+            "list",
+            "Pop elements from a list",
+            Handler::Conn(lmpop),
+        )
+        .with_keys(lmpop_keys),
+        "7.0.0",
+    ),
+    since(
+        cmd(
+            "blpop",
+            -3,
+            WRITE | NOSCRIPT | BLOCKING,
+            (1, -2, 1),
+            WB,
+            "list",
+            "Remove and get the first element in a list, or block until one is available",
+            Handler::Conn(blpop),
+        ),
+        "2.0.0",
+    ),
+    since(
+        cmd(
+            "brpop",
+            -3,
+            WRITE | NOSCRIPT | BLOCKING,
+            (1, -2, 1),
+            WB,
+            "list",
+            "Remove and get the last element in a list, or block until one is available",
+            Handler::Conn(brpop),
+        ),
+        "2.0.0",
+    ),
+    since(
+        cmd(
+            "blmove",
+            6,
+            WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+            (1, 2, 1),
+            WB,
+            "list",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+            Handler::Conn(blmove),
+        ),
+        "6.2.0",
+    ),
+    since(
+        cmd(
+            "brpoplpush",
+            4,
+            WRITE | DENYOOM | NOSCRIPT | BLOCKING,
+            (1, 2, 1),
+            WB,
+            "list",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+            Handler::Conn(brpoplpush),
+        ),
+        "2.2.0",
+    ),
+    since(
+        cmd(
+            "blmpop",
+            -5,
+            WRITE | BLOCKING,
+            (0, 0, 0),
+            WB,
+            "list",
+            "Pop elements from a list, or block until one is available",
+            Handler::Conn(blmpop),
+        )
+        .with_keys(blmpop_keys),
+        "7.0.0",
+    ),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum End {
+    Left,
+    Right,
+}
+
+fn parse_end(a: &[u8]) -> Option<End> {
+    if eq_ic(a, "left") {
+        Some(End::Left)
+    } else if eq_ic(a, "right") {
+        Some(End::Right)
+    } else {
+        None
+    }
+}
+
+#[inline]
+fn fill_of(cx: &CmdCtx<'_>) -> Fill {
+    Fill::new(cx.shared.config.enc_limit(EncLimit::ListMaxListpackSize))
+}
+
+#[inline]
+fn conn_fill(cx: &ConnCtx) -> Fill {
+    Fill::new(cx.shared().config.enc_limit(EncLimit::ListMaxListpackSize))
+}
+
+#[inline]
+fn bulk_entry(r: &mut Reply, e: Entry<'_>) {
+    match e {
+        Entry::Int(v) => r.bulk_int(v),
+        Entry::Str(s) => r.bulk(s),
+    }
+}
+
+#[inline]
+fn push_end(l: &mut List, end: End, v: &[u8], fill: Fill) {
+    match end {
+        End::Left => l.push_front(v, fill),
+        End::Right => l.push_back(v, fill),
+    }
+}
+
+/// Pops one element from `end`, writing it as a bulk string. False when empty.
+#[inline]
+fn pop_to_reply(l: &mut List, end: End, r: &mut Reply) -> bool {
+    let e = match end {
+        End::Left => l.front(),
+        End::Right => l.back(),
+    };
+    match e {
+        Some(e) => {
+            bulk_entry(r, e);
+            match end {
+                End::Left => l.pop_front(),
+                End::Right => l.pop_back(),
+            }
+        }
+        None => false,
+    }
+}
+
+/// Pops one element from `end` as owned bytes.
+fn pop_owned(l: &mut List, end: End) -> Option<Vec<u8>> {
+    let v = match end {
+        End::Left => l.front(),
+        End::Right => l.back(),
+    }?
+    .to_vec();
+    match end {
+        End::Left => l.pop_front(),
+        End::Right => l.pop_back(),
+    };
+    Some(v)
+}
+
+/// Kind of what `key` holds: None = missing, Some(true) = a list, Some(false) = another type.
+fn list_kind(db: &mut Db, key: &[u8], now: u64) -> Option<bool> {
+    db.get(key, now).map(|v| v.as_list().is_some())
+}
+
+/// Pushes `v` on `end` of the list at `key`, creating it. The key must hold a list or nothing.
+fn push_create(db: &mut Db, key: &[u8], end: End, v: &[u8], fill: Fill, now: u64) {
+    if let Some(l) = db.get_mut(key, now).and_then(|v| v.as_list_mut()) {
+        push_end(l, end, v, fill);
+        return;
+    }
+    if db.find(key, now).is_some() {
+        return; // not a list: callers checked the type first
+    }
+    let mut l = List::new();
+    push_end(&mut l, end, v, fill);
+    db.insert_new(key, Value::list(l), TtlMode::Clear);
+}
+
+/// Deletes `key` when it holds an empty list (Redis never keeps empty lists).
+fn drop_if_empty(db: &mut Db, key: &[u8], now: u64) {
+    if let Some(pos) = db.find(key, now) {
+        if db.at(pos).1.as_list().is_some_and(|l| l.is_empty()) {
+            db.remove_at(pos);
+        }
+    }
+}
+
+/// Redis's `getTimeoutFromObjectOrReply` for seconds: None = block forever.
+fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
+    let secs = parse_f64(a).ok_or("ERR timeout is not a float or out of range")?;
+    let ms = (secs * 1000.0).ceil();
+    // Redis 7.0 casts to long long: values beyond its range come out negative.
+    if ms < 0.0 || ms.is_nan() || ms >= i64::MAX as f64 {
+        return Err("ERR timeout is negative");
+    }
+    if ms == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(Duration::from_millis(ms as u64)))
+}
+
+/// True while EXEC runs the queued commands: blocking commands must not block.
+fn in_exec(cx: &ConnCtx) -> bool {
+    cx.client.info.borrow().multi >= 0
+}
+
+/// Reply bytes of a single error.
+fn err_bytes(ver: RespVersion, msg: &str) -> Vec<u8> {
+    let mut r = Reply::new(ver);
+    r.error(msg);
+    r.take()
+}
+
+/// The data of an encoded bulk string reply (`$n\r\n...\r\n`).
+fn decode_bulk(b: &[u8]) -> Option<&[u8]> {
+    if b.first() != Some(&b'$') {
+        return None;
+    }
+    let nl = b.iter().position(|&c| c == b'\r')?;
+    let n: usize = std::str::from_utf8(&b[1..nl]).ok()?.parse().ok()?;
+    b.get(nl + 2..nl + 2 + n)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push / pop
+
+fn lpush(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    push_generic(cx, args, End::Left, false)
+}
+
+fn rpush(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    push_generic(cx, args, End::Right, false)
+}
+
+fn lpushx(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    push_generic(cx, args, End::Left, true)
+}
+
+fn rpushx(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    push_generic(cx, args, End::Right, true)
+}
+
+fn push_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], end: End, xx: bool) {
+    let fill = fill_of(cx);
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let key = args[1];
+    match db.find(key, now) {
+        None => {
+            if xx {
+                cx.reply.int(0);
+                return;
+            }
+            let mut l = List::new();
+            for v in &args[2..] {
+                push_end(&mut l, end, v, fill);
+            }
+            let n = l.len();
+            db.insert_new(key, Value::list(l), TtlMode::Clear);
+            cx.reply.int(n as i64);
+        }
+        Some(pos) => {
+            if db.at(pos).1.as_list().is_none() {
+                cx.reply.error(ERR_WRONGTYPE);
+                return;
+            }
+            let Some(l) = db.at_mut(pos).as_list_mut() else {
+                return;
+            };
+            for v in &args[2..] {
+                push_end(l, end, v, fill);
+            }
+            cx.reply.int(l.len() as i64);
+        }
+    }
+}
+
+fn lpop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    pop_generic(cx, args, End::Left)
+}
+
+fn rpop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    pop_generic(cx, args, End::Right)
+}
+
+fn pop_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], end: End) {
+    if args.len() > 3 {
+        let name = if end == End::Left { "lpop" } else { "rpop" };
+        cx.reply.error(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        ));
+        return;
+    }
+    let count = if args.len() == 3 {
+        match parse_i64(args[2]).filter(|&c| c >= 0) {
+            Some(c) => Some(c as u64),
+            None => {
+                cx.reply
+                    .error("ERR value is out of range, must be positive");
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        if count.is_some() {
+            cx.reply.null_array();
+        } else {
+            cx.reply.null();
+        }
+        return;
+    };
+    if db.at(pos).1.as_list().is_none() {
+        cx.reply.error(ERR_WRONGTYPE);
+        return;
+    }
+    if count == Some(0) {
+        cx.reply.empty_array();
+        return;
+    }
+    let Some(l) = db.at_mut(pos).as_list_mut() else {
+        return;
+    };
+    match count {
+        None => {
+            pop_to_reply(l, end, cx.reply);
+        }
+        Some(c) => {
+            let n = (c as usize).min(l.len());
+            cx.reply.array(n);
+            for _ in 0..n {
+                pop_to_reply(l, end, cx.reply);
+            }
+        }
+    }
+    if l.is_empty() {
+        db.remove_at(pos);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+fn llen(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.get_read(args[1], now).map(|v| v.view()) {
+        None => cx.reply.int(0),
+        Some(ValueRef::List(l)) => cx.reply.int(l.len() as i64),
+        Some(_) => cx.reply.error(ERR_WRONGTYPE),
+    }
+}
+
+/// Redis's LRANGE/LTRIM index normalisation: the inclusive range, or None when empty.
+fn norm_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut start = if start < 0 {
+        start.saturating_add(len)
+    } else {
+        start
+    };
+    let mut end = if end < 0 {
+        end.saturating_add(len)
+    } else {
+        end
+    };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
+fn lrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(start) = int_arg(cx.reply, args[2]) else {
+        return;
+    };
+    let Some(end) = int_arg(cx.reply, args[3]) else {
+        return;
+    };
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.get_read(args[1], now).map(|v| v.view()) {
+        None => cx.reply.empty_array(),
+        Some(ValueRef::List(l)) => match norm_range(start, end, l.len()) {
+            None => cx.reply.empty_array(),
+            Some((s, e)) => {
+                let n = e - s + 1;
+                cx.reply.array(n);
+                for x in l.iter_from(s).take(n) {
+                    bulk_entry(cx.reply, x);
+                }
+            }
+        },
+        Some(_) => cx.reply.error(ERR_WRONGTYPE),
+    }
+}
+
+/// A Redis list index (negative from the tail) as a position, if in range.
+fn norm_index(idx: i64, len: usize) -> Option<usize> {
+    let i = if idx < 0 {
+        (len as i64).checked_add(idx)?
+    } else {
+        idx
+    };
+    (i >= 0 && (i as u64) < len as u64).then_some(i as usize)
+}
+
+fn lindex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.get_read(args[1], now).map(|v| v.view()) {
+        None => cx.reply.null(),
+        Some(ValueRef::List(l)) => {
+            let Some(idx) = int_arg(cx.reply, args[2]) else {
+                return;
+            };
+            match norm_index(idx, l.len()).and_then(|i| l.get(i)) {
+                Some(e) => bulk_entry(cx.reply, e),
+                None => cx.reply.null(),
+            }
+        }
+        Some(_) => cx.reply.error(ERR_WRONGTYPE),
+    }
+}
+
+fn lpos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let mut rank: i64 = 1;
+    let mut count: i64 = -1;
+    let mut maxlen: i64 = 0;
+    let mut j = 3;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if eq_ic(args[j], "rank") && more > 0 {
+            j += 1;
+            let Some(r) = parse_i64(args[j]) else {
+                cx.reply.error(ERR_NOT_INT);
+                return;
+            };
+            if r == i64::MIN {
+                cx.reply.error(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                );
+                return;
+            }
+            if r == 0 {
+                cx.reply.error(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
+                );
+                return;
+            }
+            rank = r;
+        } else if eq_ic(args[j], "count") && more > 0 {
+            j += 1;
+            match parse_i64(args[j]).filter(|&c| c >= 0) {
+                Some(c) => count = c,
+                None => {
+                    cx.reply.error("ERR COUNT can't be negative");
+                    return;
+                }
+            }
+        } else if eq_ic(args[j], "maxlen") && more > 0 {
+            j += 1;
+            match parse_i64(args[j]).filter(|&c| c >= 0) {
+                Some(c) => maxlen = c,
+                None => {
+                    cx.reply.error("ERR MAXLEN can't be negative");
+                    return;
+                }
+            }
+        } else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+        j += 1;
+    }
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let l = match db.get_read(args[1], now).map(|v| v.view()) {
+        None => {
+            if count != -1 {
+                cx.reply.empty_array();
+            } else {
+                cx.reply.null();
+            }
+            return;
+        }
+        Some(ValueRef::List(l)) => l,
+        Some(_) => {
+            cx.reply.error(ERR_WRONGTYPE);
+            return;
+        }
+    };
+    let needle = Needle::new(args[2]);
+    let len = l.len();
+    let limit = if maxlen == 0 {
+        len
+    } else {
+        (maxlen as u64).min(len as u64) as usize
+    };
+    let from_tail = rank < 0;
+    let mut skip = rank.unsigned_abs() - 1;
+    let want = if count == 0 { u64::MAX } else { count as u64 };
+    let handle = if count != -1 {
+        Some(cx.reply.begin_array_deferred())
+    } else {
+        None
+    };
+    let mut matches = 0u64;
+    let mut visit = |i: usize, e: Entry<'_>, reply: &mut Reply| -> bool {
+        if e.matches(&needle) {
+            if skip == 0 {
+                reply.int(i as i64);
+                matches += 1;
+                if matches >= want || count == -1 {
+                    return false;
+                }
+            } else {
+                skip -= 1;
+            }
+        }
+        true
+    };
+    if from_tail {
+        for (k, e) in l.iter_rev().take(limit).enumerate() {
+            if !visit(len - 1 - k, e, cx.reply) {
+                break;
+            }
+        }
+    } else {
+        for (k, e) in l.iter().take(limit).enumerate() {
+            if !visit(k, e, cx.reply) {
+                break;
+            }
+        }
+    }
+    match handle {
+        Some(h) => cx.reply.end_array_deferred(h, matches as usize),
+        None => {
+            if matches == 0 {
+                cx.reply.null();
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-place updates
+
+fn lset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let fill = fill_of(cx);
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        cx.reply.error(ERR_NO_KEY);
+        return;
+    };
+    let Some(l) = db.at(pos).1.as_list() else {
+        cx.reply.error(ERR_WRONGTYPE);
+        return;
+    };
+    let Some(idx) = int_arg(cx.reply, args[2]) else {
+        return;
+    };
+    let Some(i) = norm_index(idx, l.len()) else {
+        cx.reply.error("ERR index out of range");
+        return;
+    };
+    if let Some(l) = db.at_mut(pos).as_list_mut() {
+        l.set(i, args[3], fill);
+    }
+    cx.reply.ok();
+}
+
+fn linsert(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let after = if eq_ic(args[2], "after") {
+        true
+    } else if eq_ic(args[2], "before") {
+        false
+    } else {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    };
+    let fill = fill_of(cx);
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        cx.reply.int(0);
+        return;
+    };
+    let Some(l) = db.at(pos).1.as_list() else {
+        cx.reply.error(ERR_WRONGTYPE);
+        return;
+    };
+    let pivot = Needle::new(args[3]);
+    let Some(at) = l.iter().position(|e| e.matches(&pivot)) else {
+        cx.reply.int(-1);
+        return;
+    };
+    let Some(l) = db.at_mut(pos).as_list_mut() else {
+        return;
+    };
+    l.insert(if after { at + 1 } else { at }, args[4], fill);
+    cx.reply.int(l.len() as i64);
+}
+
+fn lrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(count) = int_arg(cx.reply, args[2]) else {
+        return;
+    };
+    let fill = fill_of(cx);
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        cx.reply.int(0);
+        return;
+    };
+    if db.at(pos).1.as_list().is_none() {
+        cx.reply.error(ERR_WRONGTYPE);
+        return;
+    }
+    let needle = Needle::new(args[3]);
+    let Some(l) = db.at_mut_quiet(pos).as_list_mut() else {
+        return;
+    };
+    let removed = l.remove_matching(&needle, count, fill);
+    let empty = l.is_empty();
+    if removed > 0 {
+        db.touch_key(args[1]);
+        if empty {
+            db.remove_at(pos);
+        }
+    }
+    cx.reply.int(removed as i64);
+}
+
+fn ltrim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(start) = int_arg(cx.reply, args[2]) else {
+        return;
+    };
+    let Some(end) = int_arg(cx.reply, args[3]) else {
+        return;
+    };
+    let fill = fill_of(cx);
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find(args[1], now) else {
+        cx.reply.ok();
+        return;
+    };
+    if db.at(pos).1.as_list().is_none() {
+        cx.reply.error(ERR_WRONGTYPE);
+        return;
+    }
+    let Some(l) = db.at_mut(pos).as_list_mut() else {
+        return;
+    };
+    let len = l.len();
+    match norm_range(start, end, len) {
+        None => l.remove_range(0, len, fill),
+        Some((s, e)) => {
+            l.remove_range(e + 1, len - e - 1, fill);
+            l.remove_range(0, s, fill);
+        }
+    }
+    if l.is_empty() {
+        db.remove_at(pos);
+    }
+    cx.reply.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LMOVE / RPOPLPUSH
+
+enum MoveOutcome {
+    /// The source does not exist (nil, or block for BLMOVE).
+    Missing,
+    /// Reply written (the moved element or WRONGTYPE).
+    Done,
+}
+
+/// LMOVE with both keys in one db.
+#[allow(clippy::too_many_arguments)]
+fn lmove_in_db(
+    db: &mut Db,
+    src: &[u8],
+    dst: &[u8],
+    wf: End,
+    wt: End,
+    fill: Fill,
+    now: u64,
+    r: &mut Reply,
+) -> MoveOutcome {
+    match list_kind(db, src, now) {
+        None => return MoveOutcome::Missing,
+        Some(false) => {
+            r.error(ERR_WRONGTYPE);
+            return MoveOutcome::Done;
+        }
+        Some(true) => {}
+    }
+    if list_kind(db, dst, now) == Some(false) {
+        r.error(ERR_WRONGTYPE);
+        return MoveOutcome::Done;
+    }
+    let Some(l) = db.get_mut(src, now).and_then(|v| v.as_list_mut()) else {
+        return MoveOutcome::Missing;
+    };
+    let Some(v) = pop_owned(l, wf) else {
+        return MoveOutcome::Missing;
+    };
+    if src == dst {
+        push_end(l, wt, &v, fill);
+    } else {
+        drop_if_empty(db, src, now);
+        push_create(db, dst, wt, &v, fill, now);
+    }
+    r.bulk(&v);
+    MoveOutcome::Done
+}
+
+fn lmove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let (Some(wf), Some(wt)) = (parse_end(args[3]), parse_end(args[4])) else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        };
+        move_generic(cx, args[1], args[2], wf, wt, None).await;
+    })
+}
+
+fn rpoplpush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        move_generic(cx, args[1], args[2], End::Right, End::Left, None).await;
+    })
+}
+
+fn blmove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let (Some(wf), Some(wt)) = (parse_end(args[3]), parse_end(args[4])) else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        };
+        let timeout = match parse_timeout(args[5]) {
+            Ok(t) => t,
+            Err(e) => {
+                cx.reply.error(e);
+                return;
+            }
+        };
+        move_generic(cx, args[1], args[2], wf, wt, Some(timeout)).await;
+    })
+}
+
+fn brpoplpush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let timeout = match parse_timeout(args[3]) {
+            Ok(t) => t,
+            Err(e) => {
+                cx.reply.error(e);
+                return;
+            }
+        };
+        move_generic(cx, args[1], args[2], End::Right, End::Left, Some(timeout)).await;
+    })
+}
+
+/// LMOVE family. `block`: Some(timeout) for BLMOVE/BRPOPLPUSH.
+async fn move_generic(
+    cx: &mut ConnCtx,
+    src: &[u8],
+    dst: &[u8],
+    wf: End,
+    wt: End,
+    block: Option<Option<Duration>>,
+) {
+    let threads = cx.threads();
+    let (ss, ds) = (shard_of(src, threads), shard_of(dst, threads));
+    let fill = conn_fill(cx);
+    let missing = if ss == ds {
+        let (s, d) = (src.to_vec(), dst.to_vec());
+        let (missing, bytes) = on_shard(cx, ss, move |c| {
+            let now = c.now;
+            let db = &mut c.shard.dbs[c.db];
+            let m = lmove_in_db(db, &s, &d, wf, wt, fill, now, c.reply);
+            (matches!(m, MoveOutcome::Missing), c.reply.take())
+        })
+        .await;
+        cx.reply.raw(&bytes);
+        missing
+    } else {
+        // Keys on two shards (inside the command's transaction): check the destination's type,
+        // pop from the source, push to the destination.
+        let d = dst.to_vec();
+        let dst_wrong = on_shard(cx, ds, move |c| {
+            let now = c.now;
+            list_kind(c.db(), &d, now) == Some(false)
+        })
+        .await;
+        let s = src.to_vec();
+        let popped = on_shard(cx, ss, move |c| {
+            let now = c.now;
+            let db = c.db();
+            match list_kind(db, &s, now) {
+                None => Err(false),
+                Some(false) => Err(true),
+                Some(true) if dst_wrong => Err(true),
+                Some(true) => {
+                    let v = db
+                        .get_mut(&s, now)
+                        .and_then(|v| v.as_list_mut())
+                        .and_then(|l| pop_owned(l, wf));
+                    drop_if_empty(db, &s, now);
+                    v.ok_or(false)
+                }
+            }
+        })
+        .await;
+        match popped {
+            Err(true) => {
+                cx.reply.error(ERR_WRONGTYPE);
+                false
+            }
+            Err(false) => true,
+            Ok(v) => {
+                let d = dst.to_vec();
+                let v = on_shard(cx, ds, move |c| {
+                    let now = c.now;
+                    push_create(c.db(), &d, wt, &v, fill, now);
+                    v
+                })
+                .await;
+                cx.reply.bulk(&v);
+                false
+            }
+        }
+    };
+    if !missing {
+        return;
+    }
+    let Some(timeout) = block else {
+        cx.reply.null();
+        return;
+    };
+    if in_exec(cx) {
+        cx.reply.null();
+        return;
+    }
+    cx.tx_end();
+    let serve = Arc::new(BMove {
+        dst: dst.to_vec(),
+        wf,
+        wt,
+        fill,
+        same_shard: ss == ds,
+        ver: cx.reply.ver,
+    });
+    let Some(bytes) = serve_or_block(cx, &[src], serve, timeout).await else {
+        cx.reply.null_array();
+        return;
+    };
+    if ss == ds {
+        cx.reply.raw(&bytes);
+        return;
+    }
+    let Some(v) = decode_bulk(&bytes).map(|v| v.to_vec()) else {
+        cx.reply.raw(&bytes);
+        return;
+    };
+    // Popped on the source shard by the wake-up: push it to the destination now.
+    let d = dst.to_vec();
+    let pushed = on_shard(cx, ds, move |c| {
+        let now = c.now;
+        let db = c.db();
+        if list_kind(db, &d, now) == Some(false) {
+            return Err(v);
+        }
+        push_create(db, &d, wt, &v, fill, now);
+        Ok(v)
+    })
+    .await;
+    match pushed {
+        Ok(v) => cx.reply.bulk(&v),
+        Err(v) => {
+            let s = src.to_vec();
+            on_shard(cx, ss, move |c| {
+                let now = c.now;
+                let db = c.db();
+                if list_kind(db, &s, now) != Some(false) {
+                    push_create(db, &s, wf, &v, fill, now);
+                }
+            })
+            .await;
+            cx.reply.error(ERR_WRONGTYPE);
+        }
+    }
+}
+
+/// BLMOVE / BRPOPLPUSH waiter: serves from the source key.
+struct BMove {
+    dst: Vec<u8>,
+    wf: End,
+    wt: End,
+    fill: Fill,
+    same_shard: bool,
+    ver: RespVersion,
+}
+
+impl Serve for BMove {
+    fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool {
+        list_kind(db, key, now) == Some(true)
+    }
+
+    fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8> {
+        let mut r = Reply::new(self.ver);
+        if self.same_shard {
+            if let MoveOutcome::Missing =
+                lmove_in_db(db, key, &self.dst, self.wf, self.wt, self.fill, now, &mut r)
+            {
+                r.null_array();
+            }
+            return r.take();
+        }
+        let v = db
+            .get_mut(key, now)
+            .and_then(|v| v.as_list_mut())
+            .and_then(|l| pop_owned(l, self.wf));
+        drop_if_empty(db, key, now);
+        match v {
+            Some(v) => r.bulk(&v),
+            None => r.null_array(),
+        }
+        r.take()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi-key pops: BLPOP BRPOP LMPOP BLMPOP
+
+/// How a pop from the first ready key is answered.
+#[derive(Clone, Copy)]
+enum PopStyle {
+    /// BLPOP/BRPOP: `[key, element]`.
+    One,
+    /// LMPOP/BLMPOP: `[key, [elements...]]` with up to `count` elements.
+    Many(u64),
+}
+
+/// Pops from `key` (a non-empty list) and writes the reply; deletes the emptied list.
+fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &mut Reply) -> bool {
+    let Some(pos) = db.find(key, now) else {
+        return false;
+    };
+    if db.at(pos).1.as_list().is_none_or(|l| l.is_empty()) {
+        return false;
+    }
+    let Some(l) = db.at_mut(pos).as_list_mut() else {
+        return false;
+    };
+    r.array(2);
+    r.bulk(key);
+    match style {
+        PopStyle::One => {
+            pop_to_reply(l, end, r);
+        }
+        PopStyle::Many(c) => {
+            let n = (c.min(l.len() as u64)) as usize;
+            r.array(n);
+            for _ in 0..n {
+                pop_to_reply(l, end, r);
+            }
+        }
+    }
+    if l.is_empty() {
+        db.remove_at(pos);
+    }
+    true
+}
+
+/// What the first interesting key of a shard's share holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// A non-empty list at this argument ordinal.
+    Ready(usize),
+    /// A key of another type at this ordinal (WRONGTYPE if nothing ready comes before it).
+    Wrong(usize),
+}
+
+impl First {
+    fn ord(self) -> usize {
+        match self {
+            First::Ready(i) | First::Wrong(i) => i,
+        }
+    }
+}
+
+fn first_in_db(db: &mut Db, keys: &[(usize, Vec<u8>)], now: u64) -> Option<First> {
+    for (i, k) in keys {
+        match list_kind(db, k, now) {
+            None => continue,
+            Some(true) => return Some(First::Ready(*i)),
+            Some(false) => return Some(First::Wrong(*i)),
+        }
+    }
+    None
+}
+
+/// The non-blocking multi-key pop, in argument order: Some(reply bytes) when a key was ready
+/// (or WRONGTYPE), None when no key holds a list.
+async fn mpop_now(cx: &ConnCtx, keys: &[&[u8]], end: End, style: PopStyle) -> Option<Vec<u8>> {
+    let threads = cx.threads();
+    let mut per: Vec<Vec<(usize, Vec<u8>)>> = vec![Vec::new(); threads];
+    for (i, k) in keys.iter().enumerate() {
+        per[shard_of(k, threads)].push((i, k.to_vec()));
+    }
+    let used: Vec<usize> = (0..threads).filter(|&s| !per[s].is_empty()).collect();
+    if used.len() == 1 {
+        let ks = std::mem::take(&mut per[used[0]]);
+        return on_shard(cx, used[0], move |c| {
+            let now = c.now;
+            let db = &mut c.shard.dbs[c.db];
+            match first_in_db(db, &ks, now)? {
+                First::Wrong(_) => c.reply.error(ERR_WRONGTYPE),
+                First::Ready(i) => {
+                    pop_reply(db, &ks[i_pos(&ks, i)].1, now, end, style, c.reply);
+                }
+            }
+            Some(c.reply.take())
+        })
+        .await;
+    }
+    // Several shards (inside the command's transaction): find each shard's first interesting
+    // key, then pop from the overall first one.
+    let mut calls = Vec::new();
+    for &s in &used {
+        let ks = std::mem::take(&mut per[s]);
+        calls.push((
+            s,
+            on_shard(cx, s, move |c| {
+                let now = c.now;
+                first_in_db(c.db(), &ks, now).map(|f| (f, ks))
+            }),
+        ));
+    }
+    let mut best: Option<(usize, First, KeyList)> = None;
+    for (s, call) in calls {
+        if let Some((f, ks)) = call.await {
+            if best.as_ref().is_none_or(|b| f.ord() < b.1.ord()) {
+                best = Some((s, f, ks));
+            }
+        }
+    }
+    let (s, f, ks) = best?;
+    match f {
+        First::Wrong(_) => Some(err_bytes(cx.reply.ver, ERR_WRONGTYPE)),
+        First::Ready(i) => {
+            let key = ks[i_pos(&ks, i)].1.clone();
+            Some(
+                on_shard(cx, s, move |c| {
+                    let now = c.now;
+                    let db = &mut c.shard.dbs[c.db];
+                    if !pop_reply(db, &key, now, end, style, c.reply) {
+                        c.reply.null_array();
+                    }
+                    c.reply.take()
+                })
+                .await,
+            )
+        }
+    }
+}
+
+/// Keys of one shard with their argument ordinals.
+type KeyList = Vec<(usize, Vec<u8>)>;
+
+/// Index in `ks` of argument ordinal `ord`.
+fn i_pos(ks: &[(usize, Vec<u8>)], ord: usize) -> usize {
+    ks.iter().position(|(i, _)| *i == ord).unwrap_or(0)
+}
+
+/// BLPOP/BRPOP/BLMPOP waiter.
+struct BPop {
+    end: End,
+    style: PopStyle,
+    ver: RespVersion,
+}
+
+impl Serve for BPop {
+    fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool {
+        list_kind(db, key, now) == Some(true)
+    }
+
+    fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8> {
+        let mut r = Reply::new(self.ver);
+        if !pop_reply(db, key, now, self.end, self.style, &mut r) {
+            r.null_array();
+        }
+        r.take()
+    }
+}
+
+/// The blocking multi-key pop after argument parsing.
+async fn bpop_generic(
+    cx: &mut ConnCtx,
+    keys: &[&[u8]],
+    end: End,
+    style: PopStyle,
+    timeout: Option<Duration>,
+) {
+    if let Some(bytes) = mpop_now(cx, keys, end, style).await {
+        cx.reply.raw(&bytes);
+        return;
+    }
+    if in_exec(cx) {
+        cx.reply.null_array();
+        return;
+    }
+    cx.tx_end();
+    let serve = Arc::new(BPop {
+        end,
+        style,
+        ver: cx.reply.ver,
+    });
+    match serve_or_block(cx, keys, serve, timeout).await {
+        Some(bytes) => cx.reply.raw(&bytes),
+        None => cx.reply.null_array(),
+    }
+}
+
+fn blpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(bpop_cmd(cx, args, End::Left))
+}
+
+fn brpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(bpop_cmd(cx, args, End::Right))
+}
+
+async fn bpop_cmd(cx: &mut ConnCtx, args: &[&[u8]], end: End) {
+    let n = args.len();
+    let timeout = match parse_timeout(args[n - 1]) {
+        Ok(t) => t,
+        Err(e) => {
+            cx.reply.error(e);
+            return;
+        }
+    };
+    bpop_generic(cx, &args[1..n - 1], end, PopStyle::One, timeout).await
+}
+
+/// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `args[at]`.
+fn parse_mpop(r: &mut Reply, args: &[&[u8]], at: usize) -> Option<(usize, End, u64)> {
+    let numkeys = match parse_i64(args[at]) {
+        Some(n) if n >= 1 => n as u64,
+        _ => {
+            r.error("ERR numkeys should be greater than 0");
+            return None;
+        }
+    };
+    let where_idx = (at as u64).saturating_add(numkeys).saturating_add(1);
+    if where_idx >= args.len() as u64 {
+        r.error(ERR_SYNTAX);
+        return None;
+    }
+    let where_idx = where_idx as usize;
+    let Some(end) = parse_end(args[where_idx]) else {
+        r.error(ERR_SYNTAX);
+        return None;
+    };
+    let mut count: Option<u64> = None;
+    let mut j = where_idx + 1;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if count.is_none() && eq_ic(args[j], "count") && more > 0 {
+            j += 1;
+            match parse_i64(args[j]) {
+                Some(c) if c >= 1 => count = Some(c as u64),
+                _ => {
+                    r.error("ERR count should be greater than 0");
+                    return None;
+                }
+            }
+        } else {
+            r.error(ERR_SYNTAX);
+            return None;
+        }
+        j += 1;
+    }
+    Some((numkeys as usize, end, count.unwrap_or(1)))
+}
+
+fn mpop_key_positions(args: &[&[u8]], at: usize) -> Vec<usize> {
+    let Some(n) = args.get(at).and_then(|a| parse_i64(a)).filter(|&n| n >= 1) else {
+        return Vec::new();
+    };
+    let first = at + 1;
+    let last = (first as u64 + n as u64).min(args.len() as u64) as usize;
+    (first..last).collect()
+}
+
+fn lmpop_keys(args: &[&[u8]]) -> Vec<usize> {
+    mpop_key_positions(args, 1)
+}
+
+fn blmpop_keys(args: &[&[u8]]) -> Vec<usize> {
+    mpop_key_positions(args, 2)
+}
+
+fn lmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let Some((n, end, count)) = parse_mpop(&mut cx.reply, args, 1) else {
+            return;
+        };
+        match mpop_now(cx, &args[2..2 + n], end, PopStyle::Many(count)).await {
+            Some(bytes) => cx.reply.raw(&bytes),
+            None => cx.reply.null_array(),
+        }
+    })
+}
+
+fn blmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        // Redis parses the timeout after the other arguments.
+        let Some((n, end, count)) = parse_mpop(&mut cx.reply, args, 2) else {
+            return;
+        };
+        let timeout = match parse_timeout(args[1]) {
+            Ok(t) => t,
+            Err(e) => {
+                cx.reply.error(e);
+                return;
+            }
+        };
+        bpop_generic(cx, &args[3..3 + n], end, PopStyle::Many(count), timeout).await
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_like_redis() {
+        assert_eq!(norm_range(0, -1, 3), Some((0, 2)));
+        assert_eq!(norm_range(-100, 100, 3), Some((0, 2)));
+        assert_eq!(norm_range(2, 1, 3), None);
+        assert_eq!(norm_range(3, 5, 3), None);
+        assert_eq!(norm_range(i64::MIN, i64::MAX, 3), Some((0, 2)));
+        assert_eq!(norm_index(-1, 3), Some(2));
+        assert_eq!(norm_index(-4, 3), None);
+        assert_eq!(norm_index(i64::MIN, 3), None);
+        assert_eq!(norm_index(3, 3), None);
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(parse_timeout(b"0"), Ok(None));
+        assert_eq!(parse_timeout(b"0.5"), Ok(Some(Duration::from_millis(500))));
+        assert_eq!(parse_timeout(b"-1"), Err("ERR timeout is negative"));
+        assert_eq!(parse_timeout(b"inf"), Err("ERR timeout is negative"));
+        assert_eq!(
+            parse_timeout(b"abc"),
+            Err("ERR timeout is not a float or out of range")
+        );
+        assert_eq!(decode_bulk(b"$3\r\nabc\r\n"), Some(&b"abc"[..]));
+    }
+
+    #[test]
+    fn mpop_keys() {
+        let a: Vec<&[u8]> = vec![b"lmpop", b"2", b"a", b"b", b"left"];
+        assert_eq!(lmpop_keys(&a), vec![2, 3]);
+        let a: Vec<&[u8]> = vec![b"lmpop", b"9", b"a", b"left"];
+        assert_eq!(lmpop_keys(&a), vec![2, 3]);
+        let a: Vec<&[u8]> = vec![b"blmpop", b"0", b"1", b"a", b"left"];
+        assert_eq!(blmpop_keys(&a), vec![3]);
+    }
+}

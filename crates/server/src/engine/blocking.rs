@@ -78,6 +78,15 @@ impl Blocking {
         }
     }
 
+    /// Offers every key somebody waits on (SWAPDB brought in a whole new keyspace).
+    pub fn mark_all_ready(&mut self) {
+        for k in self.waiters.keys() {
+            if !self.ready.iter().any(|r| r == k) {
+                self.ready.push(k.clone());
+            }
+        }
+    }
+
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }
@@ -112,7 +121,10 @@ pub struct Served {
 /// Offers every ready key of `db` to its waiters in FIFO order, serving as many as the data
 /// allows (an LPUSH of three elements can wake three clients).
 pub fn serve_ready(db: &mut Db, now: u64, out: &mut Vec<Served>) {
-    while let Some(key) = db.blocking.ready.pop() {
+    // Keys are offered in the order they became ready (Redis serves an EXEC's LPUSH a / LPUSH b
+    // in that order); serving may make more keys ready (BLMOVE pushes), appended at the end.
+    while !db.blocking.ready.is_empty() {
+        let key = db.blocking.ready.remove(0);
         loop {
             let Some(w) = db
                 .blocking

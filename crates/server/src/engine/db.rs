@@ -500,6 +500,9 @@ impl Db {
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
         std::mem::swap(&mut self.hfe, &mut other.hfe);
+        // Waiters stay with their db index; the keys they wait on may exist now.
+        self.blocking.mark_all_ready();
+        other.blocking.mark_all_ready();
     }
 
     /// One SCAN step over the main table. `f` gets every visited live-or-stale entry with its

@@ -22,6 +22,8 @@ pub struct ThreadSnap {
     pub errors: Vec<(String, u64)>,
     pub total_error_replies: u64,
     pub clients: usize,
+    /// Connections blocked in a blocking command.
+    pub blocked: usize,
     /// (keys, expires) per db.
     pub dbs: Vec<(u64, u64)>,
     pub hits: u64,
@@ -42,6 +44,7 @@ pub struct Totals {
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
     pub clients: usize,
+    pub blocked: usize,
     pub dbs: Vec<(u64, u64)>,
     pub hits: u64,
     pub misses: u64,
@@ -89,6 +92,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 errors: st.errors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
                 total_error_replies: st.total_error_replies,
                 clients: w.clients.borrow().len(),
+                blocked: w.blocked.borrow().len(),
                 ..ThreadSnap::default()
             };
             for db in &shard.dbs {
@@ -125,6 +129,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
         }
         t.total_error_replies += s.total_error_replies;
         t.clients += s.clients;
+        t.blocked += s.blocked;
         if t.dbs.len() < s.dbs.len() {
             t.dbs.resize(s.dbs.len(), (0, 0));
         }
@@ -419,7 +424,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "maxclients:{}", cfg.maxclients());
             line!(o, "client_recent_max_input_buffer:0");
             line!(o, "client_recent_max_output_buffer:0");
-            line!(o, "blocked_clients:0");
+            line!(o, "blocked_clients:{}", t.blocked);
             line!(o, "tracking_clients:0");
             line!(o, "clients_in_timeout_table:0");
         }
@@ -755,7 +760,7 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         "blocked_clients",
         "gauge",
         "Number of clients blocked on a blocking call",
-        &one(0),
+        &one(t.blocked as u64),
     );
     metric(
         &mut o,
