@@ -643,7 +643,13 @@ fn rank_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], rev: bool) {
     let withscore = match args.len() {
         3 => false,
         4 if eq_ic(args[3], "withscore") => true,
-        _ => return cx.reply.error(ERR_SYNTAX),
+        // Redis 7.0's arity (3) for anything but 7.2's WITHSCORE.
+        _ => {
+            let name = if rev { "zrevrank" } else { "zrank" };
+            return cx.reply.error(&format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ));
+        }
     };
     let now = cx.now;
     let reply = &mut *cx.reply;
@@ -1617,8 +1623,7 @@ fn parse_setopts(
         } else if card && remaining >= 2 && eq_ic(a, "limit") {
             match parse_i64(args[j + 1]) {
                 Some(l) if l >= 0 => o.limit = l as u64,
-                Some(_) => return Err("ERR LIMIT can't be negative".into()),
-                None => return Err(ERR_NOT_INT.into()),
+                _ => return Err("ERR LIMIT can't be negative".into()),
             }
             j += 2;
         } else {
