@@ -129,11 +129,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 // Key specs of the numkeys commands.
 
 fn numkeys_at(args: &[&[u8]], idx: usize) -> Vec<usize> {
-    let n = args
-        .get(idx)
-        .and_then(|a| parse_i64(a))
-        .unwrap_or(0)
-        .max(0) as usize;
+    let n = args.get(idx).and_then(|a| parse_i64(a)).unwrap_or(0).max(0) as usize;
     let first = idx + 1;
     let last = (first + n).min(args.len());
     (first..last).collect()
@@ -776,12 +772,13 @@ fn parse_range(
         by = Auto::Rank;
     }
     if limit != -1 && by == Auto::Rank {
-        return Err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX".into());
+        return Err(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+                .into(),
+        );
     }
     if withscores && by == Auto::Lex {
-        return Err(
-            "ERR syntax error, WITHSCORES not supported in combination with BYLEX".into(),
-        );
+        return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX".into());
     }
     let (mut lo, mut hi) = (args[first + 1], args[first + 2]);
     if rev && by != Auto::Rank {
@@ -885,7 +882,12 @@ fn zrevrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 }
 
 /// Collects a range of `src` ascending (for storing). Err = wrong type.
-fn range_collect(db: &mut Db, src: &[u8], req: &RangeReq, now: u64) -> Result<Vec<(Vec<u8>, f64)>, ()> {
+fn range_collect(
+    db: &mut Db,
+    src: &[u8],
+    req: &RangeReq,
+    now: u64,
+) -> Result<Vec<(Vec<u8>, f64)>, ()> {
     let Some(z) = zget(db, src, now)? else {
         return Ok(Vec::new());
     };
@@ -1072,7 +1074,9 @@ fn parse_mpop(args: &[&[u8]], numkeys_idx: usize) -> Result<MpopArgs, &'static s
         Some(n) if n >= 1 => n as u64,
         _ => return Err("ERR numkeys should be greater than 0"),
     };
-    let where_idx = (numkeys_idx as u64).saturating_add(numkeys).saturating_add(1);
+    let where_idx = (numkeys_idx as u64)
+        .saturating_add(numkeys)
+        .saturating_add(1);
     if where_idx >= args.len() as u64 {
         return Err(ERR_SYNTAX);
     }
@@ -1420,7 +1424,6 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // ZSCAN
 
@@ -1497,7 +1500,11 @@ fn zscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let mut out: Vec<(Vec<u8>, String)> = Vec::new();
     let next = z.scan(cursor, count, |m, s| {
         if pattern.is_none_or(|p| crate::config::glob::matches(p, m, false)) {
-            let t = if pack { packed_score_text(s) } else { fmt_g17(s) };
+            let t = if pack {
+                packed_score_text(s)
+            } else {
+                fmt_g17(s)
+            };
             out.push((m.to_vec(), t));
         }
     });
@@ -1666,7 +1673,12 @@ fn weighted(w: f64, s: f64) -> f64 {
 }
 
 /// Computes the result, sorted by (score, member); for ZINTERCARD only the count matters.
-fn compute(op: SetOp, srcs: &[Option<Src>], o: &SetOpts, card: bool) -> (Vec<(Vec<u8>, f64)>, usize) {
+fn compute(
+    op: SetOp,
+    srcs: &[Option<Src>],
+    o: &SetOpts,
+    card: bool,
+) -> (Vec<(Vec<u8>, f64)>, usize) {
     let mut order: Vec<usize> = (0..srcs.len()).collect();
     let size = |i: &usize| srcs[*i].as_ref().map_or(0, |s| s.len());
     let mut out: Vec<(Vec<u8>, f64)> = Vec::new();
@@ -1697,7 +1709,11 @@ fn compute(op: SetOp, srcs: &[Option<Src>], o: &SetOpts, card: bool) -> (Vec<(Ve
             }
             let maps: Vec<HashMap<&[u8], f64>> = order[1..]
                 .iter()
-                .map(|&i| srcs[i].as_ref().map_or_else(HashMap::new, |s| s.items().collect()))
+                .map(|&i| {
+                    srcs[i]
+                        .as_ref()
+                        .map_or_else(HashMap::new, |s| s.items().collect())
+                })
                 .collect();
             let first = order[0];
             let mut n = 0usize;
@@ -1706,7 +1722,8 @@ fn compute(op: SetOp, srcs: &[Option<Src>], o: &SetOpts, card: bool) -> (Vec<(Ve
                     let mut t = weighted(o.weights[first], sc);
                     for (k, map) in maps.iter().enumerate() {
                         match map.get(m) {
-                            Some(&v) => agg(o.agg, &mut t, weighted(o.weights[order[k + 1]], v)),
+                            // Redis maps NaN to 0 only for the first source here.
+                            Some(&v) => agg(o.agg, &mut t, v * o.weights[order[k + 1]]),
                             None => continue 'outer,
                         }
                     }
