@@ -478,8 +478,10 @@ pub static SPECS: &[Spec] = &[
     s("zcard", 2, g_zcard),
     s("zscore", 3, g_zscore),
     s("zmscore", 2, g_zmscore),
-    s("zrank", 2, g_zrank),
-    s("zrevrank", 2, g_zrevrank),
+    // ZRANK/ZREVRANK take 7.2's WITHSCORE (arity -3), so the runner's junk argument inside
+    // MULTI is QUEUED here where Redis 7.0 (arity 3) rejects it: optional.
+    opt("zrank", 2, g_zrank),
+    opt("zrevrank", 2, g_zrevrank),
     s("zcount", 2, g_zcount),
     s("zlexcount", 2, g_zlexcount),
     s("zrange", 5, g_zrange),
