@@ -33,6 +33,9 @@ const BLOCK_ACL: &[&str] = &["@write", "@sortedset", "@fast", "@blocking"];
 const BLOCK_SLOW_ACL: &[&str] = &["@write", "@sortedset", "@slow", "@blocking"];
 const G: &str = "sorted_set";
 
+/// (member, score) pairs in score order.
+type Items = Vec<(Vec<u8>, f64)>;
+
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("zadd", -4, WRITE | DENYOOM | FAST, (1, 1, 1), RW_FAST, G,
         "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.",
@@ -440,7 +443,7 @@ fn zadd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         i += 1;
     }
     let elements = args.len() - i;
-    if elements % 2 != 0 || elements == 0 {
+    if !elements.is_multiple_of(2) || elements == 0 {
         cx.reply.error(ERR_SYNTAX);
         return;
     }
@@ -450,7 +453,7 @@ fn zadd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     }
     let (nx, gt, lt) = (fl & Z_NX != 0, fl & Z_GT != 0, fl & Z_LT != 0);
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if [gt, lt, nx].iter().filter(|&&x| x).count() > 1 {
         cx.reply
             .error("ERR GT, LT, and/or NX options at the same time are not compatible");
         return;
@@ -723,7 +726,7 @@ struct RangeReq {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Auto {
-    Auto,
+    Unset,
     Rank,
     Score,
     Lex,
@@ -758,9 +761,9 @@ fn parse_range(
             j += 2;
         } else if rev.is_none() && eq_ic(a, "rev") {
             rev = Some(true);
-        } else if by == Auto::Auto && eq_ic(a, "bylex") {
+        } else if by == Auto::Unset && eq_ic(a, "bylex") {
             by = Auto::Lex;
-        } else if by == Auto::Auto && eq_ic(a, "byscore") {
+        } else if by == Auto::Unset && eq_ic(a, "byscore") {
             by = Auto::Score;
         } else {
             return Err(ERR_SYNTAX.into());
@@ -768,7 +771,7 @@ fn parse_range(
         j += 1;
     }
     let rev = rev.unwrap_or(false);
-    if by == Auto::Auto {
+    if by == Auto::Unset {
         by = Auto::Rank;
     }
     if limit != -1 && by == Auto::Rank {
@@ -863,7 +866,7 @@ fn range_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]], fixed: Auto, rev: Option<bool>
 }
 
 fn zrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    range_cmd(cx, args, Auto::Auto, None)
+    range_cmd(cx, args, Auto::Unset, None)
 }
 fn zrevrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     range_cmd(cx, args, Auto::Rank, Some(true))
@@ -899,7 +902,7 @@ fn range_collect(
 
 fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let req = match parse_range(args, 2, true, Auto::Auto, None) {
+        let req = match parse_range(args, 2, true, Auto::Unset, None) {
             Ok(r) => r,
             Err(e) => return cx.reply.error(&e),
         };
@@ -989,13 +992,7 @@ fn zremrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 /// Pops up to `count` members from the min (or max) end of the zset at `key`. Err = wrong
 /// type; Ok(None) = missing key.
-fn pop_from(
-    db: &mut Db,
-    key: &[u8],
-    max: bool,
-    count: u64,
-    now: u64,
-) -> Result<Option<Vec<(Vec<u8>, f64)>>, ()> {
+fn pop_from(db: &mut Db, key: &[u8], max: bool, count: u64, now: u64) -> Result<Option<Items>, ()> {
     let Some(pos) = zpos(db, key, now)? else {
         return Ok(None);
     };
@@ -1341,7 +1338,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             if !eq_ic(args[3], "withscores") {
                 return cx.reply.error(ERR_SYNTAX);
             }
-            if c < -(i64::MAX / 2) || c > i64::MAX / 2 {
+            if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
                 return cx.reply.error("ERR value is out of range");
             }
             withscores = true;
@@ -1775,7 +1772,7 @@ fn setop_finish(
     srcs: Result<Vec<Option<Src>>, ()>,
     opts: &Result<SetOpts, String>,
     card: bool,
-) -> Result<(Vec<(Vec<u8>, f64)>, usize, bool), SetOpResult> {
+) -> Result<(Items, usize, bool), SetOpResult> {
     let Ok(srcs) = srcs else {
         return Err(SetOpResult::WrongType);
     };

@@ -59,6 +59,7 @@ const INNER_MIN: usize = 16;
 struct Inner<T> {
     /// `seps[i]` is a lower bound of every key in `kids[i + 1]` and above every key in `kids[i]`.
     seps: Vec<Sep>,
+    #[allow(clippy::vec_box)] // nodes move between parents on splits/merges: keep them boxed
     kids: Vec<Box<Node<T>>>,
     counts: Vec<usize>,
     total: usize,
@@ -320,15 +321,15 @@ impl<T: Item> Tree<T> {
     /// Inserts an item whose key is not present.
     pub fn insert(&mut self, item: T) {
         if let Some((sep, right)) = self.root.insert(item) {
-            let left = std::mem::replace(&mut self.root, Box::new(Node::Leaf(Vec::new())));
+            let left = std::mem::replace(&mut *self.root, Node::Leaf(Vec::new()));
             let counts = vec![left.count(), right.count()];
             let total = counts[0] + counts[1];
-            self.root = Box::new(Node::Inner(Inner {
+            *self.root = Node::Inner(Inner {
                 seps: vec![sep],
-                kids: vec![left, right],
+                kids: vec![Box::new(left), right],
                 counts,
                 total,
-            }));
+            });
         }
     }
 

@@ -47,7 +47,7 @@ enum Op {
 
 fn member(i: u8, long: u8) -> Vec<u8> {
     let mut m = format!("m{}", i % 64).into_bytes();
-    if long % 16 == 0 {
+    if long.is_multiple_of(16) {
         m.extend_from_slice(b"-a-long-member");
     }
     m
@@ -202,7 +202,7 @@ fn big_tree_many_ops() {
     }
     verify(&z, &m);
     // Remove ranges and pops until empty.
-    while z.len() > 0 {
+    while !z.is_empty() {
         let n = z.len();
         let a = (rnd() as usize) % n;
         let removed = z.remove_range(a, a + 500);
