@@ -71,7 +71,7 @@ enum Node<T> {
 }
 
 fn new_leaf<T>() -> Vec<T> {
-    Vec::with_capacity(LEAF_CAP + 1)
+    Vec::with_capacity(LEAF_CAP)
 }
 
 impl<T: Item> Node<T> {
@@ -98,20 +98,29 @@ impl<T: Item> Node<T> {
                     cmp_key((x.prefix(), x.member()), (item.prefix(), item.member()))
                         == Ordering::Less
                 });
-                v.insert(pos, item);
-                if v.len() <= LEAF_CAP {
+                if v.len() < LEAF_CAP {
+                    // Capacity grows by doubling up to LEAF_CAP (a power of two): never beyond.
+                    v.insert(pos, item);
                     return None;
                 }
-                // Appending in key order (the common bulk case) keeps leaves full.
-                let at = if pos == v.len() - 1 {
-                    v.len() - 1
+                // Full: split first so a leaf never allocates more than LEAF_CAP items (whose
+                // size is an allocator size class). Appending in key order (the common bulk
+                // case) leaves the left leaf full.
+                let len = v.len();
+                let at = if pos == len {
+                    len
                 } else if pos == 0 {
-                    1
+                    0
                 } else {
-                    v.len() / 2
+                    len / 2
                 };
                 let mut right = new_leaf();
                 right.extend(v.drain(at..));
+                if at == len || (at != 0 && pos > at) {
+                    right.insert(pos - at, item);
+                } else {
+                    v.insert(pos, item);
+                }
                 let sep = Sep::of(&right[0]);
                 Some((sep, Box::new(Node::Leaf(right))))
             }
@@ -304,7 +313,8 @@ impl<T: Item> Default for Tree<T> {
 impl<T: Item> Tree<T> {
     pub fn new() -> Self {
         Tree {
-            root: Box::new(Node::Leaf(new_leaf())),
+            // Grows on demand: a large zset may still be small (a long member converts it).
+            root: Box::new(Node::Leaf(Vec::new())),
         }
     }
 
