@@ -28,7 +28,7 @@ EXPECTED_DIR="$ROOT/tests/redis-suite/expected-pass"
 TAGS="${REDIS_SUITE_TAGS:--slow -needs:debug -needs:repl -needs:config-maxmemory -needs:save -large-memory}"
 THREADS="${REDIS_SUITE_THREADS:-2}"
 UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
-DEFAULT_UNITS=(unit/type/string unit/type/incr unit/expire unit/keyspace unit/bitops
+DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/zset unit/expire unit/keyspace unit/bitops
     unit/protocol unit/auth unit/info-command unit/quit unit/multi)
 
 UPDATE=0
