@@ -236,6 +236,13 @@ impl ZSet {
         }
     }
 
+    /// Switches to the large encoding (no-op when already there). Redis's SORT/SORT_RO does this
+    /// to the zset it sorts ("destructively convert encoded sorted sets"), visible in OBJECT
+    /// ENCODING afterwards; it is not a modification (no WATCH/keyspace signal).
+    pub fn convert_to_large(&mut self) {
+        self.convert()
+    }
+
     fn convert(&mut self) {
         if let ZSet::Pack(p) = self {
             let mut b = Box::<Big>::default();
