@@ -298,6 +298,13 @@ enum Source {
 }
 
 fn load(db: &mut Db, key: &[u8], now: u64) -> Source {
+    // Redis's SORT converts a listpack zset to skiplist before sorting it (OBJECT ENCODING
+    // shows it afterwards); do the same, quietly (not a logical write).
+    if let Some(pos) = db.find(key, now) {
+        if let Some(z) = db.at_mut_quiet(pos).as_zset_mut() {
+            z.convert_to_large();
+        }
+    }
     match db.get_read(key, now).map(|v| v.view()) {
         // A missing key sorts like an empty list.
         None => Source::Items(SrcKind::List, Vec::new()),

@@ -1,5 +1,1903 @@
-//! zset commands (issue 5): placeholder table, filled in by the collections work.
+//! Sorted set commands (Redis 7.0 `t_zset.c` semantics, replies and error texts; ZRANK/ZREVRANK
+//! also take 7.2's WITHSCORE).
+//!
+//! Single-key commands are `Handler::Shard`. Commands over several keys (ZUNION/ZINTER/ZDIFF and
+//! their STORE forms, ZINTERCARD, ZRANGESTORE, ZMPOP) run on the connection: when all their keys
+//! live on one shard everything happens in one hop; otherwise sources are read in one hop per
+//! shard, the result is computed here and written in a last hop, all inside the transaction the
+//! dispatcher opened for the keys. BZPOPMIN/BZPOPMAX/BZMPOP first try in key order, then (outside
+//! MULTI/EXEC) block through `commands::blocking::serve_or_block`.
 
-use super::CommandSpec;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-pub static COMMANDS: &[CommandSpec] = &[];
+use damselfly_protocol::double::{fmt_g17, parse_f64};
+use damselfly_protocol::{Reply, RespVersion};
+
+use super::util::*;
+use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use crate::config::EncLimit;
+use crate::engine::blocking::Serve;
+use crate::engine::db::{Db, TtlMode};
+use crate::engine::shard_of;
+use crate::types::zset::pack::cmp_entry;
+use crate::types::zset::{Limits, ZSet};
+use crate::types::{Kind, Value, ValueRef};
+
+const RW_FAST: &[&str] = &["@write", "@sortedset", "@fast"];
+const RW_SLOW: &[&str] = &["@write", "@sortedset", "@slow"];
+const RO_FAST: &[&str] = &["@read", "@sortedset", "@fast"];
+const RO_SLOW: &[&str] = &["@read", "@sortedset", "@slow"];
+const BLOCK_ACL: &[&str] = &["@write", "@sortedset", "@fast", "@blocking"];
+const BLOCK_SLOW_ACL: &[&str] = &["@write", "@sortedset", "@slow", "@blocking"];
+const G: &str = "sorted_set";
+
+/// (member, score) pairs in score order.
+type Items = Vec<(Vec<u8>, f64)>;
+
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd("zadd", -4, WRITE | DENYOOM | FAST, (1, 1, 1), RW_FAST, G,
+        "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.",
+        Handler::Shard(zadd)),
+    cmd("zincrby", 4, WRITE | DENYOOM | FAST, (1, 1, 1), RW_FAST, G,
+        "Increments the score of a member in a sorted set.", Handler::Shard(zincrby)),
+    cmd("zrem", -3, WRITE | FAST, (1, 1, 1), RW_FAST, G,
+        "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.",
+        Handler::Shard(zrem)),
+    cmd("zcard", 2, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the number of members in a sorted set.", Handler::Shard(zcard)),
+    cmd("zscore", 3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the score of a member in a sorted set.", Handler::Shard(zscore)),
+    cmd("zmscore", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the score of one or more members in a sorted set.", Handler::Shard(zmscore)),
+    cmd("zrank", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the index of a member in a sorted set ordered by ascending scores.",
+        Handler::Shard(zrank)),
+    cmd("zrevrank", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the index of a member in a sorted set ordered by descending scores.",
+        Handler::Shard(zrevrank)),
+    cmd("zcount", 4, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the count of members in a sorted set that have scores within a range.",
+        Handler::Shard(zcount)),
+    cmd("zlexcount", 4, READONLY | FAST, (1, 1, 1), RO_FAST, G,
+        "Returns the number of members in a sorted set within a lexicographical range.",
+        Handler::Shard(zlexcount)),
+    cmd("zrange", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a range of indexes.", Handler::Shard(zrange)),
+    cmd("zrangestore", -5, WRITE | DENYOOM, (1, 2, 1), RW_SLOW, G,
+        "Stores a range of members from sorted set in a key.", Handler::Conn(zrangestore)),
+    cmd("zrevrange", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a range of indexes in reverse order.",
+        Handler::Shard(zrevrange)),
+    cmd("zrangebyscore", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a range of scores.", Handler::Shard(zrangebyscore)),
+    cmd("zrevrangebyscore", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a range of scores in reverse order.",
+        Handler::Shard(zrevrangebyscore)),
+    cmd("zrangebylex", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a lexicographical range.", Handler::Shard(zrangebylex)),
+    cmd("zrevrangebylex", -4, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns members in a sorted set within a lexicographical range in reverse order.",
+        Handler::Shard(zrevrangebylex)),
+    cmd("zremrangebyrank", 4, WRITE, (1, 1, 1), RW_SLOW, G,
+        "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.",
+        Handler::Shard(zremrangebyrank)),
+    cmd("zremrangebyscore", 4, WRITE, (1, 1, 1), RW_SLOW, G,
+        "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.",
+        Handler::Shard(zremrangebyscore)),
+    cmd("zremrangebylex", 4, WRITE, (1, 1, 1), RW_SLOW, G,
+        "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.",
+        Handler::Shard(zremrangebylex)),
+    cmd("zpopmin", -2, WRITE | FAST, (1, 1, 1), RW_FAST, G,
+        "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
+        Handler::Shard(zpopmin)),
+    cmd("zpopmax", -2, WRITE | FAST, (1, 1, 1), RW_FAST, G,
+        "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
+        Handler::Shard(zpopmax)),
+    cmd("zmpop", -4, WRITE, (0, 0, 0), RW_SLOW, G,
+        "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.",
+        Handler::Conn(zmpop)).with_keys(keys_numkeys_1),
+    cmd("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), BLOCK_ACL, G,
+        "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
+        Handler::Conn(bzpopmin)),
+    cmd("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), BLOCK_ACL, G,
+        "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.",
+        Handler::Conn(bzpopmax)),
+    cmd("bzmpop", -5, WRITE | BLOCKING, (0, 0, 0), BLOCK_SLOW_ACL, G,
+        "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
+        Handler::Conn(bzmpop)).with_keys(keys_numkeys_2),
+    cmd("zrandmember", -2, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Returns one or more random members from a sorted set.", Handler::Shard(zrandmember)),
+    cmd("zunion", -3, READONLY, (0, 0, 0), RO_SLOW, G,
+        "Returns the union of multiple sorted sets.", Handler::Conn(zunion)).with_keys(keys_numkeys_1),
+    cmd("zinter", -3, READONLY, (0, 0, 0), RO_SLOW, G,
+        "Returns the intersect of multiple sorted sets.", Handler::Conn(zinter)).with_keys(keys_numkeys_1),
+    cmd("zdiff", -3, READONLY, (0, 0, 0), RO_SLOW, G,
+        "Returns the difference between multiple sorted sets.", Handler::Conn(zdiff)).with_keys(keys_numkeys_1),
+    cmd("zintercard", -3, READONLY, (0, 0, 0), RO_SLOW, G,
+        "Returns the number of members of the intersect of multiple sorted sets.",
+        Handler::Conn(zintercard)).with_keys(keys_numkeys_1),
+    cmd("zunionstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
+        "Stores the union of multiple sorted sets in a key.", Handler::Conn(zunionstore)).with_keys(keys_store),
+    cmd("zinterstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
+        "Stores the intersect of multiple sorted sets in a key.", Handler::Conn(zinterstore)).with_keys(keys_store),
+    cmd("zdiffstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
+        "Stores the difference of multiple sorted sets in a key.", Handler::Conn(zdiffstore)).with_keys(keys_store),
+    cmd("zscan", -3, READONLY, (1, 1, 1), RO_SLOW, G,
+        "Iterates over members and scores of a sorted set.", Handler::Shard(zscan)),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Key specs of the numkeys commands.
+
+fn numkeys_at(args: &[&[u8]], idx: usize) -> Vec<usize> {
+    let n = args.get(idx).and_then(|a| parse_i64(a)).unwrap_or(0).max(0) as usize;
+    let first = idx + 1;
+    let last = (first + n).min(args.len());
+    (first..last).collect()
+}
+
+fn keys_numkeys_1(args: &[&[u8]]) -> Vec<usize> {
+    numkeys_at(args, 1)
+}
+
+fn keys_numkeys_2(args: &[&[u8]]) -> Vec<usize> {
+    numkeys_at(args, 2)
+}
+
+fn keys_store(args: &[&[u8]]) -> Vec<usize> {
+    let mut v = vec![1];
+    v.extend(numkeys_at(args, 2));
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers.
+
+const ERR_MINMAX: &str = "ERR min or max is not a float";
+const ERR_LEX: &str = "ERR min or max not valid string range item";
+const ERR_NAN: &str = "ERR resulting score is not a number (NaN)";
+const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
+
+fn limits_of(shared: &crate::engine::Shared) -> Limits {
+    let c = &shared.config;
+    Limits {
+        entries: c.enc_limit(EncLimit::ZsetMaxListpackEntries).max(0) as usize,
+        value: c.enc_limit(EncLimit::ZsetMaxListpackValue).max(0) as usize,
+    }
+}
+
+/// A zset to read: Ok(None) when missing, Err when the key holds another type.
+fn zget<'a>(db: &'a mut Db, key: &[u8], now: u64) -> Result<Option<&'a ZSet>, ()> {
+    match db.get_read(key, now).map(|v| v.view()) {
+        None => Ok(None),
+        Some(ValueRef::ZSet(z)) => Ok(Some(z)),
+        Some(_) => Err(()),
+    }
+}
+
+/// Position of a zset to modify: Ok(None) when missing, Err when the key holds another type.
+fn zpos(db: &mut Db, key: &[u8], now: u64) -> Result<Option<damselfly_dash::Pos>, ()> {
+    match db.find(key, now) {
+        None => Ok(None),
+        Some(p) if db.at(p).1.kind() == Kind::ZSet => Ok(Some(p)),
+        Some(_) => Err(()),
+    }
+}
+
+fn zmut(db: &mut Db, pos: damselfly_dash::Pos) -> &mut ZSet {
+    match db.at_mut_quiet(pos).as_zset_mut() {
+        Some(z) => z,
+        // zpos checked the kind.
+        None => unreachable!("zpos checked the kind"),
+    }
+}
+
+/// After a modification: signal it, and delete the key when the zset became empty.
+fn finish_write(db: &mut Db, key: &[u8], pos: damselfly_dash::Pos, changed: bool) {
+    if !changed {
+        return;
+    }
+    db.touch_key(key);
+    if db.at(pos).1.as_zset().is_some_and(|z| z.is_empty()) {
+        db.remove_at(pos);
+    }
+}
+
+/// Writes `items` (sorted by score, member) at `dst`, replacing it; deletes `dst` when empty.
+fn store_sorted(db: &mut Db, dst: &[u8], items: &[(Vec<u8>, f64)], lim: &Limits, now: u64) {
+    if items.is_empty() {
+        if db.remove(dst, now).is_some() {
+            db.touch_key(dst);
+        }
+        return;
+    }
+    let z = ZSet::from_sorted(items, lim);
+    db.set(dst, Value::zset(z), TtlMode::Clear, now);
+}
+
+/// Member/score pairs: RESP3 nests each pair, RESP2 flattens (ZRANGE WITHSCORES, ZPOPMIN count...).
+fn pairs_header(r: &mut Reply, n: usize, withscores: bool) {
+    if withscores && !r.is_resp3() {
+        r.array(n * 2);
+    } else {
+        r.array(n);
+    }
+}
+
+fn pair(r: &mut Reply, m: &[u8], s: f64, withscores: bool) {
+    if withscores {
+        if r.is_resp3() {
+            r.array(2);
+        }
+        r.bulk(m);
+        r.double(s);
+    } else {
+        r.bulk(m);
+    }
+}
+
+/// Always-nested pairs (ZMPOP/BZMPOP).
+fn nested_pairs(r: &mut Reply, items: &[(Vec<u8>, f64)]) {
+    r.array(items.len());
+    for (m, s) in items {
+        r.array(2);
+        r.bulk(m);
+        r.double(*s);
+    }
+}
+
+/// C `strtod` over the whole argument, as Redis's range parsing uses it: leading whitespace
+/// allowed, overflow to ±inf accepted, NaN rejected, an empty string is 0.
+fn strtod_full(a: &[u8]) -> Option<f64> {
+    if a.is_empty() {
+        return Some(0.0);
+    }
+    let t = {
+        let i = a
+            .iter()
+            .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+            .unwrap_or(a.len());
+        &a[i..]
+    };
+    if t.is_empty() {
+        return None;
+    }
+    if let Some(v) = parse_f64(t) {
+        return Some(v);
+    }
+    // Overflow / underflow (strtod returns ±HUGE_VAL or 0 and Redis keeps it).
+    let s = std::str::from_utf8(t).ok()?;
+    let ok = s
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'));
+    if !ok {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ScoreRange {
+    min: f64,
+    max: f64,
+    minex: bool,
+    maxex: bool,
+}
+
+impl ScoreRange {
+    fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
+        let one = |a: &[u8]| -> Option<(f64, bool)> {
+            match a.first() {
+                Some(b'(') => strtod_full(&a[1..]).map(|v| (v, true)),
+                _ => strtod_full(a).map(|v| (v, false)),
+            }
+        };
+        let (min, minex) = one(min)?;
+        let (max, maxex) = one(max)?;
+        Some(ScoreRange {
+            min,
+            max,
+            minex,
+            maxex,
+        })
+    }
+    #[inline]
+    fn below_min(&self, s: f64) -> bool {
+        if self.minex {
+            s <= self.min
+        } else {
+            s < self.min
+        }
+    }
+    #[inline]
+    fn le_max(&self, s: f64) -> bool {
+        if self.maxex {
+            s < self.max
+        } else {
+            s <= self.max
+        }
+    }
+    /// Ranks `lo..hi` of the members in range.
+    fn ranks(&self, z: &ZSet) -> (usize, usize) {
+        if self.min > self.max || (self.min == self.max && (self.minex || self.maxex)) {
+            return (0, 0);
+        }
+        let lo = z.count_where(|s, _| self.below_min(s));
+        let hi = z.count_where(|s, _| self.le_max(s));
+        (lo, hi.max(lo))
+    }
+}
+
+#[derive(Clone, Debug)]
+enum LexBound {
+    NegInf,
+    PosInf,
+    Incl(Vec<u8>),
+    Excl(Vec<u8>),
+}
+
+impl LexBound {
+    fn parse(a: &[u8]) -> Option<LexBound> {
+        match a.first()? {
+            b'+' if a.len() == 1 => Some(LexBound::PosInf),
+            b'-' if a.len() == 1 => Some(LexBound::NegInf),
+            b'(' => Some(LexBound::Excl(a[1..].to_vec())),
+            b'[' => Some(LexBound::Incl(a[1..].to_vec())),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct LexRange {
+    min: LexBound,
+    max: LexBound,
+}
+
+impl LexRange {
+    fn parse(min: &[u8], max: &[u8]) -> Option<LexRange> {
+        Some(LexRange {
+            min: LexBound::parse(min)?,
+            max: LexBound::parse(max)?,
+        })
+    }
+    fn below_min(&self, m: &[u8]) -> bool {
+        match &self.min {
+            LexBound::NegInf => false,
+            LexBound::PosInf => true,
+            LexBound::Incl(x) => m < &x[..],
+            LexBound::Excl(x) => m <= &x[..],
+        }
+    }
+    fn le_max(&self, m: &[u8]) -> bool {
+        match &self.max {
+            LexBound::NegInf => false,
+            LexBound::PosInf => true,
+            LexBound::Incl(x) => m <= &x[..],
+            LexBound::Excl(x) => m < &x[..],
+        }
+    }
+    fn ranks(&self, z: &ZSet) -> (usize, usize) {
+        let lo = z.count_where(|_, m| self.below_min(m));
+        let hi = z.count_where(|_, m| self.le_max(m));
+        (lo, hi.max(lo))
+    }
+}
+
+/// Rank window for a rank range (ZRANGE start stop), Redis's index sanitizing.
+fn rank_window(len: usize, start: i64, end: i64) -> (usize, usize) {
+    let n = len as i64;
+    let (mut s, mut e) = (start, end);
+    if s < 0 {
+        s = s.saturating_add(n);
+    }
+    if e < 0 {
+        e = e.saturating_add(n);
+    }
+    if s < 0 {
+        s = 0;
+    }
+    if s > e || s >= n {
+        return (0, 0);
+    }
+    if e >= n {
+        e = n - 1;
+    }
+    (s as usize, e as usize + 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZADD / ZINCRBY
+
+const Z_NX: u32 = 1;
+const Z_XX: u32 = 2;
+const Z_GT: u32 = 4;
+const Z_LT: u32 = 8;
+const Z_CH: u32 = 16;
+const Z_INCR: u32 = 32;
+
+fn zadd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let mut fl = 0;
+    let mut i = 2;
+    while i < args.len() {
+        let a = args[i];
+        let f = if eq_ic(a, "nx") {
+            Z_NX
+        } else if eq_ic(a, "xx") {
+            Z_XX
+        } else if eq_ic(a, "gt") {
+            Z_GT
+        } else if eq_ic(a, "lt") {
+            Z_LT
+        } else if eq_ic(a, "ch") {
+            Z_CH
+        } else if eq_ic(a, "incr") {
+            Z_INCR
+        } else {
+            break;
+        };
+        fl |= f;
+        i += 1;
+    }
+    let elements = args.len() - i;
+    if !elements.is_multiple_of(2) || elements == 0 {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    if fl & Z_NX != 0 && fl & Z_XX != 0 {
+        cx.reply
+            .error("ERR XX and NX options at the same time are not compatible");
+        return;
+    }
+    let (nx, gt, lt) = (fl & Z_NX != 0, fl & Z_GT != 0, fl & Z_LT != 0);
+    if [gt, lt, nx].iter().filter(|&&x| x).count() > 1 {
+        cx.reply
+            .error("ERR GT, LT, and/or NX options at the same time are not compatible");
+        return;
+    }
+    if fl & Z_INCR != 0 && elements > 2 {
+        cx.reply
+            .error("ERR INCR option supports a single increment-element pair");
+        return;
+    }
+    let mut pairs = Vec::with_capacity(elements / 2);
+    for p in args[i..].chunks(2) {
+        let Some(s) = parse_f64(p[0]) else {
+            cx.reply.error(ERR_NOT_FLOAT);
+            return;
+        };
+        pairs.push((s, p[1]));
+    }
+    zadd_core(cx, args[1], fl, &pairs);
+}
+
+fn zincrby(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(s) = parse_f64(args[2]) else {
+        cx.reply.error(ERR_NOT_FLOAT);
+        return;
+    };
+    zadd_core(cx, args[1], Z_INCR, &[(s, args[3])]);
+}
+
+fn zadd_core(cx: &mut CmdCtx<'_>, key: &[u8], fl: u32, pairs: &[(f64, &[u8])]) {
+    let lim = limits_of(cx.shared);
+    let now = cx.now;
+    let incr = fl & Z_INCR != 0;
+    let (nx, xx, gt, lt) = (
+        fl & Z_NX != 0,
+        fl & Z_XX != 0,
+        fl & Z_GT != 0,
+        fl & Z_LT != 0,
+    );
+    let db = cx.db();
+    let pos = match zpos(db, key, now) {
+        Err(()) => {
+            cx.reply.error(ERR_WRONGTYPE);
+            return;
+        }
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            if xx {
+                if incr {
+                    cx.reply.null();
+                } else {
+                    cx.reply.int(0);
+                }
+                return;
+            }
+            db.insert_new(key, Value::zset(ZSet::default()), TtlMode::Clear)
+        }
+    };
+    let z = zmut(db, pos);
+    let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
+    let mut last = 0.0;
+    let mut nan = false;
+    for &(score, m) in pairs {
+        match z.score(m) {
+            Some(cur) => {
+                if nx {
+                    continue;
+                }
+                let mut new = score;
+                if incr {
+                    new = cur + score;
+                    if new.is_nan() {
+                        nan = true;
+                        break;
+                    }
+                }
+                if (lt && new >= cur) || (gt && new <= cur) {
+                    continue;
+                }
+                processed += 1;
+                last = new;
+                if new != cur {
+                    z.update(m, new);
+                    updated += 1;
+                }
+            }
+            None => {
+                if xx {
+                    continue;
+                }
+                z.insert(m, score, &lim);
+                added += 1;
+                processed += 1;
+                last = score;
+            }
+        }
+    }
+    finish_write(db, key, pos, added + updated > 0);
+    if nan {
+        cx.reply.error(ERR_NAN);
+    } else if incr {
+        if processed > 0 {
+            cx.reply.double(last);
+        } else {
+            cx.reply.null();
+        }
+    } else if fl & Z_CH != 0 {
+        cx.reply.int(added + updated);
+    } else {
+        cx.reply.int(added);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Simple reads and removals.
+
+fn zrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let db = cx.db();
+    let pos = match zpos(db, args[1], now) {
+        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Ok(None) => return cx.reply.int(0),
+        Ok(Some(p)) => p,
+    };
+    let z = zmut(db, pos);
+    let mut n = 0;
+    for m in &args[2..] {
+        if z.remove(m).is_some() {
+            n += 1;
+            if z.is_empty() {
+                break;
+            }
+        }
+    }
+    finish_write(db, args[1], pos, n > 0);
+    cx.reply.int(n);
+}
+
+fn zcard(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    match zget(cx.db(), args[1], now) {
+        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Ok(z) => {
+            let n = z.map_or(0, |z| z.len());
+            cx.reply.int(n as i64)
+        }
+    }
+}
+
+fn zscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    match zget(cx.db(), args[1], now) {
+        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Ok(z) => match z.and_then(|z| z.score(args[2])) {
+            Some(s) => cx.reply.double(s),
+            None => cx.reply.null(),
+        },
+    }
+}
+
+fn zmscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let now = cx.now;
+    let reply = &mut *cx.reply;
+    match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
+        Err(()) => reply.error(ERR_WRONGTYPE),
+        Ok(z) => {
+            reply.array(args.len() - 2);
+            for m in &args[2..] {
+                match z.and_then(|z| z.score(m)) {
+                    Some(s) => reply.double(s),
+                    None => reply.null(),
+                }
+            }
+        }
+    }
+}
+
+fn zrank(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    rank_generic(cx, args, false)
+}
+
+fn zrevrank(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    rank_generic(cx, args, true)
+}
+
+fn rank_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], rev: bool) {
+    let withscore = match args.len() {
+        3 => false,
+        4 if eq_ic(args[3], "withscore") => true,
+        // Redis 7.0's arity (3) for anything but 7.2's WITHSCORE.
+        _ => {
+            let name = if rev { "zrevrank" } else { "zrank" };
+            return cx.reply.error(&format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ));
+        }
+    };
+    let now = cx.now;
+    let reply = &mut *cx.reply;
+    match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
+        Err(()) => reply.error(ERR_WRONGTYPE),
+        Ok(z) => match z.and_then(|z| z.rank(args[2]).map(|(r, s)| (r, s, z.len()))) {
+            Some((r, s, n)) => {
+                let r = if rev { n - 1 - r } else { r };
+                if withscore {
+                    reply.array(2);
+                    reply.int(r as i64);
+                    reply.double(s);
+                } else {
+                    reply.int(r as i64);
+                }
+            }
+            None if withscore => reply.null_array(),
+            None => reply.null(),
+        },
+    }
+}
+
+fn zcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(r) = ScoreRange::parse(args[2], args[3]) else {
+        return cx.reply.error(ERR_MINMAX);
+    };
+    let now = cx.now;
+    match zget(cx.db(), args[1], now) {
+        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Ok(z) => {
+            let n = z.map_or(0, |z| {
+                let (a, b) = r.ranks(z);
+                b - a
+            });
+            cx.reply.int(n as i64)
+        }
+    }
+}
+
+fn zlexcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(r) = LexRange::parse(args[2], args[3]) else {
+        return cx.reply.error(ERR_LEX);
+    };
+    let now = cx.now;
+    match zget(cx.db(), args[1], now) {
+        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Ok(z) => {
+            let n = z.map_or(0, |z| {
+                let (a, b) = r.ranks(z);
+                b - a
+            });
+            cx.reply.int(n as i64)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZRANGE family.
+
+#[derive(Clone, Debug)]
+enum RangeBy {
+    Rank(i64, i64),
+    Score(ScoreRange),
+    Lex(LexRange),
+}
+
+#[derive(Clone, Debug)]
+struct RangeReq {
+    by: RangeBy,
+    rev: bool,
+    offset: i64,
+    limit: i64,
+    withscores: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Auto {
+    Unset,
+    Rank,
+    Score,
+    Lex,
+}
+
+/// Redis `zrangeGenericCommand` argument handling. `first` is the index of the source key;
+/// min/max follow it.
+fn parse_range(
+    args: &[&[u8]],
+    first: usize,
+    store: bool,
+    fixed: Auto,
+    fixed_rev: Option<bool>,
+) -> Result<RangeReq, String> {
+    let mut by = fixed;
+    let mut rev = fixed_rev;
+    let mut withscores = false;
+    let mut offset = 0i64;
+    let mut limit = -1i64;
+    let mut j = first + 3;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let a = args[j];
+        if !store && eq_ic(a, "withscores") {
+            withscores = true;
+        } else if eq_ic(a, "limit") && left >= 2 {
+            let (Some(o), Some(l)) = (parse_i64(args[j + 1]), parse_i64(args[j + 2])) else {
+                return Err(ERR_NOT_INT.into());
+            };
+            offset = o;
+            limit = l;
+            j += 2;
+        } else if rev.is_none() && eq_ic(a, "rev") {
+            rev = Some(true);
+        } else if by == Auto::Unset && eq_ic(a, "bylex") {
+            by = Auto::Lex;
+        } else if by == Auto::Unset && eq_ic(a, "byscore") {
+            by = Auto::Score;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+        j += 1;
+    }
+    let rev = rev.unwrap_or(false);
+    if by == Auto::Unset {
+        by = Auto::Rank;
+    }
+    if limit != -1 && by == Auto::Rank {
+        return Err(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+                .into(),
+        );
+    }
+    if withscores && by == Auto::Lex {
+        return Err("ERR syntax error, WITHSCORES not supported in combination with BYLEX".into());
+    }
+    let (mut lo, mut hi) = (args[first + 1], args[first + 2]);
+    if rev && by != Auto::Rank {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    let by = match by {
+        Auto::Score => RangeBy::Score(ScoreRange::parse(lo, hi).ok_or(ERR_MINMAX)?),
+        Auto::Lex => RangeBy::Lex(LexRange::parse(lo, hi).ok_or(ERR_LEX)?),
+        _ => {
+            let (Some(s), Some(e)) = (parse_i64(lo), parse_i64(hi)) else {
+                return Err(ERR_NOT_INT.into());
+            };
+            RangeBy::Rank(s, e)
+        }
+    };
+    Ok(RangeReq {
+        by,
+        rev,
+        offset,
+        limit,
+        withscores,
+    })
+}
+
+/// The ranks to emit: `a..b`, descending when `req.rev`.
+fn resolve(z: &ZSet, req: &RangeReq) -> (usize, usize) {
+    let (lo, hi) = match &req.by {
+        RangeBy::Rank(s, e) => {
+            let (a, b) = rank_window(z.len(), *s, *e);
+            if a >= b {
+                return (0, 0);
+            }
+            return if req.rev {
+                (z.len() - b, z.len() - a)
+            } else {
+                (a, b)
+            };
+        }
+        RangeBy::Score(r) => r.ranks(z),
+        RangeBy::Lex(r) => r.ranks(z),
+    };
+    if lo >= hi || req.offset < 0 {
+        return (0, 0);
+    }
+    let span = hi - lo;
+    let off = req.offset as u64;
+    if off >= span as u64 {
+        return (0, 0);
+    }
+    let off = off as usize;
+    let take = if req.limit < 0 {
+        span - off
+    } else {
+        (req.limit as u64).min((span - off) as u64) as usize
+    };
+    if req.rev {
+        (hi - off - take, hi - off)
+    } else {
+        (lo + off, lo + off + take)
+    }
+}
+
+fn range_reply(cx: &mut CmdCtx<'_>, key: &[u8], req: &RangeReq) {
+    let now = cx.now;
+    let reply = &mut *cx.reply;
+    match zget(&mut cx.shard.dbs[cx.db], key, now) {
+        Err(()) => reply.error(ERR_WRONGTYPE),
+        Ok(None) => reply.empty_array(),
+        Ok(Some(z)) => {
+            let (a, b) = resolve(z, req);
+            pairs_header(reply, b - a, req.withscores);
+            z.range(a, b, req.rev, |m, s| pair(reply, m, s, req.withscores));
+        }
+    }
+}
+
+fn range_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]], fixed: Auto, rev: Option<bool>) {
+    match parse_range(args, 1, false, fixed, rev) {
+        Err(e) => cx.reply.error(&e),
+        Ok(req) => range_reply(cx, args[1], &req),
+    }
+}
+
+fn zrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Unset, None)
+}
+fn zrevrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Rank, Some(true))
+}
+fn zrangebyscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Score, Some(false))
+}
+fn zrevrangebyscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Score, Some(true))
+}
+fn zrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Lex, Some(false))
+}
+fn zrevrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    range_cmd(cx, args, Auto::Lex, Some(true))
+}
+
+/// Collects a range of `src` ascending (for storing). Err = wrong type.
+fn range_collect(
+    db: &mut Db,
+    src: &[u8],
+    req: &RangeReq,
+    now: u64,
+) -> Result<Vec<(Vec<u8>, f64)>, ()> {
+    let Some(z) = zget(db, src, now)? else {
+        return Ok(Vec::new());
+    };
+    let (a, b) = resolve(z, req);
+    let mut v = Vec::with_capacity(b - a);
+    z.range(a, b, false, |m, s| v.push((m.to_vec(), s)));
+    Ok(v)
+}
+
+fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let req = match parse_range(args, 2, true, Auto::Unset, None) {
+            Ok(r) => r,
+            Err(e) => return cx.reply.error(&e),
+        };
+        let lim = limits_of(cx.shared());
+        let threads = cx.threads();
+        let (dst, src) = (args[1].to_vec(), args[2].to_vec());
+        let (ds, ss) = (shard_of(&dst, threads), shard_of(&src, threads));
+        let r: Result<usize, ()> = if ds == ss {
+            on_shard(cx, ss, move |c| {
+                let now = c.now;
+                let db = c.db();
+                let items = range_collect(db, &src, &req, now)?;
+                store_sorted(db, &dst, &items, &lim, now);
+                Ok(items.len())
+            })
+            .await
+        } else {
+            let got = on_shard(cx, ss, move |c| {
+                let now = c.now;
+                range_collect(c.db(), &src, &req, now)
+            })
+            .await;
+            match got {
+                Err(()) => Err(()),
+                Ok(items) => {
+                    on_shard(cx, ds, move |c| {
+                        let now = c.now;
+                        store_sorted(c.db(), &dst, &items, &lim, now);
+                        Ok(items.len())
+                    })
+                    .await
+                }
+            }
+        };
+        match r {
+            Err(()) => cx.reply.error(ERR_WRONGTYPE),
+            Ok(n) => cx.reply.int(n as i64),
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZREMRANGEBY*
+
+fn zrem_range(cx: &mut CmdCtx<'_>, key: &[u8], by: RangeBy) {
+    let now = cx.now;
+    let db = cx.db();
+    let pos = match zpos(db, key, now) {
+        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Ok(None) => return cx.reply.int(0),
+        Ok(Some(p)) => p,
+    };
+    let z = zmut(db, pos);
+    let (a, b) = match &by {
+        RangeBy::Rank(s, e) => rank_window(z.len(), *s, *e),
+        RangeBy::Score(r) => r.ranks(z),
+        RangeBy::Lex(r) => r.ranks(z),
+    };
+    let n = z.remove_range(a, b);
+    finish_write(db, key, pos, n > 0);
+    cx.reply.int(n as i64);
+}
+
+fn zremrangebyrank(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let (Some(s), Some(e)) = (parse_i64(args[2]), parse_i64(args[3])) else {
+        return cx.reply.error(ERR_NOT_INT);
+    };
+    zrem_range(cx, args[1], RangeBy::Rank(s, e))
+}
+
+fn zremrangebyscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(r) = ScoreRange::parse(args[2], args[3]) else {
+        return cx.reply.error(ERR_MINMAX);
+    };
+    zrem_range(cx, args[1], RangeBy::Score(r))
+}
+
+fn zremrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(r) = LexRange::parse(args[2], args[3]) else {
+        return cx.reply.error(ERR_LEX);
+    };
+    zrem_range(cx, args[1], RangeBy::Lex(r))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pops.
+
+/// Pops up to `count` members from the min (or max) end of the zset at `key`. Err = wrong
+/// type; Ok(None) = missing key.
+fn pop_from(db: &mut Db, key: &[u8], max: bool, count: u64, now: u64) -> Result<Option<Items>, ()> {
+    let Some(pos) = zpos(db, key, now)? else {
+        return Ok(None);
+    };
+    let z = zmut(db, pos);
+    let n = (count.min(z.len() as u64)) as usize;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let r = if max { z.len() - 1 } else { 0 };
+        match z.pop_at(r) {
+            Some(x) => out.push(x),
+            None => break,
+        }
+    }
+    finish_write(db, key, pos, !out.is_empty());
+    Ok(Some(out))
+}
+
+fn zpop_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]], max: bool) {
+    if args.len() > 3 {
+        return cx.reply.error(ERR_SYNTAX);
+    }
+    let count = match args.get(2) {
+        None => None,
+        Some(a) => match parse_i64(a) {
+            Some(n) if n >= 0 => Some(n as u64),
+            _ => return cx.reply.error(ERR_POSITIVE),
+        },
+    };
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    // Wrong type is reported even for COUNT 0.
+    match zpos(db, args[1], now) {
+        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Ok(None) => return cx.reply.empty_array(),
+        Ok(Some(_)) => {}
+    }
+    if count == Some(0) {
+        return cx.reply.empty_array();
+    }
+    let items = match pop_from(db, args[1], max, count.unwrap_or(1), now) {
+        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Ok(v) => v.unwrap_or_default(),
+    };
+    let reply = &mut *cx.reply;
+    if count.is_none() {
+        reply.array(items.len() * 2);
+        for (m, s) in &items {
+            reply.bulk(m);
+            reply.double(*s);
+        }
+    } else {
+        pairs_header(reply, items.len(), true);
+        for (m, s) in &items {
+            pair(reply, m, *s, true);
+        }
+    }
+}
+
+fn zpopmin(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    zpop_cmd(cx, args, false)
+}
+
+fn zpopmax(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    zpop_cmd(cx, args, true)
+}
+
+/// Parsed ZMPOP/BZMPOP arguments after numkeys.
+struct MpopArgs {
+    keys: Vec<Vec<u8>>,
+    max: bool,
+    count: u64,
+}
+
+fn parse_mpop(args: &[&[u8]], numkeys_idx: usize) -> Result<MpopArgs, &'static str> {
+    let numkeys = match parse_i64(args[numkeys_idx]) {
+        Some(n) if n >= 1 => n as u64,
+        _ => return Err("ERR numkeys should be greater than 0"),
+    };
+    let where_idx = (numkeys_idx as u64)
+        .saturating_add(numkeys)
+        .saturating_add(1);
+    if where_idx >= args.len() as u64 {
+        return Err(ERR_SYNTAX);
+    }
+    let where_idx = where_idx as usize;
+    let max = if eq_ic(args[where_idx], "min") {
+        false
+    } else if eq_ic(args[where_idx], "max") {
+        true
+    } else {
+        return Err(ERR_SYNTAX);
+    };
+    let mut count: Option<u64> = None;
+    let mut j = where_idx + 1;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        if count.is_none() && eq_ic(args[j], "count") && more > 0 {
+            j += 1;
+            match parse_i64(args[j]) {
+                Some(n) if n >= 1 => count = Some(n as u64),
+                _ => return Err("ERR count should be greater than 0"),
+            }
+        } else {
+            return Err(ERR_SYNTAX);
+        }
+        j += 1;
+    }
+    Ok(MpopArgs {
+        keys: args[numkeys_idx + 1..where_idx]
+            .iter()
+            .map(|k| k.to_vec())
+            .collect(),
+        max,
+        count: count.unwrap_or(1),
+    })
+}
+
+/// Outcome of trying keys in order.
+enum Popped {
+    None,
+    WrongType,
+    Got(Vec<u8>, Vec<(Vec<u8>, f64)>),
+}
+
+/// Tries `keys` (all on this shard) in order: the first zset gets popped.
+fn try_pop_keys(db: &mut Db, keys: &[Vec<u8>], max: bool, count: u64, now: u64) -> Popped {
+    for k in keys {
+        match pop_from(db, k, max, count, now) {
+            Err(()) => return Popped::WrongType,
+            Ok(None) => continue,
+            Ok(Some(items)) if items.is_empty() => continue,
+            Ok(Some(items)) => return Popped::Got(k.clone(), items),
+        }
+    }
+    Popped::None
+}
+
+/// Tries the keys in argument order across shards (one hop when they share a shard).
+async fn pop_first(cx: &ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) -> Popped {
+    let threads = cx.threads();
+    let shards: Vec<usize> = keys.iter().map(|k| shard_of(k, threads)).collect();
+    let mut i = 0;
+    while i < keys.len() {
+        // A run of consecutive keys on the same shard goes in one hop.
+        let mut j = i + 1;
+        while j < keys.len() && shards[j] == shards[i] {
+            j += 1;
+        }
+        let run: Vec<Vec<u8>> = keys[i..j].to_vec();
+        let r = on_shard(cx, shards[i], move |c| {
+            let now = c.now;
+            try_pop_keys(c.db(), &run, max, count, now)
+        })
+        .await;
+        if !matches!(r, Popped::None) {
+            return r;
+        }
+        i = j;
+    }
+    Popped::None
+}
+
+fn mpop_reply(r: &mut Reply, key: &[u8], items: &[(Vec<u8>, f64)]) {
+    r.array(2);
+    r.bulk(key);
+    nested_pairs(r, items);
+}
+
+fn bzpop_reply(r: &mut Reply, key: &[u8], items: &[(Vec<u8>, f64)]) {
+    match items.first() {
+        Some((m, s)) => {
+            r.array(3);
+            r.bulk(key);
+            r.bulk(m);
+            r.double(*s);
+        }
+        None => r.null_array(),
+    }
+}
+
+fn zmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let a = match parse_mpop(args, 1) {
+            Ok(a) => a,
+            Err(e) => return cx.reply.error(e),
+        };
+        match pop_first(cx, &a.keys, a.max, a.count).await {
+            Popped::None => cx.reply.null_array(),
+            Popped::WrongType => cx.reply.error(ERR_WRONGTYPE),
+            Popped::Got(k, items) => mpop_reply(&mut cx.reply, &k, &items),
+        }
+    })
+}
+
+/// Redis `getTimeoutFromObjectOrReply` (seconds): Ok(None) = block forever.
+fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
+    let Some(secs) = parse_f64(a).or_else(|| {
+        // strtold accepts values beyond the double range; they end up out of range below.
+        let s = std::str::from_utf8(a).ok()?;
+        let v: f64 = s.parse().ok()?;
+        (!v.is_nan() && a.first().is_some_and(|c| !c.is_ascii_whitespace())).then_some(v)
+    }) else {
+        return Err("ERR timeout is not a float or out of range");
+    };
+    let ms = (secs * 1000.0).ceil();
+    // (long long) of an out-of-range value is LLONG_MIN on x86-64.
+    let ms = if ms.is_finite() && ms < 9.2e18 && ms > -9.2e18 {
+        ms as i64
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err("ERR timeout is negative");
+    }
+    Ok((ms > 0).then(|| Duration::from_millis(ms as u64)))
+}
+
+/// Blocked-client side of BZPOPMIN/BZPOPMAX/BZMPOP.
+struct ZPopServe {
+    ver: RespVersion,
+    max: bool,
+    count: u64,
+    mpop: bool,
+}
+
+impl Serve for ZPopServe {
+    fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool {
+        db.get(key, now)
+            .and_then(|v| v.as_zset())
+            .is_some_and(|z| !z.is_empty())
+    }
+    fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8> {
+        let mut r = Reply::new(self.ver);
+        match pop_from(db, key, self.max, self.count, now) {
+            Ok(Some(items)) if !items.is_empty() => {
+                if self.mpop {
+                    mpop_reply(&mut r, key, &items)
+                } else {
+                    bzpop_reply(&mut r, key, &items)
+                }
+            }
+            _ => r.null_array(),
+        }
+        r.take()
+    }
+}
+
+/// True while EXEC runs the queued commands (blocking commands must not block there).
+fn in_exec(cx: &ConnCtx) -> bool {
+    cx.client.info.borrow().multi >= 0
+}
+
+async fn block_generic(
+    cx: &mut ConnCtx,
+    keys: Vec<Vec<u8>>,
+    max: bool,
+    count: u64,
+    mpop: bool,
+    timeout: Option<Duration>,
+) {
+    match pop_first(cx, &keys, max, count).await {
+        Popped::WrongType => return cx.reply.error(ERR_WRONGTYPE),
+        Popped::Got(k, items) => {
+            if mpop {
+                mpop_reply(&mut cx.reply, &k, &items)
+            } else {
+                bzpop_reply(&mut cx.reply, &k, &items)
+            }
+            return;
+        }
+        Popped::None => {}
+    }
+    if in_exec(cx) {
+        return cx.reply.null_array();
+    }
+    // Blocking must not hold the key locks of this command's own transaction.
+    cx.tx_end();
+    let serve = Arc::new(ZPopServe {
+        ver: cx.reply.ver,
+        max,
+        count,
+        mpop,
+    });
+    let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    match super::blocking::serve_or_block(cx, &refs, serve, timeout).await {
+        Some(bytes) => cx.reply.raw(&bytes),
+        None => cx.reply.null_array(),
+    }
+}
+
+fn bzpop_generic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]], max: bool) -> BoxFut<'a> {
+    Box::pin(async move {
+        let timeout = match parse_timeout(args[args.len() - 1]) {
+            Ok(t) => t,
+            Err(e) => return cx.reply.error(e),
+        };
+        let keys: Vec<Vec<u8>> = args[1..args.len() - 1].iter().map(|k| k.to_vec()).collect();
+        block_generic(cx, keys, max, 1, false, timeout).await
+    })
+}
+
+fn bzpopmin<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    bzpop_generic(cx, args, false)
+}
+
+fn bzpopmax<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    bzpop_generic(cx, args, true)
+}
+
+fn bzmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let a = match parse_mpop(args, 2) {
+            Ok(a) => a,
+            Err(e) => return cx.reply.error(e),
+        };
+        let timeout = match parse_timeout(args[1]) {
+            Ok(t) => t,
+            Err(e) => return cx.reply.error(e),
+        };
+        block_generic(cx, a.keys, a.max, a.count, true, timeout).await
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZRANDMEMBER
+
+fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    if args.len() > 4 {
+        return cx.reply.error(ERR_SYNTAX);
+    }
+    let mut withscores = false;
+    let mut count = None;
+    if args.len() >= 3 {
+        let Some(c) = parse_i64(args[2]) else {
+            return cx.reply.error(ERR_NOT_INT);
+        };
+        if c == i64::MIN {
+            return cx.reply.error(
+                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+            );
+        }
+        if args.len() == 4 {
+            if !eq_ic(args[3], "withscores") {
+                return cx.reply.error(ERR_SYNTAX);
+            }
+            if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&c) {
+                return cx.reply.error("ERR value is out of range");
+            }
+            withscores = true;
+        }
+        count = Some(c);
+    }
+    let now = cx.now;
+    let mut seed = cx.shard.rand() | 1;
+    let mut rnd = move |n: usize| -> usize {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let reply = &mut *cx.reply;
+    let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
+        Err(()) => return reply.error(ERR_WRONGTYPE),
+        Ok(None) => {
+            return if count.is_some() {
+                reply.empty_array()
+            } else {
+                reply.null()
+            }
+        }
+        Ok(Some(z)) => z,
+    };
+    let len = z.len();
+    let Some(c) = count else {
+        match z.at(rnd(len)) {
+            Some((m, _)) => reply.bulk(&m),
+            None => reply.null(),
+        }
+        return;
+    };
+    if c == 0 {
+        return reply.empty_array();
+    }
+    if c < 0 {
+        // Repetitions allowed: stream the picks.
+        let n = c.unsigned_abs() as usize;
+        pairs_header(reply, n, withscores);
+        for _ in 0..n {
+            if let Some((m, s)) = z.at(rnd(len)) {
+                pair(reply, &m, s, withscores);
+            }
+        }
+        return;
+    }
+    let c = c as usize;
+    if c >= len {
+        pairs_header(reply, len, withscores);
+        z.range(0, len, false, |m, s| pair(reply, m, s, withscores));
+        return;
+    }
+    // Distinct picks.
+    let picks: Vec<usize> = if c * 3 > len {
+        let mut idx: Vec<usize> = (0..len).collect();
+        for i in 0..c {
+            let j = i + rnd(len - i);
+            idx.swap(i, j);
+        }
+        idx.truncate(c);
+        idx
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(c);
+        let mut v = Vec::with_capacity(c);
+        while v.len() < c {
+            let r = rnd(len);
+            if seen.insert(r) {
+                v.push(r);
+            }
+        }
+        v
+    };
+    pairs_header(reply, c, withscores);
+    for r in picks {
+        if let Some((m, s)) = z.at(r) {
+            pair(reply, &m, s, withscores);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZSCAN
+
+/// Redis `parseScanCursorOrReply` (strtoul).
+fn parse_cursor(a: &[u8]) -> Option<u64> {
+    if a.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match a[0] {
+        b'-' => (true, &a[1..]),
+        b'+' => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// How a listpack keeps a score (integral values as integers), as ZSCAN prints it.
+fn packed_score_text(s: f64) -> String {
+    let half = (i64::MAX / 2) as f64;
+    if s.fract() == 0.0 && s >= -half && s <= half {
+        (s as i64).to_string()
+    } else {
+        fmt_g17(s)
+    }
+}
+
+fn zscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let Some(cursor) = parse_cursor(args[2]) else {
+        return cx.reply.error("ERR invalid cursor");
+    };
+    let now = cx.now;
+    let reply = &mut *cx.reply;
+    let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
+        Err(()) => return reply.error(ERR_WRONGTYPE),
+        Ok(None) => {
+            reply.array(2);
+            reply.bulk(b"0");
+            reply.empty_array();
+            return;
+        }
+        Ok(Some(z)) => z,
+    };
+    let mut count = 10usize;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let left = args.len() - i;
+        if eq_ic(args[i], "count") && left >= 2 {
+            let Some(n) = parse_i64(args[i + 1]) else {
+                return reply.error(ERR_NOT_INT);
+            };
+            if n < 1 {
+                return reply.error(ERR_SYNTAX);
+            }
+            count = n.min(1 << 30) as usize;
+        } else if eq_ic(args[i], "match") && left >= 2 {
+            pattern = (args[i + 1] != b"*").then_some(args[i + 1]);
+        } else {
+            return reply.error(ERR_SYNTAX);
+        }
+        i += 2;
+    }
+    let pack = z.is_pack();
+    let mut out: Vec<(Vec<u8>, String)> = Vec::new();
+    let next = z.scan(cursor, count, |m, s| {
+        if pattern.is_none_or(|p| crate::config::glob::matches(p, m, false)) {
+            let t = if pack {
+                packed_score_text(s)
+            } else {
+                fmt_g17(s)
+            };
+            out.push((m.to_vec(), t));
+        }
+    });
+    reply.array(2);
+    reply.bulk(next.to_string().as_bytes());
+    reply.array(out.len() * 2);
+    for (m, t) in &out {
+        reply.bulk(m);
+        reply.bulk(t.as_bytes());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ZUNION / ZINTER / ZDIFF (+STORE), ZINTERCARD
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Agg {
+    Sum,
+    Min,
+    Max,
+}
+
+/// A source read from a shard.
+enum Src {
+    Z(Vec<(Vec<u8>, f64)>),
+    S(Vec<Vec<u8>>),
+}
+
+impl Src {
+    fn len(&self) -> usize {
+        match self {
+            Src::Z(v) => v.len(),
+            Src::S(v) => v.len(),
+        }
+    }
+    fn items(&self) -> Box<dyn Iterator<Item = (&[u8], f64)> + '_> {
+        match self {
+            Src::Z(v) => Box::new(v.iter().map(|(m, s)| (&m[..], *s))),
+            Src::S(v) => Box::new(v.iter().map(|m| (&m[..], 1.0))),
+        }
+    }
+}
+
+/// Members of a set source (score 1). MERGE NOTE: this branch has the placeholder set type
+/// (no members can exist); with the set family merged the body is `s.to_vecs()`.
+fn set_members(s: &crate::types::set::Set) -> Vec<Vec<u8>> {
+    s.to_vecs()
+}
+
+/// Reads a source key. Err = neither a zset nor a set.
+fn read_src(db: &mut Db, key: &[u8], now: u64) -> Result<Option<Src>, ()> {
+    match db.get_read(key, now).map(|v| v.view()) {
+        None => Ok(None),
+        Some(ValueRef::ZSet(z)) => {
+            let mut v = Vec::with_capacity(z.len());
+            z.range(0, usize::MAX, false, |m, s| v.push((m.to_vec(), s)));
+            Ok(Some(Src::Z(v)))
+        }
+        Some(ValueRef::Set(s)) => Ok(Some(Src::S(set_members(s)))),
+        Some(_) => Err(()),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct SetOpts {
+    weights: Vec<f64>,
+    agg: Agg,
+    withscores: bool,
+    limit: u64,
+}
+
+/// Options after the keys (parsed up front; their errors are reported after WRONGTYPE, as in
+/// Redis where the keys are looked up first).
+fn parse_setopts(
+    args: &[&[u8]],
+    mut j: usize,
+    n: usize,
+    op: SetOp,
+    store: bool,
+    card: bool,
+) -> Result<SetOpts, String> {
+    let mut o = SetOpts {
+        weights: vec![1.0; n],
+        agg: Agg::Sum,
+        withscores: false,
+        limit: 0,
+    };
+    while j < args.len() {
+        let remaining = args.len() - j;
+        let a = args[j];
+        if op != SetOp::Diff && !card && remaining > n && eq_ic(a, "weights") {
+            j += 1;
+            for i in 0..n {
+                match parse_f64(args[j]) {
+                    Some(w) => o.weights[i] = w,
+                    None => return Err("ERR weight value is not a float".into()),
+                }
+                j += 1;
+            }
+        } else if op != SetOp::Diff && !card && remaining >= 2 && eq_ic(a, "aggregate") {
+            let v = args[j + 1];
+            o.agg = if eq_ic(v, "sum") {
+                Agg::Sum
+            } else if eq_ic(v, "min") {
+                Agg::Min
+            } else if eq_ic(v, "max") {
+                Agg::Max
+            } else {
+                return Err(ERR_SYNTAX.into());
+            };
+            j += 2;
+        } else if !store && !card && eq_ic(a, "withscores") {
+            o.withscores = true;
+            j += 1;
+        } else if card && remaining >= 2 && eq_ic(a, "limit") {
+            match parse_i64(args[j + 1]) {
+                Some(l) if l >= 0 => o.limit = l as u64,
+                _ => return Err("ERR LIMIT can't be negative".into()),
+            }
+            j += 2;
+        } else {
+            return Err(ERR_SYNTAX.into());
+        }
+    }
+    Ok(o)
+}
+
+#[inline]
+fn agg(a: Agg, t: &mut f64, v: f64) {
+    match a {
+        Agg::Sum => {
+            *t += v;
+            if t.is_nan() {
+                *t = 0.0;
+            }
+        }
+        Agg::Min => {
+            if v < *t {
+                *t = v
+            }
+        }
+        Agg::Max => {
+            if v > *t {
+                *t = v
+            }
+        }
+    }
+}
+
+#[inline]
+fn weighted(w: f64, s: f64) -> f64 {
+    let v = w * s;
+    if v.is_nan() {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// Computes the result, sorted by (score, member); for ZINTERCARD only the count matters.
+fn compute(
+    op: SetOp,
+    srcs: &[Option<Src>],
+    o: &SetOpts,
+    card: bool,
+) -> (Vec<(Vec<u8>, f64)>, usize) {
+    let mut order: Vec<usize> = (0..srcs.len()).collect();
+    let size = |i: &usize| srcs[*i].as_ref().map_or(0, |s| s.len());
+    let mut out: Vec<(Vec<u8>, f64)> = Vec::new();
+    match op {
+        SetOp::Union => {
+            order.sort_by_key(size);
+            let mut acc: HashMap<&[u8], f64> = HashMap::new();
+            let mut seq: Vec<&[u8]> = Vec::new();
+            for &i in &order {
+                let Some(s) = &srcs[i] else { continue };
+                for (m, sc) in s.items() {
+                    let v = weighted(o.weights[i], sc);
+                    match acc.get_mut(m) {
+                        Some(t) => agg(o.agg, t, v),
+                        None => {
+                            acc.insert(m, v);
+                            seq.push(m);
+                        }
+                    }
+                }
+            }
+            out = seq.into_iter().map(|m| (m.to_vec(), acc[m])).collect();
+        }
+        SetOp::Inter => {
+            order.sort_by_key(size);
+            if order.iter().any(|i| size(i) == 0) {
+                return (out, 0);
+            }
+            let maps: Vec<HashMap<&[u8], f64>> = order[1..]
+                .iter()
+                .map(|&i| {
+                    srcs[i]
+                        .as_ref()
+                        .map_or_else(HashMap::new, |s| s.items().collect())
+                })
+                .collect();
+            let first = order[0];
+            let mut n = 0usize;
+            if let Some(s) = &srcs[first] {
+                'outer: for (m, sc) in s.items() {
+                    let mut t = weighted(o.weights[first], sc);
+                    for (k, map) in maps.iter().enumerate() {
+                        match map.get(m) {
+                            // Redis maps NaN to 0 only for the first source here.
+                            Some(&v) => agg(o.agg, &mut t, v * o.weights[order[k + 1]]),
+                            None => continue 'outer,
+                        }
+                    }
+                    n += 1;
+                    if card {
+                        if o.limit > 0 && n as u64 >= o.limit {
+                            break;
+                        }
+                        continue;
+                    }
+                    out.push((m.to_vec(), t));
+                }
+            }
+            if card {
+                return (out, n);
+            }
+        }
+        SetOp::Diff => {
+            let Some(Some(base)) = srcs.first() else {
+                return (out, 0);
+            };
+            let others: Vec<HashMap<&[u8], f64>> = srcs[1..]
+                .iter()
+                .flatten()
+                .map(|s| s.items().collect())
+                .collect();
+            for (m, sc) in base.items() {
+                if !others.iter().any(|o| o.contains_key(m)) {
+                    out.push((m.to_vec(), sc));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| cmp_entry(a.1, &a.0, b.1, &b.0));
+    let n = out.len();
+    (out, n)
+}
+
+/// What a set-op command does with its result.
+enum SetOpResult {
+    WrongType,
+    Err(String),
+    Items(Vec<(Vec<u8>, f64)>, bool),
+    Count(usize),
+}
+
+fn setop_finish(
+    op: SetOp,
+    srcs: Result<Vec<Option<Src>>, ()>,
+    opts: &Result<SetOpts, String>,
+    card: bool,
+) -> Result<(Items, usize, bool), SetOpResult> {
+    let Ok(srcs) = srcs else {
+        return Err(SetOpResult::WrongType);
+    };
+    let o = match opts {
+        Ok(o) => o,
+        Err(e) => return Err(SetOpResult::Err(e.clone())),
+    };
+    let (items, n) = compute(op, &srcs, o, card);
+    Ok((items, n, o.withscores))
+}
+
+async fn setop_generic(cx: &mut ConnCtx, args: &[&[u8]], op: SetOp, store: bool, card: bool) {
+    let nk_idx = if store { 2 } else { 1 };
+    let Some(numkeys) = parse_i64(args[nk_idx]) else {
+        return cx.reply.error(ERR_NOT_INT);
+    };
+    if numkeys < 1 {
+        let msg = format!(
+            "ERR at least 1 input key is needed for '{}' command",
+            cx.cmd_name
+        );
+        return cx.reply.error(&msg);
+    }
+    if numkeys as u64 > (args.len() - nk_idx - 1) as u64 {
+        return cx.reply.error(ERR_SYNTAX);
+    }
+    let n = numkeys as usize;
+    let first = nk_idx + 1;
+    let opts = parse_setopts(args, first + n, n, op, store, card);
+    let lim = limits_of(cx.shared());
+    let threads = cx.threads();
+    let keys: Vec<Vec<u8>> = args[first..first + n].iter().map(|k| k.to_vec()).collect();
+    let dst: Option<Vec<u8>> = store.then(|| args[1].to_vec());
+    let shard0 = shard_of(&keys[0], threads);
+    let one_shard = keys.iter().all(|k| shard_of(k, threads) == shard0)
+        && dst.as_ref().is_none_or(|d| shard_of(d, threads) == shard0);
+    let res: SetOpResult = if one_shard {
+        on_shard(cx, shard0, move |c| {
+            let now = c.now;
+            let db = c.db();
+            let srcs: Result<Vec<Option<Src>>, ()> =
+                keys.iter().map(|k| read_src(db, k, now)).collect();
+            match setop_finish(op, srcs, &opts, card) {
+                Err(r) => r,
+                Ok((items, cnt, ws)) => {
+                    if let Some(d) = &dst {
+                        store_sorted(db, d, &items, &lim, now);
+                        SetOpResult::Count(items.len())
+                    } else if card {
+                        SetOpResult::Count(cnt)
+                    } else {
+                        SetOpResult::Items(items, ws)
+                    }
+                }
+            }
+        })
+        .await
+    } else {
+        let parts = fan_out(cx, &args[..first + n], first, 1, |c, ks| {
+            let now = c.now;
+            let db = c.db();
+            ks.iter()
+                .map(|k| read_src(db, k, now))
+                .collect::<Vec<Result<Option<Src>, ()>>>()
+        })
+        .await;
+        let mut slots: Vec<Option<Result<Option<Src>, ()>>> = (0..n).map(|_| None).collect();
+        for p in parts {
+            for (g, r) in p.groups.into_iter().zip(p.result) {
+                slots[g] = Some(r);
+            }
+        }
+        let srcs: Result<Vec<Option<Src>>, ()> =
+            slots.into_iter().map(|s| s.unwrap_or(Ok(None))).collect();
+        match setop_finish(op, srcs, &opts, card) {
+            Err(r) => r,
+            Ok((items, cnt, ws)) => {
+                if let Some(d) = dst {
+                    let len = items.len();
+                    let ds = shard_of(&d, threads);
+                    on_shard(cx, ds, move |c| {
+                        let now = c.now;
+                        store_sorted(c.db(), &d, &items, &lim, now);
+                    })
+                    .await;
+                    SetOpResult::Count(len)
+                } else if card {
+                    SetOpResult::Count(cnt)
+                } else {
+                    SetOpResult::Items(items, ws)
+                }
+            }
+        }
+    };
+    let r = &mut cx.reply;
+    match res {
+        SetOpResult::WrongType => r.error(ERR_WRONGTYPE),
+        SetOpResult::Err(e) => r.error(&e),
+        SetOpResult::Count(n) => r.int(n as i64),
+        SetOpResult::Items(items, ws) => {
+            pairs_header(r, items.len(), ws);
+            for (m, s) in &items {
+                pair(r, m, *s, ws);
+            }
+        }
+    }
+}
+
+fn zunion<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Union, false, false))
+}
+fn zinter<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Inter, false, false))
+}
+fn zdiff<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Diff, false, false))
+}
+fn zintercard<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Inter, false, true))
+}
+fn zunionstore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Union, true, false))
+}
+fn zinterstore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Inter, true, false))
+}
+fn zdiffstore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(setop_generic(cx, args, SetOp::Diff, true, false))
+}
