@@ -30,7 +30,7 @@ THREADS="${REDIS_SUITE_THREADS:-2}"
 UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
 DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
     unit/type/hash unit/type/set unit/type/zset unit/sort unit/expire unit/keyspace unit/bitops
-    unit/protocol unit/auth unit/info-command unit/quit unit/multi)
+    unit/protocol unit/auth unit/info-command unit/quit unit/multi unit/scan)
 
 UPDATE=0
 SERVER=damselfly
