@@ -86,34 +86,62 @@ zr = [["ZADD", "zs"] + [x for i in range(s, s + 100) for x in (str(i), f"member:
 write("zrange-setup", zr)
 EOF
 
-declare -A RPS MEM
+declare -A RPS MEM CPUNS PORT PID
 KINDS="list hash set intset zset"
-for name in damselfly redis; do
-  if [ "$THROUGHPUT" = 1 ]; then
-    port=$(free_port); pid=$(start_server $name "$port"); wait_up "$port"
-    for P in 1 30; do
-      for t in lpush lpop sadd hset zadd; do
-        rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t $t -n "$N" -r 100000 -c 50 -P "$P" --csv 2>/dev/null \
-              | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
-        RPS[$name,$t,$P]=$rps
+TESTS="lpush lpop sadd hset zadd zrange"
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+TCK=$(getconf CLK_TCK)
+median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+if [ "$THROUGHPUT" = 1 ]; then
+  # Both servers stay up (both pinned to the server CPU; only one is loaded at a time) and every
+  # test alternates between them for $ROUNDS rounds: P=1 runs are within a few percent of each
+  # other and drift with the machine, so the median of interleaved rounds is what is compared.
+  ROUNDS=${ROUNDS:-3}
+  for name in damselfly redis; do
+    PORT[$name]=$(free_port); PID[$name]=$(start_server $name "${PORT[$name]}"); wait_up "${PORT[$name]}"
+    redis-cli -p "${PORT[$name]}" --pipe < "$TMP/zrange-setup" >/dev/null 2>&1 || true
+  done
+  for P in 1 30; do
+    for t in $TESTS; do
+      declare -A R=() C=()
+      for round in $(seq 1 "$ROUNDS"); do
+        for name in damselfly redis; do
+          port=${PORT[$name]}; pid=${PID[$name]}
+          c0=$(cpu_ticks "$pid")
+          if [ "$t" = zrange ]; then
+            out=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -n "$N" -c 50 -P "$P" --csv ZRANGE zs 0 9 2>/dev/null)
+          else
+            out=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t $t -n "$N" -r 100000 -c 50 -P "$P" --csv 2>/dev/null)
+          fi
+          c1=$(cpu_ticks "$pid")
+          R[$name]="${R[$name]:-} $(echo "$out" | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)"
+          C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))")"
+        done
       done
-      redis-cli -p "$port" --pipe < "$TMP/zrange-setup" >/dev/null 2>&1 || true
-      rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -n "$N" -c 50 -P "$P" --csv ZRANGE zs 0 9 2>/dev/null \
-            | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
-      RPS[$name,zrange,$P]=$rps
+      for name in damselfly redis; do
+        # shellcheck disable=SC2086
+        RPS[$name,$t,$P]=$(median ${R[$name]})
+        # shellcheck disable=SC2086
+        CPUNS[$name,$t,$P]=$(median ${C[$name]})
+      done
+      unset R C
     done
-    kill "$pid"; wait "$pid" 2>/dev/null || true
-  fi
+  done
+  for name in damselfly redis; do kill "${PID[$name]}"; wait "${PID[$name]}" 2>/dev/null || true; done
+fi
+used_memory() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/{print $2+0}'; }
+for name in damselfly redis; do
   for size in big small; do
     for kind in $KINDS; do
       port=$(free_port); pid=$(start_server $name "$port"); wait_up "$port"
-      r0=$(rss_kb "$pid")
+      r0=$(rss_kb "$pid"); u0=$(used_memory "$port")
       redis-cli -p "$port" --pipe < "$TMP/$size-$kind" >/dev/null 2>&1 || true
       sleep 0.5
-      r1=$(rss_kb "$pid")
+      r1=$(rss_kb "$pid"); u1=$(used_memory "$port")
       enc=$(redis-cli -p "$port" object encoding "$( [ $size = big ] && echo big || echo s:0 )")
       elems=$([ $size = big ] && echo "$BIG" || echo $((SMALL * 10)))
-      MEM[$name,$size,$kind]=$(python3 -c "print(round(($r1-$r0)*1024/$elems,1))")
+      MEM[$name,$size,$kind]=$(python3 -c "print(round(($u1-$u0)/$elems,1))")
+      MEM[$name,$size,$kind,rss]=$(python3 -c "print(round(($r1-$r0)*1024/$elems,1))")
       MEM[$name,$size,$kind,enc]=$enc
       kill "$pid"; wait "$pid" 2>/dev/null || true
     done
@@ -128,20 +156,24 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
   echo "Machine: $(nproc) cores, $(uname -r)."
   if [ "$THROUGHPUT" = 1 ]; then
     echo
-    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio |"
-    echo "|---|---|---|---|---|"
-    for P in 1 30; do for t in lpush lpop sadd hset zadd zrange; do
+    echo "Median of $ROUNDS interleaved rounds per cell; CPU = server CPU time per request from /proc/PID/stat."
+    echo
+    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |"
+    echo "|---|---|---|---|---|---|---|"
+    for P in 1 30; do for t in $TESTS; do
       label=${t^^}; [ $t = zrange ] && label="ZRANGE zs 0 9 (1000 members)"
-      echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") |"
+      echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") | ${CPUNS[damselfly,$t,$P]} | ${CPUNS[redis,$t,$P]} |"
     done; done
   fi
   echo
-  echo "Memory: RSS growth per element after loading with \`redis-cli --pipe\` (encoding as OBJECT ENCODING reports it: damselfly / redis)."
+  echo "Memory: growth of INFO used_memory (jemalloc allocated bytes, on both servers) per element after"
+  echo "loading with \`redis-cli --pipe\`; RSS growth per element alongside (allocator page retention"
+  echo "makes it noisier). Encoding as OBJECT ENCODING reports it: damselfly / redis."
   echo
-  echo "| collection | damselfly B/elem | redis-server B/elem | ratio | encoding |"
-  echo "|---|---|---|---|---|"
+  echo "| collection | damselfly B/elem | redis-server B/elem | ratio | damselfly RSS B/elem | redis RSS B/elem | encoding |"
+  echo "|---|---|---|---|---|---|---|"
   for size in big small; do for kind in $KINDS; do
     label="$kind, $([ $size = big ] && echo "1 key x $BIG elements" || echo "$SMALL keys x 10 elements")"
-    echo "| $label | ${MEM[damselfly,$size,$kind]} | ${MEM[redis,$size,$kind]} | $(ratio "${MEM[damselfly,$size,$kind]}" "${MEM[redis,$size,$kind]}") | ${MEM[damselfly,$size,$kind,enc]} / ${MEM[redis,$size,$kind,enc]} |"
+    echo "| $label | ${MEM[damselfly,$size,$kind]} | ${MEM[redis,$size,$kind]} | $(ratio "${MEM[damselfly,$size,$kind]}" "${MEM[redis,$size,$kind]}") | ${MEM[damselfly,$size,$kind,rss]} | ${MEM[redis,$size,$kind,rss]} | ${MEM[damselfly,$size,$kind,enc]} / ${MEM[redis,$size,$kind,enc]} |"
   done; done
 } | tee ${OUT:+"$OUT"}

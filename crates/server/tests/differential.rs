@@ -1163,3 +1163,212 @@ fn generator_is_deterministic() {
     assert_eq!(gen(7), gen(7));
     assert_ne!(gen(7), gen(8));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Blocking interleavings: a second connection blocks (BLPOP, BLMOVE, BZPOPMIN, BLMPOP...) while
+// the first runs random list / sorted-set / transaction commands and sometimes CLIENT UNBLOCKs
+// it. After every command the blocked connection is polled on both servers: redis-server serves
+// a blocked client before it answers the command that woke it, so whether (and with what) the
+// blocked client was served must match step by step.
+
+/// A blocking command with timeout 0 (forever) over the pool keys.
+fn g_blocking(g: &mut G) -> Vec<Vec<u8>> {
+    let side = |g: &mut G, a: &str, b: &str| if g.chance(50) { a.into() } else { b.into() };
+    let keys = |g: &mut G| g.keys(1, 3);
+    let mpop = |g: &mut G, name: &str, ends: (&str, &str)| {
+        let ks = keys(g);
+        let mut a = vec![b(name), b("0"), ks.len().to_string().into_bytes()];
+        a.extend(ks);
+        a.push(side(g, ends.0, ends.1));
+        if g.chance(40) {
+            a.push(b("COUNT"));
+            a.push(g.range(1, 4).to_string().into_bytes());
+        }
+        a
+    };
+    match g.below(8) {
+        0 => cmd("BLPOP", [keys(g), vec![b("0")]].concat()),
+        1 => cmd("BRPOP", [keys(g), vec![b("0")]].concat()),
+        2 => {
+            let (s, d) = (g.key(), g.key());
+            let (x, y) = (side(g, "LEFT", "RIGHT"), side(g, "LEFT", "RIGHT"));
+            cmd("BLMOVE", vec![s, d, x, y, b("0")])
+        }
+        3 => cmd("BRPOPLPUSH", vec![g.key(), g.key(), b("0")]),
+        4 => mpop(g, "BLMPOP", ("LEFT", "RIGHT")),
+        5 => cmd("BZPOPMIN", [keys(g), vec![b("0")]].concat()),
+        6 => cmd("BZPOPMAX", [keys(g), vec![b("0")]].concat()),
+        _ => mpop(g, "BZMPOP", ("MIN", "MAX")),
+    }
+}
+
+/// One reply if it arrives within `wait`.
+fn poll(c: &mut RawConn, wait: std::time::Duration) -> Option<Result<Resp, String>> {
+    let _ = c.stream.set_read_timeout(Some(wait));
+    let r = c.try_read();
+    let _ = c
+        .stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    match r {
+        Err(e) if e.contains("read failed") => None,
+        other => Some(other),
+    }
+}
+
+#[test]
+fn differential_blocking_interleavings() {
+    use std::time::Duration;
+    let wanted = |s: &&Spec| {
+        let blocking =
+            s.name.starts_with("bl") || s.name.starts_with("br") || s.name.starts_with("bz");
+        s.default && !blocking
+    };
+    let specs: Vec<&Spec> = list::SPECS
+        .iter()
+        .chain(zset::SPECS)
+        .filter(wanted)
+        .chain(
+            SPECS
+                .iter()
+                .filter(|s| ["del", "multi", "exec", "rename"].contains(&s.name)),
+        )
+        .collect();
+    let total: u64 = specs.iter().map(|s| s.weight as u64).sum();
+    let seeds = env_u64("DIFF_BLOCK_SEEDS", 6);
+    let steps = env_u64("DIFF_BLOCK_STEPS", 300) as usize;
+    let threads = env_u64("DIFF_THREADS", 4);
+    let quiet = Duration::from_millis(20);
+    for seed in 1..=seeds {
+        let mut pair = start_pair(threads);
+        let (mut rb, mut db) = (pair.redis.raw_conn(), pair.dfly.raw_conn());
+        let id = |c: &mut RawConn| match c.cmd(&["CLIENT", "ID"]) {
+            Resp::Int(i) => i.to_string(),
+            other => panic!("CLIENT ID: {other:?}"),
+        };
+        let (rid, did) = (id(&mut rb), id(&mut db));
+        let mut g = G::new(seed * 7919, 1_700_000_000);
+        let mut blocked: Option<String> = None;
+        let mut log: Vec<String> = Vec::new();
+        // Norms of the commands queued since MULTI, for comparing EXEC's array.
+        let mut queued: Vec<Norm> = Vec::new();
+        let fail = |log: &[String], what: String| -> ! {
+            let n = env_u64("DIFF_BLOCK_CTX", 20) as usize;
+            let ctx = &log[log.len().saturating_sub(n)..];
+            panic!(
+                "blocking differential, seed {seed}: {what}\n---- history ----\n{}\nreproduce: DIFF_BLOCK_SEEDS={seed} cargo test -p damselfly --test differential differential_blocking -- --nocapture",
+                ctx.join("\n")
+            )
+        };
+        // Both blocked connections: served now (and equally), or both still waiting.
+        let check_b = |rb: &mut RawConn,
+                       db: &mut RawConn,
+                       blocked: &mut Option<String>,
+                       log: &mut Vec<String>| {
+            let Some(b_cmd) = blocked.clone() else {
+                return;
+            };
+            match poll(rb, quiet) {
+                Some(r) => {
+                    let d = poll(db, Duration::from_secs(3));
+                    let same = matches!((&r, &d), (Ok(x), Some(Ok(y))) if x == y);
+                    if !same {
+                        fail(log, format!("served {b_cmd}: redis {r:?}, damselfly {d:?}"));
+                    }
+                    log.push(format!("   [blocked {b_cmd} served: {r:?}]"));
+                    *blocked = None;
+                }
+                None => {
+                    if let Some(d) = poll(db, quiet) {
+                        fail(
+                            log,
+                            format!("{b_cmd}: damselfly served {d:?}, redis still blocked"),
+                        );
+                    }
+                }
+            }
+        };
+        for step in 0..steps {
+            if blocked.is_none() && g.chance(35) {
+                let a = g_blocking(&mut g);
+                rb.send(&a);
+                db.send(&a);
+                blocked = Some(fmt_cmd(&a));
+                log.push(format!("#{step} B: {}", fmt_cmd(&a)));
+                check_b(&mut rb, &mut db, &mut blocked, &mut log);
+                continue;
+            }
+            if blocked.is_some() && g.chance(4) {
+                let how: &[&str] = match g.below(3) {
+                    0 => &[],
+                    1 => &["TIMEOUT"],
+                    _ => &["ERROR"],
+                };
+                let ra: Vec<&str> = [&["CLIENT", "UNBLOCK", rid.as_str()][..], how].concat();
+                let da: Vec<&str> = [&["CLIENT", "UNBLOCK", did.as_str()][..], how].concat();
+                let (r, d) = (pair.rc.cmd(&ra), pair.dc.cmd(&da));
+                if matches!(&r, Resp::Simple(x) if x == b"QUEUED") {
+                    queued.push(Norm::Exact);
+                }
+                log.push(format!(
+                    "#{step} A: CLIENT UNBLOCK <id> {} -> {r}",
+                    how.join(" ")
+                ));
+                if r != d {
+                    fail(&log, format!("CLIENT UNBLOCK: redis {r}, damselfly {d}"));
+                }
+                check_b(&mut rb, &mut db, &mut blocked, &mut log);
+                continue;
+            }
+            let mut pick = g.below(total);
+            let mut spec = specs[0];
+            for s in &specs {
+                if pick < s.weight as u64 {
+                    spec = s;
+                    break;
+                }
+                pick -= s.weight as u64;
+            }
+            let a = (spec.gen)(&mut g);
+            let (r, d) = (pair.rc.cmd(&a), pair.dc.cmd(&a));
+            log.push(format!("#{step} A: {} -> {r}", fmt_cmd(&a)));
+            let is = |n: &[u8]| a[0].eq_ignore_ascii_case(n);
+            let norm = if is(b"exec") { Norm::Exec } else { spec.norm };
+            let ok = norm_eq(norm, &r, &d, &queued);
+            if matches!(&r, Resp::Simple(x) if x == b"QUEUED") {
+                queued.push(spec.norm);
+            } else if is(b"exec")
+                || is(b"discard")
+                || (is(b"multi") && r == Resp::Simple(b"OK".to_vec()))
+            {
+                queued.clear();
+            }
+            if !ok {
+                fail(
+                    &log,
+                    format!("A: {}: redis {r}, damselfly {d}", fmt_cmd(&a)),
+                );
+            }
+            check_b(&mut rb, &mut db, &mut blocked, &mut log);
+        }
+        // Leave nothing blocked: unblock B on both sides and compare the final lists/zsets.
+        if blocked.is_some() {
+            pair.rc.cmd(&["CLIENT", "UNBLOCK", rid.as_str()]);
+            pair.dc.cmd(&["CLIENT", "UNBLOCK", did.as_str()]);
+            check_b(&mut rb, &mut db, &mut blocked, &mut log);
+        }
+        pair.rc.cmd(&["DISCARD"]);
+        pair.dc.cmd(&["DISCARD"]);
+        for k in KEYS {
+            for c in [
+                vec!["LRANGE", k, "0", "-1"],
+                vec!["ZRANGE", k, "0", "-1", "WITHSCORES"],
+                vec!["TYPE", k],
+            ] {
+                let (r, d) = (pair.rc.cmd(&c), pair.dc.cmd(&c));
+                if r != d {
+                    fail(&log, format!("final {c:?}: redis {r}, damselfly {d}"));
+                }
+            }
+        }
+    }
+}

@@ -120,11 +120,20 @@ pub struct Served {
 
 /// Offers every ready key of `db` to its waiters in FIFO order, serving as many as the data
 /// allows (an LPUSH of three elements can wake three clients).
-pub fn serve_ready(db: &mut Db, now: u64, out: &mut Vec<Served>) {
+///
+/// Keys for which `locked` says yes (a transaction still holds them: an EXEC between two hops)
+/// stay ready and are offered again when that transaction concludes, so a blocked client never
+/// sees a transaction half-applied.
+pub fn serve_ready(db: &mut Db, now: u64, locked: &dyn Fn(&[u8]) -> bool, out: &mut Vec<Served>) {
     // Keys are offered in the order they became ready (Redis serves an EXEC's LPUSH a / LPUSH b
     // in that order); serving may make more keys ready (BLMOVE pushes), appended at the end.
+    let mut deferred: Vec<Box<[u8]>> = Vec::new();
     while !db.blocking.ready.is_empty() {
         let key = db.blocking.ready.remove(0);
+        if locked(&key) {
+            deferred.push(key);
+            continue;
+        }
         loop {
             let Some(w) = db
                 .blocking
@@ -152,6 +161,7 @@ pub fn serve_ready(db: &mut Db, now: u64, out: &mut Vec<Served>) {
             }
         }
     }
+    db.blocking.ready = deferred;
 }
 
 fn pop_front(db: &mut Db, key: &[u8]) {

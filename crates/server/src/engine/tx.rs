@@ -178,6 +178,16 @@ impl TxShard {
         }
     }
 
+    /// Does any queued transaction hold a lock on `key` (in db `db`)? Blocked clients are not
+    /// served from such a key until the transaction concludes.
+    pub fn key_locked(&self, db: usize, key: &[u8]) -> bool {
+        !self.shard.is_zero()
+            || (!self.locks.is_empty()
+                && self
+                    .locks
+                    .contains_key(&(db as u32, damselfly_dash::hash_key(key))))
+    }
+
     /// May a command with these locks run right now without a transaction?
     pub fn quick_ok(&self, locks: &[KeyLock], s: ShardLock) -> bool {
         self.idle() || (!self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l)))
@@ -324,7 +334,8 @@ pub fn quick<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, locks: Locks, s: 
 /// Runs whatever became runnable: the queue head's parked hops, then parked quick operations.
 pub fn poll(w: &Rc<Worker>) {
     loop {
-        let next: Option<Parked> = {
+        // (work, is it a quick operation?)
+        let next: Option<(Parked, bool)> = {
             let mut t = w.tx.borrow_mut();
             let mut found = None;
             // Any transaction whose hop is parked and that no earlier transaction blocks.
@@ -337,7 +348,11 @@ pub fn poll(w: &Rc<Worker>) {
             for id in ids {
                 if t.runnable(id) {
                     t.start(id);
-                    found = t.queue.get_mut(&id).and_then(|e| e.pending.pop_front());
+                    found = t
+                        .queue
+                        .get_mut(&id)
+                        .and_then(|e| e.pending.pop_front())
+                        .map(|f| (f, false));
                     break;
                 }
             }
@@ -346,13 +361,16 @@ pub fn poll(w: &Rc<Worker>) {
                     let (l, s, _) = &t.waiting[i];
                     t.quick_ok(l, *s)
                 }) {
-                    found = t.waiting.remove(i).map(|(_, _, f)| f);
+                    found = t.waiting.remove(i).map(|(_, _, f)| (f, true));
                 }
             }
             found
         };
         match next {
-            Some(f) => {
+            // A transaction's hop: blocked clients are served when it concludes (`finish`), as
+            // Redis serves them after EXEC — never between two hops of one transaction.
+            Some((f, false)) => f(w),
+            Some((f, true)) => {
                 f(w);
                 w.serve_blocked();
             }

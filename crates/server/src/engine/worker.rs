@@ -197,9 +197,14 @@ impl Worker {
                 return;
             }
             let now = clock::unix_ms();
-            for db in sh.dbs.iter_mut() {
+            let tx = self.tx.try_borrow().ok();
+            for (i, db) in sh.dbs.iter_mut().enumerate() {
                 if db.blocking.has_ready() {
-                    super::blocking::serve_ready(db, now, &mut served);
+                    let locked = |k: &[u8]| match &tx {
+                        Some(t) => t.key_locked(i, k),
+                        None => true,
+                    };
+                    super::blocking::serve_ready(db, now, &locked, &mut served);
                 }
             }
         }
