@@ -2,6 +2,7 @@
 # Collections benchmark: damselfly vs redis-server, same run, same cores.
 #
 #   scripts/bench-collections.sh [--requests N] [--big N] [--small N] [--out FILE] [--skip-throughput]
+#                                [--skip-memory]      (DFLY_BIN=path: another damselfly build)
 #
 # 1. Throughput (one server thread, server pinned to CPU $SERVER_CPU, redis-benchmark pinned to
 #    CPU $LOAD_CPU, -c 50, P=1 and P=30): LPUSH, LPOP, SADD, HSET, ZADD (redis-benchmark's built-in
@@ -17,6 +18,7 @@ BIG=1000000
 SMALL=100000
 OUT=""
 THROUGHPUT=1
+MEMORY=1
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 while [ $# -gt 0 ]; do
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --small) SMALL=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --skip-throughput) THROUGHPUT=0; shift ;;
+    --skip-memory) MEMORY=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -131,6 +134,7 @@ if [ "$THROUGHPUT" = 1 ]; then
 fi
 used_memory() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/{print $2+0}'; }
 for name in damselfly redis; do
+  [ "$MEMORY" = 1 ] || break
   for size in big small; do
     for kind in $KINDS; do
       port=$(free_port); pid=$(start_server $name "$port"); wait_up "$port"
@@ -165,6 +169,7 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
       echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") | ${CPUNS[damselfly,$t,$P]} | ${CPUNS[redis,$t,$P]} |"
     done; done
   fi
+  [ "$MEMORY" = 1 ] || exit 0
   echo
   echo "Memory: growth of INFO used_memory (jemalloc allocated bytes, on both servers) per element after"
   echo "loading with \`redis-cli --pipe\`; RSS growth per element alongside (allocator page retention"

@@ -146,6 +146,10 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
     let mut first_read = true;
     let mut batch: Vec<ArgRanges> = Vec::with_capacity(MAX_BATCH);
     let mut hashes: Vec<Option<u64>> = Vec::with_capacity(MAX_BATCH);
+    // CLIENT KILL's wake-up, created once: building and dropping a `Notified` around every read
+    // showed up as ~1.5% of a P=1 profile. It is re-armed only after it fires.
+    let client = cx.client.clone();
+    let mut wake = std::pin::pin!(client.wake.notified());
     loop {
         // Make room for the next read, reserving toward a large bulk in bounded steps.
         let want = parser
@@ -157,7 +161,10 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
         }
         let n = tokio::select! {
             biased;
-            _ = cx.client.wake.notified() => 0,
+            _ = &mut wake => {
+                wake.set(client.wake.notified());
+                0
+            }
             r = stream.read_buf(&mut rbuf) => r?,
         };
         if n == 0 || cx.client.killed.get() {
