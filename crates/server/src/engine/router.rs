@@ -1,7 +1,7 @@
 //! Key → shard routing. Fixed hash of the key, or of its `{hashtag}` so related keys can be
 //! placed on one shard (same rule as Redis Cluster: the first `{...}` with a non-empty body).
 
-use xxhash_rust::xxh64::xxh64;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Seed distinct from the table's hash so in-shard table buckets aren't correlated with routing.
 const ROUTE_SEED: u64 = 0x5ad5_e1f1_d00d_cafe;
@@ -24,7 +24,7 @@ pub fn shard_of(key: &[u8], shards: usize) -> usize {
     if shards <= 1 {
         return 0;
     }
-    (xxh64(hash_slot_part(key), ROUTE_SEED) % shards as u64) as usize
+    (xxh3_64_with_seed(hash_slot_part(key), ROUTE_SEED) % shards as u64) as usize
 }
 
 #[cfg(test)]
