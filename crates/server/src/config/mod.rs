@@ -501,6 +501,14 @@ pub static PARAMS: &[Param] = &[
         false,
         "pin shard threads to CPUs",
     ),
+    p(
+        "shard_sched_batch",
+        &["shard-sched-batch"],
+        Kind::Enum(&["auto", "yes", "no"]),
+        "auto",
+        false,
+        "run shard threads under SCHED_BATCH (auto: when there are more shard threads than CPUs)",
+    ),
 ];
 
 // Compile-time guard that GB is used (keeps the constant meaningful for docs).
