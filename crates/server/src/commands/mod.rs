@@ -388,11 +388,10 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         None
     };
     if let Some(plan) = &own_tx {
-        cx.tx_begin(plan).await;
         if spec.flags & flags::TX_SINGLE_HOP != 0 {
-            if let Some(t) = cx.tx.as_mut() {
-                t.single_hop = true;
-            }
+            cx.tx_begin_single_hop(plan).await;
+        } else {
+            cx.tx_begin(plan).await;
         }
     }
     match spec.handler {

@@ -990,7 +990,7 @@ pub(super) enum ReadStr {
 
 /// Reads the string values of `keys` on their shards (counting keyspace hits/misses) and
 /// returns them in argument order.
-pub(super) async fn read_strings(cx: &ConnCtx, keys: &[&[u8]]) -> Vec<ReadStr> {
+pub(super) async fn read_strings(cx: &mut ConnCtx, keys: &[&[u8]]) -> Vec<ReadStr> {
     let parts = fan_out(cx, keys, 0, 1, |c, ks| {
         let now = c.now;
         let db = c.db();

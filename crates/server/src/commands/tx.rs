@@ -34,6 +34,19 @@ pub struct TxState {
     pub single_hop: bool,
     /// Shards where the transaction already concluded inside its hop.
     pub concluded: std::cell::RefCell<SmallVec<[usize; 4]>>,
+    /// A single-hop transaction's last remote shard, not scheduled yet: `fan_out` schedules it
+    /// and runs its hop in one message (see `ConnCtx::tx_begin_single_hop`).
+    pub deferred: Option<Deferred>,
+}
+
+/// The shard whose scheduling a single-hop transaction folds into its hop, and what the others
+/// were scheduled with (to schedule them again under a new id if that shard refuses the id).
+#[derive(Clone, Debug)]
+pub struct Deferred {
+    pub shard: usize,
+    pub locks: Locks,
+    pub shard_lock: ShardLock,
+    others: SmallVec<[(usize, Locks); 2]>,
 }
 
 /// What one command needs locked.
@@ -51,10 +64,19 @@ impl LockPlan {
         } else if spec.flags & flags::TX_GLOBAL_READ != 0 && self.global.is_none() {
             self.global = Some(ShardLock::Shared);
         }
-        for i in key_positions(spec, args) {
-            let k = args[i];
+        let lock = |k: &[u8]| (shard_of(k, threads), KeyLock::new(db, k, excl));
+        if spec.keys_fn.is_some() {
+            for i in key_positions(spec, args) {
+                self.keys.push(lock(args[i]));
+            }
+        } else {
+            // The common case, without key_positions' Vec.
+            let (first, last, step) = legacy_range(spec, args.len());
             self.keys
-                .push((shard_of(k, threads), KeyLock::new(db, k, excl)));
+                .reserve((last + 1).saturating_sub(first).div_ceil(step));
+            for i in (first..=last).step_by(step) {
+                self.keys.push(lock(args[i]));
+            }
         }
         // Keys in another db than the key spec says: MOVE key db, COPY src dst DB n.
         let other_db = |a: &[u8]| super::util::parse_i64(a).filter(|&n| n >= 0);
@@ -98,18 +120,25 @@ impl LockPlan {
         if self.global.is_some() {
             return (0..threads).collect();
         }
-        let mut v: SmallVec<[usize; 4]> = self.keys.iter().map(|(s, _)| *s).collect();
-        v.sort_unstable();
-        v.dedup();
+        let mut v: SmallVec<[usize; 4]> = SmallVec::new();
+        for &(s, _) in &self.keys {
+            if let Err(at) = v.binary_search(&s) {
+                v.insert(at, s);
+            }
+        }
         v
     }
 
     pub fn locks_for(&self, shard: usize) -> Locks {
-        self.keys
-            .iter()
-            .filter(|(s, _)| *s == shard)
-            .map(|(_, l)| *l)
-            .collect()
+        let n = self.keys.iter().filter(|(s, _)| *s == shard).count();
+        let mut out = Locks::with_capacity(n);
+        out.extend(
+            self.keys
+                .iter()
+                .filter(|(s, _)| *s == shard)
+                .map(|(_, l)| *l),
+        );
+        out
     }
 
     pub fn shard_lock(&self) -> ShardLock {
@@ -124,7 +153,13 @@ pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
         v.retain(|&i| i >= 1 && i < args.len());
         return v;
     }
-    let argc = args.len();
+    let (first, last, step) = legacy_range(spec, args.len());
+    (first..=last).step_by(step).collect()
+}
+
+/// The key argument range `first..=last` (empty when first > last) and step of a legacy key spec,
+/// clipped to the arguments present.
+fn legacy_range(spec: &CommandSpec, argc: usize) -> (usize, usize, usize) {
     let first = spec.first_key.max(0) as usize;
     let last = if spec.last_key < 0 {
         argc as i64 + spec.last_key as i64
@@ -132,38 +167,123 @@ pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
         spec.last_key as i64
     };
     let step = spec.step.max(1) as usize;
-    let (first, last) = if first == 0 || last < first as i64 {
-        (1, 0)
+    if first == 0 || last < first as i64 || first >= argc {
+        (1, 0, step)
     } else {
-        (first, last.min(argc as i64 - 1) as usize)
-    };
-    (first..=last)
-        .step_by(step)
-        .filter(move |&i| i >= 1 && i < argc)
-        .collect()
+        (first, last.min(argc as i64 - 1) as usize, step)
+    }
 }
 
 impl ConnCtx {
     /// Schedules a transaction on every shard of `plan` (retrying with a new id when a shard has
     /// already run a younger transaction) and makes it the current one.
     pub async fn tx_begin(&mut self, plan: &LockPlan) {
-        let threads = self.threads();
-        let shards = plan.shards(threads);
+        let shards = plan.shards(self.threads());
         let sl = plan.shard_lock();
+        let all: SmallVec<[(usize, Locks); 2]> =
+            shards.iter().map(|&s| (s, plan.locks_for(s))).collect();
+        let (id, granted) = self.schedule_on(&all, sl).await;
+        self.tx = Some(TxState {
+            id,
+            shards,
+            uncontended: granted,
+            single_hop: false,
+            concluded: Default::default(),
+            deferred: None,
+        });
+    }
+
+    /// Like `tx_begin` for a command that touches each shard once through `fan_out`
+    /// (`flags::TX_SINGLE_HOP`), saving a round trip: one remote shard is left unscheduled and
+    /// `fan_out` sends it a single message that schedules the transaction there and runs its hop.
+    ///
+    /// Why this keeps VLL's guarantee: no hop may run before the transaction is scheduled on all
+    /// its shards. The deferred shard is scheduled last, in the same message that runs its hop,
+    /// and `fan_out` starts the other shards' hops only after that message's answer. If the
+    /// deferred shard refuses the id (it already ran a younger transaction), nothing has run
+    /// anywhere yet, so the others are rescheduled under a new id and the message is sent again.
+    pub async fn tx_begin_single_hop(&mut self, plan: &LockPlan) {
+        let shards = plan.shards(self.threads());
+        let sl = plan.shard_lock();
+        let me = self.worker.id;
+        let defer = (sl == ShardLock::None && shards.len() >= 2)
+            .then(|| shards.iter().rev().copied().find(|&s| s != me))
+            .flatten();
+        let Some(d) = defer else {
+            self.tx_begin(plan).await;
+            if let Some(t) = self.tx.as_mut() {
+                t.single_hop = true;
+            }
+            return;
+        };
+        let others: SmallVec<[(usize, Locks); 2]> = shards
+            .iter()
+            .filter(|&&s| s != d)
+            .map(|&s| (s, plan.locks_for(s)))
+            .collect();
+        let (id, granted) = self.schedule_on(&others, sl).await;
+        self.tx = Some(TxState {
+            id,
+            shards,
+            uncontended: granted,
+            single_hop: true,
+            concluded: Default::default(),
+            deferred: Some(Deferred {
+                shard: d,
+                locks: plan.locks_for(d),
+                shard_lock: sl,
+                others,
+            }),
+        });
+    }
+
+    /// The deferred shard refused the id: cancel the transaction on the other shards and
+    /// schedule it there again under a new id (nothing of it has run yet).
+    pub(crate) async fn tx_reschedule_deferred(&mut self) {
+        let Some(t) = self.tx.as_ref() else { return };
+        let Some(d) = t.deferred.clone() else { return };
+        let old = t.id;
+        for &(s, _) in &d.others {
+            self.worker.post(s, move |w| tx::finish(w, old));
+        }
+        let (id, _) = self.schedule_on(&d.others, d.shard_lock).await;
+        if let Some(t) = self.tx.as_mut() {
+            t.id = id;
+        }
+    }
+
+    /// Schedules a new transaction id on `parts` (shard, locks), retrying with a new id until no
+    /// shard refuses it. Returns the id and whether every shard granted its locks at once.
+    async fn schedule_on(&self, parts: &[(usize, Locks)], sl: ShardLock) -> (u64, bool) {
+        if let [(s, locks)] = parts {
+            if *s == self.worker.id {
+                // Only this thread's shard: a fresh id is younger than anything that already
+                // ran here, so scheduling cannot be refused.
+                let id = self
+                    .worker
+                    .shared
+                    .next_txid
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut t = self.worker.tx.borrow_mut();
+                if let Sched::Ok(granted) = t.schedule(id, locks.clone(), sl) {
+                    return (id, granted);
+                }
+            }
+        }
         loop {
             let id = self
                 .worker
                 .shared
                 .next_txid
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let calls: Vec<(usize, Call<Sched>)> = shards
+            let calls: SmallVec<[(usize, Call<Sched>); 2]> = parts
                 .iter()
-                .map(|&s| {
-                    let locks = plan.locks_for(s);
+                .map(|(s, locks)| {
+                    let locks = locks.clone();
                     (
-                        s,
+                        *s,
                         self.worker
-                            .call(s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)),
+                            .call(*s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)),
                     )
                 })
                 .collect();
@@ -185,14 +305,7 @@ impl ConnCtx {
                 }
                 continue;
             }
-            self.tx = Some(TxState {
-                id,
-                shards,
-                uncontended: granted,
-                single_hop: false,
-                concluded: Default::default(),
-            });
-            return;
+            return (id, granted);
         }
     }
 
@@ -202,7 +315,13 @@ impl ConnCtx {
         if let Some(t) = self.tx.take() {
             let id = t.id;
             let done = t.concluded.borrow();
-            for &s in t.shards.iter().filter(|s| !done.contains(s)) {
+            // A deferred shard that was never reached was never scheduled.
+            let unscheduled = t.deferred.as_ref().map(|d| d.shard);
+            for &s in t
+                .shards
+                .iter()
+                .filter(|s| !done.contains(s) && Some(**s) != unscheduled)
+            {
                 self.worker.post(s, move |w| tx::finish(w, id));
             }
         }
@@ -217,10 +336,22 @@ impl ConnCtx {
     {
         match &self.tx {
             Some(t) if t.shards.contains(&shard) => {
+                debug_assert!(
+                    t.deferred.is_none(),
+                    "a deferred single-hop transaction runs its hops through fan_out"
+                );
                 let id = t.id;
                 let conclude = t.single_hop && !t.concluded.borrow().contains(&shard);
                 if conclude {
                     t.concluded.borrow_mut().push(shard);
+                }
+                if shard == self.worker.id && tx::try_start_hop(&self.worker, id) {
+                    // This thread's hop may run now: inline, without a reply slot.
+                    let r = f(&self.worker);
+                    if conclude {
+                        tx::finish(&self.worker, id);
+                    }
+                    return Call::ready(r);
                 }
                 self.worker.call_deferred(shard, move |w, resp| {
                     tx::hop(w, id, move |w| {

@@ -5,6 +5,7 @@ use damselfly_protocol::Reply;
 
 use super::{CmdCtx, ConnCtx};
 use crate::engine::shard_of;
+use crate::engine::tx::{self, SchedHop};
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -58,9 +59,11 @@ impl OwnedArgs {
         OwnedArgs { data, ends }
     }
 
-    pub fn collect<'a>(args: impl Iterator<Item = &'a [u8]>) -> Self {
-        let mut data = Vec::new();
-        let mut ends = Vec::new();
+    /// Sized in a first pass over `args`: growing the buffers showed up as ~4% of an MSET.
+    pub fn collect<'a>(args: impl Iterator<Item = &'a [u8]> + Clone) -> Self {
+        let (n, total) = args.clone().fold((0, 0), |(n, t), a| (n + 1, t + a.len()));
+        let mut data = Vec::with_capacity(total);
+        let mut ends = Vec::with_capacity(n);
         for a in args {
             data.extend_from_slice(a);
             ends.push(data.len() as u32);
@@ -94,10 +97,21 @@ where
     R: Send + 'static,
     F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
 {
+    cx.shard_exec(shard, shard_job(cx, f))
+}
+
+/// Wraps `f` into work for a shard thread: a command context over that thread's shard.
+fn shard_job<R, F>(
+    cx: &ConnCtx,
+    f: F,
+) -> impl FnOnce(&std::rc::Rc<crate::engine::Worker>) -> R + Send + 'static
+where
+    F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
+{
     let ver = cx.reply.ver;
     let db = cx.db;
     let now = cx.now_ms;
-    cx.shard_exec(shard, move |w| {
+    move |w| {
         let mut scratch = Reply::new(ver);
         let mut sh = w.shard.borrow_mut();
         let mut c = CmdCtx {
@@ -108,7 +122,7 @@ where
             reply: &mut scratch,
         };
         f(&mut c)
-    })
+    }
 }
 
 /// Splits `args[first..]` into groups of `width` arguments (the first of each group is the key),
@@ -118,7 +132,7 @@ where
 /// When the keys span several shards, `execute` has already put the command in a transaction,
 /// so the parts apply atomically.
 pub async fn fan_out<R, F>(
-    cx: &ConnCtx,
+    cx: &mut ConnCtx,
     args: &[&[u8]],
     first: usize,
     width: usize,
@@ -129,22 +143,65 @@ where
     F: Fn(&mut CmdCtx<'_>, &[&[u8]]) -> R + Send + Sync + Clone + 'static,
 {
     let threads = cx.threads();
-    let mut per: Vec<Vec<usize>> = vec![Vec::new(); threads];
     let groups = args[first..].len() / width;
-    for g in 0..groups {
-        let key = args[first + g * width];
-        per[shard_of(key, threads)].push(g);
+    // Two passes so that every shard's group list is allocated once, at its final size.
+    let owner: smallvec::SmallVec<[u32; 16]> = (0..groups)
+        .map(|g| shard_of(args[first + g * width], threads) as u32)
+        .collect();
+    let mut count: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; threads];
+    for &s in &owner {
+        count[s as usize] += 1;
+    }
+    let mut per: Vec<Vec<usize>> = count.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for (g, &s) in owner.iter().enumerate() {
+        per[s as usize].push(g);
+    }
+    let owned_for = |gs: &[usize]| {
+        OwnedArgs::collect(gs.iter().flat_map(|&g| {
+            args[first + g * width..first + (g + 1) * width]
+                .iter()
+                .copied()
+        }))
+    };
+    // A single-hop transaction with a deferred shard: run that shard's part first, in the same
+    // message that schedules the transaction there; the other parts only after it (see
+    // `ConnCtx::tx_begin_single_hop`).
+    let mut early: Option<ShardPart<R>> = None;
+    if let Some(d) = cx
+        .tx
+        .as_ref()
+        .and_then(|t| t.deferred.as_ref())
+        .map(|d| d.shard)
+    {
+        let gs = std::mem::take(&mut per[d]);
+        let owned = owned_for(&gs);
+        let f = f.clone();
+        let mut job = shard_job(cx, move |c| f(c, &owned.slices()));
+        let result = loop {
+            match schedule_and_hop(cx, job).await {
+                Ok(r) => break r,
+                Err(back) => {
+                    job = back;
+                    cx.tx_reschedule_deferred().await;
+                }
+            }
+        };
+        if let Some(t) = cx.tx.as_mut() {
+            t.deferred = None;
+            t.concluded.borrow_mut().push(d);
+        }
+        early = Some(ShardPart {
+            shard: d,
+            groups: gs,
+            result,
+        });
     }
     let mut calls = Vec::new();
     for (s, gs) in per.iter_mut().enumerate() {
         if gs.is_empty() {
             continue;
         }
-        let owned = OwnedArgs::collect(gs.iter().flat_map(|&g| {
-            args[first + g * width..first + (g + 1) * width]
-                .iter()
-                .copied()
-        }));
+        let owned = owned_for(gs);
         let f = f.clone();
         calls.push((
             s,
@@ -152,7 +209,7 @@ where
             on_shard(cx, s, move |c| f(c, &owned.slices())),
         ));
     }
-    let mut out = Vec::with_capacity(calls.len());
+    let mut out = Vec::with_capacity(calls.len() + 1);
     for (shard, groups, call) in calls {
         out.push(ShardPart {
             shard,
@@ -160,9 +217,47 @@ where
             result: call.await,
         });
     }
+    if let Some(p) = early {
+        let at = out.partition_point(|q| q.shard < p.shard);
+        out.insert(at, p);
+    }
     out
 }
 
+/// The deferred shard's message: schedule the current transaction there and run `job` as its
+/// only hop, concluding it in place. `Err(job)` when the shard refuses the id (it already ran a
+/// younger transaction): nothing ran, and the caller retries under a new id.
+async fn schedule_and_hop<R, J>(cx: &ConnCtx, job: J) -> Result<R, J>
+where
+    R: Send + 'static,
+    J: FnOnce(&std::rc::Rc<crate::engine::Worker>) -> R + Send + 'static,
+{
+    let (id, shard, locks, sl) = match cx.tx.as_ref() {
+        Some(t) => match &t.deferred {
+            Some(d) => (t.id, d.shard, d.locks.clone(), d.shard_lock),
+            None => unreachable!("schedule_and_hop without a deferred shard"),
+        },
+        None => unreachable!("schedule_and_hop outside a transaction"),
+    };
+    cx.worker
+        .call_deferred(shard, move |w, resp| {
+            let sched = w.tx.borrow_mut().schedule_single_hop(id, &locks, sl);
+            match sched {
+                SchedHop::TooOld => resp.send(w, Err::<R, J>(job)),
+                SchedHop::RunNow => {
+                    let r = job(w);
+                    resp.send(w, Ok::<R, J>(r));
+                    w.serve_blocked();
+                }
+                SchedHop::Queued => tx::hop(w, id, move |w| {
+                    let r = job(w);
+                    resp.send(w, Ok::<R, J>(r));
+                    tx::finish(w, id);
+                }),
+            }
+        })
+        .await
+}
 /// Runs `f` with a shard context on every shard (DBSIZE, FLUSHDB, KEYS...), in parallel.
 pub async fn on_all_shards<R, F>(cx: &ConnCtx, f: F) -> Vec<R>
 where

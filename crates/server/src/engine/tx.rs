@@ -25,7 +25,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use super::worker::Worker;
-use crate::commands::registry::Fnv;
 
 /// One key lock request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,7 +123,33 @@ impl Entry {
     }
 }
 
-type LockMap = HashMap<(u32, u64), Holders, std::hash::BuildHasherDefault<Fnv>>;
+/// Hasher for lock-table keys, which are already uniformly distributed 64-bit key hashes: mixing
+/// in the db with one multiply is enough (a byte-wise hash over them cost ~15 ns per lookup).
+#[derive(Default)]
+pub struct PreHashed(u64);
+
+impl std::hash::Hasher for PreHashed {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(29) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type LockMap = HashMap<(u32, u64), Holders, std::hash::BuildHasherDefault<PreHashed>>;
 
 #[derive(Default)]
 pub struct TxShard {
@@ -134,11 +159,24 @@ pub struct TxShard {
     /// Queued transactions holding a whole-shard lock (global commands), by id.
     globals: BTreeMap<u64, ShardLock>,
     committed: u64,
+    /// Hops parked in queue entries (so `poll` skips walking the queue when there are none).
+    parked: usize,
     waiting: VecDeque<(Locks, ShardLock, Parked)>,
     /// Statistics for INFO.
     pub scheduled: u64,
     pub retries: u64,
     pub quick_waits: u64,
+}
+
+/// Outcome of `TxShard::schedule_single_hop`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedHop {
+    /// Run the hop now; nothing was queued or locked.
+    RunNow,
+    /// Queued with its locks: run the hop through `hop` and conclude with `finish`.
+    Queued,
+    /// The id is older than a transaction that already ran here: retry with a new id.
+    TooOld,
 }
 
 /// Outcome of scheduling on one shard.
@@ -211,14 +249,16 @@ impl TxShard {
 
     fn release(&mut self, txid: u64, locks: &[KeyLock], s: ShardLock) {
         for l in locks {
-            let k = (l.db, l.hash);
-            if let Some(h) = self.locks.get_mut(&k) {
+            if let std::collections::hash_map::Entry::Occupied(mut o) =
+                self.locks.entry((l.db, l.hash))
+            {
+                let h = o.get_mut();
                 h.counts.sub(l.excl);
                 if let Some(i) = h.ids.iter().position(|&(id, x)| id == txid && x == l.excl) {
                     h.ids.swap_remove(i);
                 }
                 if h.counts.is_zero() {
-                    self.locks.remove(&k);
+                    o.remove();
                 }
             }
         }
@@ -249,6 +289,27 @@ impl TxShard {
         );
         self.scheduled += 1;
         Sched::Ok(granted)
+    }
+
+    /// Scheduling that will be followed at once by the transaction's only hop here: when none
+    /// of its locks conflicts with any holder, the hop may run right now without entering the
+    /// queue or the lock table (it runs and concludes before anything else happens on this
+    /// thread, exactly as if queued, run and finished).
+    pub fn schedule_single_hop(&mut self, txid: u64, locks: &Locks, s: ShardLock) -> SchedHop {
+        if txid < self.committed {
+            self.retries += 1;
+            return SchedHop::TooOld;
+        }
+        self.scheduled += 1;
+        if self.quick_ok(locks, s) {
+            self.start(txid);
+            return SchedHop::RunNow;
+        }
+        self.scheduled -= 1;
+        match self.schedule(txid, locks.clone(), s) {
+            Sched::Ok(_) => SchedHop::Queued,
+            Sched::TooOld => SchedHop::TooOld,
+        }
     }
 
     /// May a hop of `txid` run now? Only if no earlier queued transaction conflicts with it.
@@ -288,9 +349,22 @@ impl TxShard {
     /// Removes a transaction and releases its locks (conclude or cancel).
     fn finish(&mut self, txid: u64) {
         if let Some(e) = self.queue.remove(&txid) {
+            self.parked -= e.pending.len();
             self.release(txid, &e.locks, e.shard_lock);
         }
     }
+}
+
+/// May a hop of `txid` run right now on this thread (nothing of it parked, no earlier
+/// conflicting transaction)? If so it is marked started; the caller runs the hop inline.
+pub fn try_start_hop(w: &Worker, txid: u64) -> bool {
+    let mut t = w.tx.borrow_mut();
+    let has_pending = t.queue.get(&txid).is_some_and(|e| !e.pending.is_empty());
+    if has_pending || !t.runnable(txid) {
+        return false;
+    }
+    t.start(txid);
+    true
 }
 
 /// Runs one hop of transaction `txid` on this thread (now, or when it becomes runnable).
@@ -301,6 +375,7 @@ pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, f: F) {
         if has_pending || !t.runnable(txid) {
             if let Some(e) = t.queue.get_mut(&txid) {
                 e.pending.push_back(Box::new(f));
+                t.parked += 1;
                 return;
             }
         }
@@ -337,6 +412,9 @@ pub fn poll(w: &Rc<Worker>) {
         // (work, is it a quick operation?)
         let next: Option<(Parked, bool)> = {
             let mut t = w.tx.borrow_mut();
+            if t.parked == 0 && t.waiting.is_empty() {
+                return;
+            }
             let mut found = None;
             // Any transaction whose hop is parked and that no earlier transaction blocks.
             let ids: Vec<u64> = t
@@ -353,6 +431,9 @@ pub fn poll(w: &Rc<Worker>) {
                         .get_mut(&id)
                         .and_then(|e| e.pending.pop_front())
                         .map(|f| (f, false));
+                    if found.is_some() {
+                        t.parked -= 1;
+                    }
                     break;
                 }
             }

@@ -454,6 +454,15 @@ impl Drop for Responder {
     }
 }
 
+impl<R> Call<R> {
+    /// A call whose result is already known (work that ran inline on this thread).
+    pub fn ready(r: R) -> Self {
+        Call {
+            state: CallState::Ready(Some(r)),
+        }
+    }
+}
+
 enum CallState<R> {
     Ready(Option<R>),
     Remote {
