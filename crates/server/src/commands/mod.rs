@@ -238,6 +238,8 @@ pub struct ConnCtx {
     /// Key locks of the current single-shard command, checked against transactions' locks.
     pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::tx::KeyLock); 2]>,
     pub cmd_shard_lock: crate::engine::tx::ShardLock,
+    /// Shards of the current command's keys, computed by its lock plan and reused by `fan_out`.
+    pub routes: tx::Routes,
     /// Commands queued since MULTI (None outside MULTI).
     pub multi: Option<transaction::MultiState>,
     /// Keys watched since the first WATCH (None when nothing is watched).
@@ -410,6 +412,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if own_tx.is_some() {
         cx.tx_end();
     }
+    cx.routes.clear();
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
 }

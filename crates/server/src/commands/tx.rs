@@ -18,6 +18,7 @@ use std::rc::Rc;
 use smallvec::SmallVec;
 
 use super::{flags, CommandSpec, ConnCtx};
+use crate::engine::router::route;
 use crate::engine::tx::{self, KeyLock, Locks, Sched, ShardLock};
 use crate::engine::worker::Call;
 use crate::engine::{shard_of, Worker};
@@ -64,7 +65,10 @@ impl LockPlan {
         } else if spec.flags & flags::TX_GLOBAL_READ != 0 && self.global.is_none() {
             self.global = Some(ShardLock::Shared);
         }
-        let lock = |k: &[u8]| (shard_of(k, threads), KeyLock::new(db, k, excl));
+        let lock = |k: &[u8]| {
+            let (s, h) = route(k, threads);
+            (s, KeyLock::with_hash(db, h, excl))
+        };
         if spec.keys_fn.is_some() {
             for i in key_positions(spec, args) {
                 self.keys.push(lock(args[i]));
@@ -171,6 +175,54 @@ fn legacy_range(spec: &CommandSpec, argc: usize) -> (usize, usize, usize) {
         (1, 0, step)
     } else {
         (first, last.min(argc as i64 - 1) as usize, step)
+    }
+}
+
+/// The shards of one command's keys as its lock plan computed them, for `fan_out` to reuse
+/// instead of hashing every key again. Valid for the `args` it was recorded for only: identified
+/// by the argument slice's address and length, and cleared after every command (buffers are
+/// reused, so an address alone could match the next command).
+#[derive(Default)]
+pub struct Routes {
+    args: (usize, usize),
+    first: usize,
+    step: usize,
+    shards: SmallVec<[u16; 16]>,
+}
+
+impl Routes {
+    pub fn clear(&mut self) {
+        self.args = (0, 0);
+        self.shards.clear();
+    }
+
+    /// Records the plan's key shards when they are exactly the legacy key range of `spec`.
+    fn record(&mut self, spec: &CommandSpec, args: &[&[u8]], plan: &LockPlan) {
+        if spec.keys_fn.is_some() {
+            return;
+        }
+        let (first, last, step) = legacy_range(spec, args.len());
+        let n = (last + 1).saturating_sub(first).div_ceil(step);
+        // Extra locks (MOVE's and COPY's other db) come after the range's keys.
+        if n == 0 || plan.keys.len() < n {
+            return;
+        }
+        self.args = (args.as_ptr() as usize, args.len());
+        self.first = first;
+        self.step = step;
+        self.shards.clear();
+        self.shards
+            .extend(plan.keys[..n].iter().map(|&(s, _)| s as u16));
+    }
+
+    /// The shards of the keys at `first, first + step, ...` of `args`, if recorded for them.
+    pub fn get(&self, args: &[&[u8]], first: usize, step: usize) -> Option<&[u16]> {
+        let n = args.len().saturating_sub(first) / step.max(1);
+        (self.args == (args.as_ptr() as usize, args.len())
+            && self.first == first
+            && self.step == step
+            && self.shards.len() == n)
+            .then_some(&self.shards[..])
     }
 }
 
@@ -393,6 +445,7 @@ impl ConnCtx {
 /// command needs its own transaction.
 pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Option<LockPlan> {
     cx.cmd_locks.clear();
+    cx.routes.clear();
     cx.cmd_shard_lock = ShardLock::None;
     let threads = cx.threads();
     let global = spec.flags & (flags::TX_GLOBAL_READ | flags::TX_GLOBAL_WRITE) != 0;
@@ -402,6 +455,7 @@ pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Opt
     }
     let mut plan = LockPlan::default();
     plan.add_command(spec, args, cx.db, threads);
+    cx.routes.record(spec, args, &plan);
     let multi_shard =
         global || plan.global.is_some() || plan.keys.iter().any(|(s, _)| *s != plan.keys[0].0);
     if multi_shard {

@@ -145,9 +145,12 @@ where
     let threads = cx.threads();
     let groups = args[first..].len() / width;
     // Two passes so that every shard's group list is allocated once, at its final size.
-    let owner: smallvec::SmallVec<[u32; 16]> = (0..groups)
-        .map(|g| shard_of(args[first + g * width], threads) as u32)
-        .collect();
+    let owner: smallvec::SmallVec<[u16; 16]> = match cx.routes.get(args, first, width) {
+        Some(r) => r.iter().copied().collect(),
+        None => (0..groups)
+            .map(|g| shard_of(args[first + g * width], threads) as u16)
+            .collect(),
+    };
     let mut count: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; threads];
     for &s in &owner {
         count[s as usize] += 1;

@@ -12,7 +12,14 @@ use tokio::sync::Notify;
 use super::worker::Worker;
 
 /// Work shipped to another thread: runs there with that thread's worker (shard, clients).
-pub type Msg = Box<dyn FnOnce(&Worker) + Send>;
+pub type Task = Box<dyn FnOnce(&Worker) + Send>;
+
+/// One message: work to run, or the result of a call this thread made (its own variant so that
+/// a reply costs one allocation, the result's, rather than also a closure around it).
+pub enum Msg {
+    Run(Task),
+    Done(usize, Box<dyn std::any::Any + Send>),
+}
 
 pub struct Inbox {
     queues: Vec<SegQueue<Msg>>,

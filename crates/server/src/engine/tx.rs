@@ -42,6 +42,16 @@ impl KeyLock {
             excl,
         }
     }
+
+    /// From the key's table hash, when the caller has it already (`router::route`).
+    #[inline]
+    pub fn with_hash(db: usize, hash: u64, excl: bool) -> Self {
+        KeyLock {
+            db: db as u32,
+            hash,
+            excl,
+        }
+    }
 }
 
 /// The key locks of one command or transaction on one shard (usually one or two keys).
@@ -231,12 +241,7 @@ impl TxShard {
         self.idle() || (!self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l)))
     }
 
-    fn acquire(&mut self, txid: u64, locks: &[KeyLock], s: ShardLock) {
-        for l in locks {
-            let h = self.locks.entry((l.db, l.hash)).or_default();
-            h.counts.add(l.excl);
-            h.ids.push((txid, l.excl));
-        }
+    fn acquire_shard(&mut self, txid: u64, s: ShardLock) {
         if s != ShardLock::None {
             self.globals.insert(txid, s);
         }
@@ -277,8 +282,21 @@ impl TxShard {
             self.retries += 1;
             return Sched::TooOld;
         }
-        let granted = !self.shard_conflicts(s) && !locks.iter().any(|l| self.key_conflicts(l));
-        self.acquire(txid, &locks, s);
+        // Conflict check and lock acquisition in one lookup per key.
+        let mut granted = !self.shard_conflicts(s);
+        let shard_held = self.shard;
+        for l in &locks {
+            let h = self.locks.entry((l.db, l.hash)).or_default();
+            if granted
+                && (shard_held.conflicts(l.excl)
+                    || h.ids.iter().any(|&(id, x)| id != txid && (x || l.excl)))
+            {
+                granted = false;
+            }
+            h.counts.add(l.excl);
+            h.ids.push((txid, l.excl));
+        }
+        self.acquire_shard(txid, s);
         self.queue.insert(
             txid,
             Entry {

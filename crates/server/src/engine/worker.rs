@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::clock;
-use super::inbox::{Inbox, Msg};
+use super::inbox::{Inbox, Msg, Task};
 use super::shard::Shard;
 use crate::config::Config;
 use crate::server::client::ClientRegistry;
@@ -70,8 +70,13 @@ impl Shared {
 
     /// Sends `f` to run on thread `dst` without waiting for a result. `src` is the sending thread
     /// id, or `threads` for the main thread.
-    pub fn post(&self, src: usize, dst: usize, f: Msg) {
-        self.inboxes[dst].push(src, f);
+    pub fn post(&self, src: usize, dst: usize, f: Task) {
+        self.inboxes[dst].push(src, Msg::Run(f));
+    }
+
+    /// Delivers the result of call `slot` made by thread `dst`.
+    fn post_done(&self, src: usize, dst: usize, slot: usize, v: Box<dyn Any + Send>) {
+        self.inboxes[dst].push(src, Msg::Done(slot, v));
     }
 }
 
@@ -263,11 +268,7 @@ impl Worker {
                     Ok(r) => Box::new(r),
                     Err(_) => Box::new(RemotePanic),
                 };
-                w.shared.post(
-                    w.id,
-                    origin,
-                    Box::new(move |ow: &Worker| ow.complete(slot, boxed)),
-                );
+                w.shared.post_done(w.id, origin, slot, boxed);
             }),
         );
         Call {
@@ -362,13 +363,19 @@ impl Worker {
             loop {
                 let all_empty = inbox.pop_batch(256, &mut batch);
                 for m in batch.drain(..) {
-                    // One bad message must not take down this thread's inbox.
-                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m(&self))).is_err()
-                    {
-                        eprintln!(
-                            "damselfly: a cross-thread task panicked on thread {}",
-                            self.id
-                        );
+                    match m {
+                        Msg::Done(slot, v) => self.complete(slot, v),
+                        Msg::Run(f) => {
+                            // One bad message must not take down this thread's inbox.
+                            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&self)))
+                                .is_err()
+                            {
+                                eprintln!(
+                                    "damselfly: a cross-thread task panicked on thread {}",
+                                    self.id
+                                );
+                            }
+                        }
                     }
                 }
                 if all_empty {
@@ -434,11 +441,7 @@ impl Responder {
         if w.id == self.origin {
             w.complete(slot, v);
         } else {
-            w.shared.post(
-                w.id,
-                self.origin,
-                Box::new(move |ow: &Worker| ow.complete(slot, v)),
-            );
+            w.shared.post_done(w.id, self.origin, slot, v);
         }
     }
 }

@@ -114,6 +114,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         tx: None,
         cmd_locks: smallvec::SmallVec::new(),
         cmd_shard_lock: crate::engine::tx::ShardLock::None,
+        routes: Default::default(),
         multi: None,
         watch: None,
     };
