@@ -6,16 +6,20 @@
 #   - GET/SET at -P 30 (pipelines squashed per shard)
 # Reports ops/s and server CPU nanoseconds per op (utime+stime from /proc/PID/stat), and the
 # per-busy-core throughput of 2 threads relative to 1 (= cpu_ns(1) / cpu_ns(2)).
-#   scripts/bench-tx.sh [--requests N] [--out FILE]
+# The three servers run one after another in each of ROUNDS rounds (interleaved, so a noisy
+# neighbour hurts all of them alike); the table shows per-test medians over the rounds.
+#   scripts/bench-tx.sh [--requests N] [--rounds R] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=1000000
+ROUNDS=3
 OUT=""
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 while [ $# -gt 0 ]; do
   case "$1" in
     --requests) N=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -36,10 +40,12 @@ run() { # label port pid test args...
   rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t "$t" -n "$N" -r 100000 -d 32 -c 50 "$@" --csv 2>/dev/null \
         | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
   c1=$(cpu_ticks "$pid")
-  RPS[$label,$t,$*]=$rps
-  CPUNS[$label,$t,$*]=$(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))")
+  RPS[$label,$t,$*]+="${rps:-0} "
+  CPUNS[$label,$t,$*]+="$(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))") "
 }
+for round in $(seq 1 "$ROUNDS"); do
 for label in dfly1 dfly2 redis; do
+  echo "round $round/$ROUNDS: $label" >&2
   port=$(free_port)
   case $label in
     dfly1) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
@@ -52,17 +58,29 @@ for label in dfly1 dfly2 redis; do
   run $label "$port" "$pid" get -P 30
   kill "$pid"; wait "$pid" 2>/dev/null || true
 done
+done
+median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; m=statistics.median(v); print(f'{m:.0f}')" $1; }
 ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 {
   echo "### Cross-shard cost: 1 vs 2 shard threads on one CPU (run $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
-  echo "Server pinned to CPU $SERVER_CPU, load (\`redis-benchmark -n $N -r 100000 -d 32 -c 50\`) pinned to CPU $LOAD_CPU."
+  echo "Medians of $ROUNDS interleaved rounds. Server pinned to CPU $SERVER_CPU, load (\`redis-benchmark -n $N -r 100000 -d 32 -c 50\`) pinned to CPU $LOAD_CPU."
   echo "\"per-core 2t/1t\" is the throughput per busy server core with 2 threads relative to 1 thread (CPU ns/op ratio)."
   echo
   echo "| test | damselfly 1t ops/s | CPU ns/op | damselfly 2t ops/s | CPU ns/op | per-core 2t/1t | redis-server ops/s | CPU ns/op |"
   echo "|---|---|---|---|---|---|---|---|"
   for k in "mset," "set,-P 30" "get,-P 30"; do
     name=$(echo "$k" | tr ',' ' ')
-    echo "| ${name^^} | ${RPS[dfly1,$k]} | ${CPUNS[dfly1,$k]} | ${RPS[dfly2,$k]} | ${CPUNS[dfly2,$k]} | $(ratio "${CPUNS[dfly1,$k]}" "${CPUNS[dfly2,$k]}") | ${RPS[redis,$k]} | ${CPUNS[redis,$k]} |"
+    r1=$(median "${RPS[dfly1,$k]}"); c1=$(median "${CPUNS[dfly1,$k]}")
+    r2=$(median "${RPS[dfly2,$k]}"); c2=$(median "${CPUNS[dfly2,$k]}")
+    rr=$(median "${RPS[redis,$k]}"); cr=$(median "${CPUNS[redis,$k]}")
+    echo "| ${name^^} | $r1 | $c1 | $r2 | $c2 | $(ratio "$c1" "$c2") | $rr | $cr |"
+  done
+  echo
+  echo "Per-round CPU ns/op (1t / 2t / redis):"
+  echo
+  for k in "mset," "set,-P 30" "get,-P 30"; do
+    name=$(echo "$k" | tr ',' ' ')
+    echo "- ${name^^}: ${CPUNS[dfly1,$k]% }/ ${CPUNS[dfly2,$k]% }/ ${CPUNS[redis,$k]% }"
   done
 } | tee ${OUT:+"$OUT"}
