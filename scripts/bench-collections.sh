@@ -150,7 +150,7 @@ if [ "$THROUGHPUT" = 1 ]; then
         taskset -c "$LOAD_CPU" "$LOADGEN" -p "$port" -t 1 -c 50 -n "$PER" --command "${TEMPLATE[$t]}" \
           --key-maximum 100000 -d 3 --hide-progress --json-out-file "$TMP/lg.json" >/dev/null 2>&1
         c1=$(cpu_ticks "$pid")
-        R[$name]="${R[$name]:-} $(python3 -c "import json; print(json.load(open('$TMP/lg.json'))['ALL STATS']['Totals']['Ops/sec'])")"
+        R[$name]="${R[$name]:-} $(python3 -c "import json; print(round(json.load(open('$TMP/lg.json'))['ALL STATS']['Totals']['Ops/sec'], 1))")"
         C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/($PER*50)))")"
       done
     done
