@@ -105,6 +105,16 @@ if [ "$THROUGHPUT" = 1 ]; then
   # test alternates between them for $ROUNDS rounds: P=1 runs are within a few percent of each
   # other and drift with the machine, so the median of interleaved rounds is what is compared.
   ROUNDS=${ROUNDS:-3}
+  # Medians of one cell's rounds (R, C: per server, space-separated) into RPS/CPUNS[server,cell].
+  keep_medians() {
+    for name in damselfly redis; do
+      # shellcheck disable=SC2086
+      RPS[$name,$1]=$(median ${R[$name]})
+      # shellcheck disable=SC2086
+      CPUNS[$name,$1]=$(median ${C[$name]})
+    done
+    unset R C
+  }
   for name in damselfly redis; do
     PORT[$name]=$(free_port); PID[$name]=$(start_server $name "${PORT[$name]}"); wait_up "${PORT[$name]}"
     redis-cli -p "${PORT[$name]}" --pipe < "$TMP/zrange-setup" >/dev/null 2>&1 || true
@@ -126,13 +136,7 @@ if [ "$THROUGHPUT" = 1 ]; then
           C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))")"
         done
       done
-      for name in damselfly redis; do
-        # shellcheck disable=SC2086
-        RPS[$name,$t,$P]=$(median ${R[$name]})
-        # shellcheck disable=SC2086
-        CPUNS[$name,$t,$P]=$(median ${C[$name]})
-      done
-      unset R C
+      keep_medians "$t,$P"
     done
   done
   # P=1 under damselfly-bench (a load generator that does not saturate before the server).
@@ -154,13 +158,7 @@ if [ "$THROUGHPUT" = 1 ]; then
         C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/($PER*50)))")"
       done
     done
-    for name in damselfly redis; do
-      # shellcheck disable=SC2086
-      RPS[$name,$t,lg]=$(median ${R[$name]})
-      # shellcheck disable=SC2086
-      CPUNS[$name,$t,lg]=$(median ${C[$name]})
-    done
-    unset R C
+    keep_medians "$t,lg"
   done
   for name in damselfly redis; do kill "${PID[$name]}"; wait "${PID[$name]}" 2>/dev/null || true; done
 fi
