@@ -81,6 +81,6 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
   echo
   for k in "mset," "set,-P 30" "get,-P 30"; do
     name=$(echo "$k" | tr ',' ' ')
-    echo "- ${name^^}: ${CPUNS[dfly1,$k]% }/ ${CPUNS[dfly2,$k]% }/ ${CPUNS[redis,$k]% }"
+    echo "- ${name^^}: ${CPUNS[dfly1,$k]% } / ${CPUNS[dfly2,$k]% } / ${CPUNS[redis,$k]% }"
   done
 } | tee ${OUT:+"$OUT"}
