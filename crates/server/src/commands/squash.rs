@@ -30,7 +30,7 @@ pub struct Route {
 }
 
 /// Per-shard results of a run: the replies' bytes and where each reply ends.
-type ShardReplies = Option<(Vec<u8>, SmallVec<[u32; 16]>)>;
+type ShardReplies = Option<(Vec<u8>, SmallVec<[usize; 16]>)>;
 
 /// Can this command join a squashed run? (Arity and auth already valid, single key.)
 pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
@@ -78,11 +78,11 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
         }
         let owned =
             super::util::OwnedArgs::collect(idxs.iter().flat_map(|&i| run[i].args.iter().copied()));
-        let counts: SmallVec<[u8; 16]> = idxs.iter().map(|&i| run[i].args.len() as u8).collect();
+        let counts: SmallVec<[usize; 16]> = idxs.iter().map(|&i| run[i].args.len()).collect();
         let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
-        let kpos: SmallVec<[u8; 16]> = idxs
+        let kpos: SmallVec<[usize; 16]> = idxs
             .iter()
-            .map(|&i| run[i].how.entry.spec.first_key as u8)
+            .map(|&i| run[i].how.entry.spec.first_key as usize)
             .collect();
         let locks: Locks = idxs
             .iter()
@@ -99,14 +99,14 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             tx::quick(w, locks, ShardLock::None, move |w| {
                 let all = owned.slices();
                 let mut reply = Reply::new(ver);
-                let mut ends: SmallVec<[u32; 16]> = SmallVec::new();
+                let mut ends: SmallVec<[usize; 16]> = SmallVec::new();
                 if fns.len() >= 4 {
                     prefetch_group(w, db, &all, &counts, &kpos);
                 }
                 let mut at = 0usize;
                 for (f, &n) in fns.iter().zip(counts.iter()) {
-                    let args = &all[at..at + n as usize];
-                    at += n as usize;
+                    let args = &all[at..at + n];
+                    at += n;
                     {
                         let mut shard = w.shard.borrow_mut();
                         let mut c = CmdCtx {
@@ -121,7 +121,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                     // Clients blocked on a key this command wrote are served before the next
                     // command of the run can see it.
                     w.serve_blocked();
-                    ends.push(reply.len() as u32);
+                    ends.push(reply.len());
                 }
                 resp.send(w, (reply.take(), ends));
             })
@@ -140,8 +140,8 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
         };
         let k = next[c.how.shard];
         next[c.how.shard] += 1;
-        let from = if k == 0 { 0 } else { ends[k - 1] as usize };
-        let to = ends[k] as usize;
+        let from = if k == 0 { 0 } else { ends[k - 1] };
+        let to = ends[k];
         let start = cx.reply.len();
         cx.reply.raw(&buf[from..to]);
         cx.cmd_name = c.how.entry.static_name;
@@ -152,7 +152,13 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
 /// The staged prefetch of `connection::prefetch_batch`, for a squashed group on its own shard:
 /// load the bucket metadata, then the matching slots, then the values of all the group's keys
 /// before executing, so the group's cache misses overlap.
-fn prefetch_group(w: &crate::engine::Worker, db: usize, all: &[&[u8]], counts: &[u8], kpos: &[u8]) {
+fn prefetch_group(
+    w: &crate::engine::Worker,
+    db: usize,
+    all: &[&[u8]],
+    counts: &[usize],
+    kpos: &[usize],
+) {
     let Ok(shard) = w.shard.try_borrow() else {
         return;
     };
@@ -160,9 +166,9 @@ fn prefetch_group(w: &crate::engine::Worker, db: usize, all: &[&[u8]], counts: &
     let mut keys: SmallVec<[(&[u8], u64); 16]> = SmallVec::new();
     let mut at = 0usize;
     for (&n, &k) in counts.iter().zip(kpos.iter()) {
-        let key = all[at + k as usize];
+        let key = all[at + k];
         keys.push((key, damselfly_dash::hash_key(key)));
-        at += n as usize;
+        at += n;
     }
     for (_, h) in &keys {
         d.prefetch_1(*h);

@@ -44,7 +44,9 @@ pub fn int_arg(reply: &mut Reply, a: &[u8]) -> Option<i64> {
 /// Arguments copied into one allocation so they can travel to another thread.
 pub struct OwnedArgs {
     data: Vec<u8>,
-    ends: Vec<u32>,
+    /// End offset of each argument in `data` (full width: arguments and their total are bounded
+    /// only by proto-max-bulk-len and the query buffer limit, both configurable past 4 GiB).
+    ends: Vec<usize>,
 }
 
 impl OwnedArgs {
@@ -54,7 +56,7 @@ impl OwnedArgs {
         let mut ends = Vec::with_capacity(args.len());
         for a in args {
             data.extend_from_slice(a);
-            ends.push(data.len() as u32);
+            ends.push(data.len());
         }
         OwnedArgs { data, ends }
     }
@@ -66,7 +68,7 @@ impl OwnedArgs {
         let mut ends = Vec::with_capacity(n);
         for a in args {
             data.extend_from_slice(a);
-            ends.push(data.len() as u32);
+            ends.push(data.len());
         }
         OwnedArgs { data, ends }
     }
@@ -75,8 +77,8 @@ impl OwnedArgs {
         let mut out = Vec::with_capacity(self.ends.len());
         let mut start = 0usize;
         for &e in &self.ends {
-            out.push(&self.data[start..e as usize]);
-            start = e as usize;
+            out.push(&self.data[start..e]);
+            start = e;
         }
         out
     }
