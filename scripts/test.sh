@@ -12,8 +12,8 @@
 # Environment:
 #   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite)
 #   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
-#   TEST_PROFILE=release run `cargo test` in release mode (reuses the release build; faster CI,
-#                        but no debug assertions / overflow checks)
+#   TEST_PROFILE=release run `cargo test` in release mode with the test-only fault-injection
+#                        feature (faster CI, but no debug assertions / overflow checks)
 #   CARGO_TARGET_DIR     honoured everywhere (the Tcl suite uses $CARGO_TARGET_DIR/release/damselfly)
 set -uo pipefail
 
@@ -75,7 +75,9 @@ install_deps() {
 
 cargo_test() {
     if [[ ${TEST_PROFILE:-debug} == release ]]; then
-        cargo test --workspace --no-fail-fast --release
+        # Release test builds need the test-only FAULT.* commands explicitly (debug builds
+        # always have them); the release binary `cargo build --release` makes never does.
+        cargo test --workspace --no-fail-fast --release --features damselfly/fault-injection
     else
         cargo test --workspace --no-fail-fast
     fi

@@ -11,6 +11,7 @@
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod log;
 pub mod server;
 pub mod stats;
 pub mod types;
@@ -26,6 +27,13 @@ use engine::{Shared, Worker};
 /// Starts the server and blocks until SHUTDOWN or a termination signal.
 pub fn start(cfg: Config) -> std::io::Result<()> {
     engine::clock::init();
+    engine::guard::install_panic_hook();
+    if let Some(level) = cfg.get("loglevel").as_deref().and_then(log::Level::parse) {
+        log::set_level(level);
+    }
+    if let Some(path) = cfg.get("logfile").filter(|p| !p.is_empty()) {
+        log::open_file(&path)?;
+    }
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
     let bind = cfg.get("bind").unwrap_or_default();
@@ -33,7 +41,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     let listeners = server::listener::bind_all(&bind, port).map_err(|e| {
         std::io::Error::new(e.kind(), format!("cannot listen on {bind}:{port}: {e}"))
     })?;
-    eprintln!(
+    crate::log_notice!(
         "damselfly v{} starting: port {} ({}), {} shard threads, pid {}",
         env!("CARGO_PKG_VERSION"),
         port,
@@ -55,7 +63,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         _ => !cpus.is_empty() && shared.threads > cpus.len(),
     };
     if batch {
-        eprintln!("damselfly: more shard threads than CPUs: shard threads run under SCHED_BATCH");
+        crate::log_notice!("more shard threads than CPUs: shard threads run under SCHED_BATCH");
     }
     let mut listeners = Some(listeners);
     let mut handles = Vec::new();
@@ -77,11 +85,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
                 .spawn(move || thread_main(i, shared, ls, cpu, batch))?,
         );
     }
-    eprintln!("damselfly: ready to accept connections");
+    crate::log_notice!("Ready to accept connections");
     for h in handles {
         let _ = h.join();
     }
-    eprintln!("damselfly: bye");
+    crate::log_notice!("bye");
     Ok(())
 }
 
@@ -109,7 +117,7 @@ fn thread_main(
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("damselfly: cannot start runtime on thread {id}: {e}");
+            crate::log_warning!("cannot start runtime on thread {id}: {e}");
             std::process::exit(1);
         }
     };
@@ -159,7 +167,7 @@ async fn watch_signals(w: Rc<Worker>) {
         _ = term.recv() => {},
         _ = int.recv() => {},
     }
-    eprintln!("damselfly: received termination signal, shutting down");
+    crate::log_warning!("Received termination signal, shutting down");
     request_shutdown(&w.shared);
 }
 

@@ -9,7 +9,7 @@ fn main() {
     match damselfly::config::parse_args(&args, &env) {
         Ok(damselfly::config::Startup::Exit(text)) => print!("{text}"),
         Ok(damselfly::config::Startup::Run(cfg)) => {
-            if let Err(e) = damselfly::start(cfg) {
+            if let Err(e) = damselfly::start(*cfg) {
                 eprintln!("damselfly: {e}");
                 std::process::exit(1);
             }

@@ -31,6 +31,8 @@ pub struct ThreadStats {
     pub cmd: Vec<CmdStat>,
     pub errors: HashMap<String, u64>,
     pub total_error_replies: u64,
+    /// Commands that panicked and were contained (the client got `-ERR internal error`).
+    pub internal_errors: u64,
     pub slowlog: std::collections::VecDeque<SlowEntry>,
 }
 
@@ -50,5 +52,6 @@ impl ThreadStats {
         self.cmd.clear();
         self.errors.clear();
         self.total_error_replies = 0;
+        self.internal_errors = 0;
     }
 }

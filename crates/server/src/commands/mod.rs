@@ -11,6 +11,8 @@
 pub mod bitmap;
 pub mod blocking;
 pub mod connection;
+#[cfg(any(debug_assertions, feature = "fault-injection"))]
+pub mod fault;
 pub mod hash;
 pub mod keys;
 pub mod list;
@@ -33,6 +35,7 @@ use damselfly_protocol::Reply;
 
 use crate::engine::clock;
 use crate::engine::db::Db;
+use crate::engine::guard;
 use crate::engine::shard::Shard;
 use crate::engine::{shard_of, Shared, Worker};
 use crate::server::client::ClientHandle;
@@ -272,6 +275,7 @@ impl ConnCtx {
     }
 
     pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
+        let name = self.cmd_name;
         if target == self.worker.id && self.tx.is_none() {
             let w = &self.worker;
             let free = {
@@ -283,17 +287,7 @@ impl ConnCtx {
                 }
             };
             if free {
-                {
-                    let mut shard = w.shard.borrow_mut();
-                    let mut c = CmdCtx {
-                        shard: &mut shard,
-                        db: self.db,
-                        now: self.now_ms,
-                        shared: &w.shared,
-                        reply: &mut self.reply,
-                    };
-                    f(&mut c, args);
-                }
+                run_shard_cmd(w, name, f, self.db, self.now_ms, &mut self.reply, args);
                 w.serve_blocked();
                 return;
             }
@@ -304,22 +298,57 @@ impl ConnCtx {
         let now = self.now_ms;
         let bytes = self
             .shard_exec(target, move |w| {
-                let args = owned.slices();
                 let mut reply = Reply::new(ver);
-                let mut shard = w.shard.borrow_mut();
-                let mut c = CmdCtx {
-                    shard: &mut shard,
-                    db,
-                    now,
-                    shared: &w.shared,
-                    reply: &mut reply,
-                };
-                f(&mut c, &args);
+                run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
                 reply.take()
             })
             .await;
         self.reply.raw(&bytes);
     }
+}
+
+/// Runs shard handler `f` on `w`'s shard with a fresh command context, appending its reply to
+/// `reply`. The command boundary on the shard side: a panic inside `f` becomes this command's
+/// `-ERR internal error` reply (see `engine::guard`), and nothing else is affected.
+pub(crate) fn run_shard_cmd(
+    w: &Rc<Worker>,
+    name: &'static str,
+    f: ShardFn,
+    db: usize,
+    now: u64,
+    reply: &mut Reply,
+    args: &[&[u8]],
+) {
+    let mark = reply.len();
+    let r = guard::contain(|| {
+        let mut shard = w.shard.borrow_mut();
+        let mut c = CmdCtx {
+            shard: &mut shard,
+            db,
+            now,
+            shared: &w.shared,
+            reply: &mut *reply,
+        };
+        f(&mut c, args);
+    });
+    if let Err(fault) = r {
+        reply.buf.truncate(mark);
+        internal_error(w, reply, name, &fault);
+    }
+}
+
+/// Replies, logs and counts a contained internal error of command `name`.
+fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Fault) {
+    crate::log_warning!(
+        "internal error in command '{name}' on thread {} contained: {}; the client got an \
+         error reply and the server keeps serving",
+        w.id,
+        fault.text
+    );
+    w.stats.borrow_mut().internal_errors += 1;
+    reply.error(&format!(
+        "ERR internal error in '{name}' command (details are in the server log)"
+    ));
 }
 
 /// Executes one parsed command, appending its reply to `cx.reply`.
@@ -389,25 +418,35 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     } else {
         None
     };
-    if let Some(plan) = &own_tx {
-        if spec.flags & flags::TX_SINGLE_HOP != 0 {
-            cx.tx_begin_single_hop(plan).await;
-        } else {
-            cx.tx_begin(plan).await;
-        }
-    }
-    match spec.handler {
-        Handler::Shard(f) => {
-            let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
-                shard_of(args[spec.first_key as usize], cx.threads())
+    // The coordinator's command boundary: a panic in the handler (or re-raised from one of its
+    // hops on another shard) ends this command only (see `engine::guard`).
+    let run = guard::CatchUnwind::new(async {
+        if let Some(plan) = &own_tx {
+            if spec.flags & flags::TX_SINGLE_HOP != 0 {
+                cx.tx_begin_single_hop(plan).await;
             } else {
-                cx.worker.id
-            };
-            cx.run_on_shard(f, target, args).await;
+                cx.tx_begin(plan).await;
+            }
         }
-        Handler::Local(f) => f(cx, args),
-        Handler::Conn(f) => f(cx, args).await,
-        Handler::Container => {}
+        match spec.handler {
+            Handler::Shard(f) => {
+                let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
+                    shard_of(args[spec.first_key as usize], cx.threads())
+                } else {
+                    cx.worker.id
+                };
+                cx.run_on_shard(f, target, args).await;
+            }
+            Handler::Local(f) => f(cx, args),
+            Handler::Conn(f) => f(cx, args).await,
+            Handler::Container => {}
+        }
+    })
+    .await;
+    if let Err(fault) = run {
+        cx.reply.buf.truncate(start_len);
+        let w = cx.worker.clone();
+        internal_error(&w, &mut cx.reply, entry.static_name, &fault);
     }
     if own_tx.is_some() {
         cx.tx_end();

@@ -95,7 +95,8 @@ impl Registry {
 }
 
 pub fn families() -> Vec<&'static [CommandSpec]> {
-    vec![
+    #[allow(unused_mut)]
+    let mut v: Vec<&'static [CommandSpec]> = vec![
         super::string::COMMANDS,
         super::bitmap::COMMANDS,
         super::keys::COMMANDS,
@@ -107,7 +108,11 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::set::COMMANDS,
         super::zset::COMMANDS,
         super::sort::COMMANDS,
-    ]
+    ];
+    // Test-only commands that panic on purpose (never in a release build's table).
+    #[cfg(any(debug_assertions, feature = "fault-injection"))]
+    v.push(super::fault::COMMANDS);
+    v
 }
 
 pub fn registry() -> &'static Registry {

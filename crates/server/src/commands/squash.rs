@@ -10,7 +10,9 @@ use smallvec::SmallVec;
 
 use damselfly_protocol::Reply;
 
-use super::{flags, record_call, registry, CmdCtx, ConnCtx, Entry, Handler, ReplyMode, ShardFn};
+use super::{
+    flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, ReplyMode, ShardFn,
+};
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
 use crate::engine::tx::{self, KeyLock, Locks, ShardLock};
@@ -80,6 +82,8 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             super::util::OwnedArgs::collect(idxs.iter().flat_map(|&i| run[i].args.iter().copied()));
         let counts: SmallVec<[usize; 16]> = idxs.iter().map(|&i| run[i].args.len()).collect();
         let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
+        let names: SmallVec<[&'static str; 16]> =
+            idxs.iter().map(|&i| run[i].how.entry.static_name).collect();
         let kpos: SmallVec<[usize; 16]> = idxs
             .iter()
             .map(|&i| run[i].how.entry.spec.first_key as usize)
@@ -104,20 +108,10 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                     prefetch_group(w, db, &all, &counts, &kpos);
                 }
                 let mut at = 0usize;
-                for (f, &n) in fns.iter().zip(counts.iter()) {
+                for ((f, &n), &name) in fns.iter().zip(counts.iter()).zip(names.iter()) {
                     let args = &all[at..at + n];
                     at += n;
-                    {
-                        let mut shard = w.shard.borrow_mut();
-                        let mut c = CmdCtx {
-                            shard: &mut shard,
-                            db,
-                            now,
-                            shared: &w.shared,
-                            reply: &mut reply,
-                        };
-                        f(&mut c, args);
-                    }
+                    run_shard_cmd(w, name, *f, db, now, &mut reply, args);
                     // Clients blocked on a key this command wrote are served before the next
                     // command of the run can see it.
                     w.serve_blocked();

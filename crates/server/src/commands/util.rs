@@ -250,8 +250,10 @@ where
             match sched {
                 SchedHop::TooOld => resp.send(w, Err::<R, J>(job)),
                 SchedHop::RunNow => {
-                    let r = job(w);
-                    resp.send(w, Ok::<R, J>(r));
+                    // A panicking job drops `resp` unanswered: the coordinator sees the panic.
+                    if let Ok(r) = crate::engine::guard::contain(|| job(w)) {
+                        resp.send(w, Ok::<R, J>(r));
+                    }
                     w.serve_blocked();
                 }
                 SchedHop::Queued => tx::hop(w, id, move |w| {

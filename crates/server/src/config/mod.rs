@@ -80,7 +80,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Mem,
         "0",
         true,
-        "memory limit in human-readable bytes (e.g. 2gb); 0 = no limit",
+        "memory limit in human-readable bytes (e.g. 2gb); only 0 (no limit) until limits exist",
     ),
     p(
         "databases",
@@ -112,7 +112,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Str,
         "",
         true,
-        "working directory for snapshots",
+        "working directory (the process chdirs into it, as Redis does); snapshots go here",
     ),
     p(
         "dbfilename",
@@ -137,7 +137,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Int(0, 65535),
         "0",
         false,
-        "Memcached protocol port (0 = disabled)",
+        "Memcached protocol port; only 0 (disabled) until the protocol exists",
     ),
     p(
         "cache_mode",
@@ -145,7 +145,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "no",
         true,
-        "evict keys when near maxmemory",
+        "evict keys when near maxmemory; only 'no' until eviction exists",
     ),
     p(
         "snapshot_cron",
@@ -153,7 +153,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Str,
         "",
         true,
-        "cron schedule for automatic snapshots",
+        "cron schedule for automatic snapshots; only '' until snapshots exist",
     ),
     p(
         "primary_port_http_enabled",
@@ -169,7 +169,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "yes",
         false,
-        "enable the HTTP console",
+        "serve the HTML console at / on the main port (/metrics is served either way)",
     ),
     p(
         "list-max-listpack-size",
@@ -331,7 +331,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Str,
         "",
         true,
-        "Redis-style save points (accepted for compatibility)",
+        "Redis-style save points; only '' (no snapshots) until persistence exists",
     ),
     p(
         "appendonly",
@@ -339,7 +339,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "no",
         true,
-        "append only file (not supported yet; accepted)",
+        "append only file; only 'no' until it exists",
     ),
     p(
         "appendfsync",
@@ -347,7 +347,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["always", "everysec", "no"]),
         "everysec",
         true,
-        "AOF fsync policy (accepted)",
+        "AOF fsync policy (takes effect with appendonly)",
     ),
     p(
         "loglevel",
@@ -363,7 +363,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Str,
         "",
         false,
-        "log file ('' = stderr)",
+        "log file ('' = stderr), Redis's line format",
     ),
     p(
         "lua-time-limit",
@@ -414,84 +414,12 @@ pub static PARAMS: &[Param] = &[
         "run active expiry",
     ),
     p(
-        "hash-max-listpack-entries",
-        &["hash-max-ziplist-entries"],
-        Kind::Int(0, i64::MAX),
-        "512",
-        true,
-        "small hash encoding threshold",
-    ),
-    p(
-        "hash-max-listpack-value",
-        &["hash-max-ziplist-value"],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "small hash encoding threshold",
-    ),
-    p(
-        "set-max-intset-entries",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "512",
-        true,
-        "intset threshold",
-    ),
-    p(
-        "set-max-listpack-entries",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "128",
-        true,
-        "small set threshold",
-    ),
-    p(
-        "set-max-listpack-value",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "small set threshold",
-    ),
-    p(
-        "zset-max-listpack-entries",
-        &["zset-max-ziplist-entries"],
-        Kind::Int(0, i64::MAX),
-        "128",
-        true,
-        "small zset threshold",
-    ),
-    p(
-        "zset-max-listpack-value",
-        &["zset-max-ziplist-value"],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "small zset threshold",
-    ),
-    p(
-        "list-max-listpack-size",
-        &["list-max-ziplist-size"],
-        Kind::Int(-5, i64::MAX),
-        "-2",
-        true,
-        "list node size",
-    ),
-    p(
-        "list-compress-depth",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "0",
-        true,
-        "list compression depth",
-    ),
-    p(
         "notify-keyspace-events",
         &[],
         Kind::Str,
         "",
         true,
-        "keyspace notifications classes",
+        "keyspace notifications classes; only '' until notifications exist",
     ),
     p(
         "pin_threads",
@@ -526,6 +454,8 @@ pub struct Config {
     query_buffer_limit: AtomicU64,
     maxclients: AtomicU64,
     protected_mode: AtomicBool,
+    timeout_secs: AtomicU64,
+    tcp_keepalive_secs: AtomicU64,
     has_password: AtomicBool,
     slowlog_slower_than: AtomicI64,
     slowlog_max_len: AtomicU64,
@@ -577,6 +507,12 @@ pub enum ConfigError {
         why: String,
     },
     Immutable(String),
+    /// A value that needs a feature damselfly does not have yet: refused, never ignored.
+    NotImplemented {
+        name: String,
+        value: String,
+        why: String,
+    },
     Io(String),
 }
 
@@ -588,6 +524,9 @@ impl std::fmt::Display for ConfigError {
                 write!(f, "CONFIG SET failed (possibly related to argument '{name}') - argument '{value}' {why}")
             }
             ConfigError::Immutable(n) => write!(f, "CONFIG SET failed (possibly related to argument '{n}') - can't set immutable config"),
+            ConfigError::NotImplemented { name, value, why } => {
+                write!(f, "--{name} {value:?} is refused: {why}")
+            }
             ConfigError::Io(e) => write!(f, "{e}"),
         }
     }
@@ -641,6 +580,73 @@ fn parse_bool(s: &str) -> Option<bool> {
         "no" | "false" | "0" | "off" => Some(false),
         _ => None,
     }
+}
+
+/// Is this (canonical) value one that needs the missing feature?
+type RefusedValue = fn(&str) -> bool;
+
+/// Values that would need a feature damselfly does not implement yet, with the reason. They are
+/// refused at startup and by CONFIG SET: a user who sets `--maxmemory` must get memory limits
+/// or an error, never a server that silently grows past it. Each row goes when its feature
+/// lands.
+const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
+    (
+        "maxmemory",
+        |v| v != "0",
+        "memory limits are not implemented yet (only 0, no limit, is accepted)",
+    ),
+    (
+        "cache_mode",
+        |v| v == "yes",
+        "cache mode needs eviction, which is not implemented yet",
+    ),
+    (
+        "memcached_port",
+        |v| v != "0",
+        "the memcached protocol is not implemented yet (only 0, disabled, is accepted)",
+    ),
+    (
+        "snapshot_cron",
+        |v| !v.trim().is_empty(),
+        "snapshots are not implemented yet",
+    ),
+    (
+        "save",
+        |v| !v.trim().is_empty(),
+        "RDB snapshots are not implemented yet (only '', no save points, is accepted)",
+    ),
+    (
+        "appendonly",
+        |v| v == "yes",
+        "the append-only file is not implemented yet",
+    ),
+    (
+        "notify-keyspace-events",
+        |v| !v.is_empty(),
+        "keyspace notifications are not implemented yet",
+    ),
+];
+
+/// `canonical`, plus the refusal of values whose feature does not exist yet.
+fn accepted(p: &Param, value: &str) -> Result<String, ConfigError> {
+    let v = canonical(p, value)?;
+    if p.name == "dir" && !v.is_empty() && !std::path::Path::new(&v).is_dir() {
+        // Redis chdirs into `dir`; the mirror does too, so refuse what it could not enter.
+        return Err(ConfigError::Io(format!(
+            "Can't chdir to '{v}': No such file or directory"
+        )));
+    }
+    if let Some((_, _, why)) = NOT_IMPLEMENTED
+        .iter()
+        .find(|(n, refuse, _)| *n == p.name && refuse(&v))
+    {
+        return Err(ConfigError::NotImplemented {
+            name: p.name.to_string(),
+            value: value.to_string(),
+            why: why.to_string(),
+        });
+    }
+    Ok(v)
 }
 
 /// Validates `value` for `p` and returns its canonical string form.
@@ -721,6 +727,8 @@ impl Config {
             query_buffer_limit: AtomicU64::new(1 << 30),
             maxclients: AtomicU64::new(64000),
             protected_mode: AtomicBool::new(true),
+            timeout_secs: AtomicU64::new(0),
+            tcp_keepalive_secs: AtomicU64::new(300),
             has_password: AtomicBool::new(false),
             slowlog_slower_than: AtomicI64::new(10000),
             slowlog_max_len: AtomicU64::new(128),
@@ -756,12 +764,24 @@ impl Config {
             "client-query-buffer-limit" => self.query_buffer_limit.store(num(), Ordering::Relaxed),
             "maxclients" => self.maxclients.store(num(), Ordering::Relaxed),
             "protected-mode" => self.protected_mode.store(v == "yes", Ordering::Relaxed),
+            "timeout" => self.timeout_secs.store(num(), Ordering::Relaxed),
+            "tcp-keepalive" => self.tcp_keepalive_secs.store(num(), Ordering::Relaxed),
             "requirepass" => self.has_password.store(!v.is_empty(), Ordering::Relaxed),
             "slowlog-log-slower-than" => self
                 .slowlog_slower_than
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
             "slowlog-max-len" => self.slowlog_max_len.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
+            "dir" if !v.is_empty() => {
+                if let Err(e) = std::env::set_current_dir(v) {
+                    crate::log_warning!("Can't chdir to '{v}': {e}");
+                }
+            }
+            "loglevel" => {
+                if let Some(l) = crate::log::Level::parse(v) {
+                    crate::log::set_level(l);
+                }
+            }
             _ => {
                 if let Some((e, _)) = EncLimit::ALL.iter().find(|(_, n)| *n == name) {
                     self.enc_limits[*e as usize].store(v.parse().unwrap_or(0), Ordering::Relaxed);
@@ -773,7 +793,7 @@ impl Config {
     /// Sets a value at startup (flags) — immutable parameters allowed.
     pub fn set_startup(&self, name: &str, value: &str) -> Result<(), ConfigError> {
         let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
-        let v = canonical(p, value)?;
+        let v = accepted(p, value)?;
         self.mirror(p.name, &v);
         self.values
             .write()
@@ -788,7 +808,7 @@ impl Config {
         if !p.mutable {
             return Err(ConfigError::Immutable(p.name.to_string()));
         }
-        let v = canonical(p, value)?;
+        let v = accepted(p, value)?;
         self.mirror(p.name, &v);
         self.values
             .write()
@@ -803,7 +823,7 @@ impl Config {
         if !p.mutable {
             return Err(ConfigError::Immutable(p.name.to_string()));
         }
-        canonical(p, value).map(|_| ())
+        accepted(p, value).map(|_| ())
     }
 
     pub fn get(&self, name: &str) -> Option<String> {
@@ -827,10 +847,13 @@ impl Config {
                     .any(|pat| glob::matches(pat, n.as_bytes(), true))
                 {
                     let v = values.get(p.name).cloned().unwrap_or_default();
-                    let v = if p.name == "proactor_threads" {
-                        self.threads().to_string()
-                    } else {
-                        v
+                    let v = match p.name {
+                        "proactor_threads" => self.threads().to_string(),
+                        // Redis answers the absolute working directory.
+                        "dir" => std::env::current_dir()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or(v),
+                        _ => v,
                     };
                     out.push((n.to_string(), v));
                 }
@@ -870,6 +893,14 @@ impl Config {
     #[inline]
     pub fn maxclients(&self) -> usize {
         self.maxclients.load(Ordering::Relaxed) as usize
+    }
+    #[inline]
+    pub fn timeout_secs(&self) -> u64 {
+        self.timeout_secs.load(Ordering::Relaxed)
+    }
+    #[inline]
+    pub fn tcp_keepalive_secs(&self) -> u64 {
+        self.tcp_keepalive_secs.load(Ordering::Relaxed)
     }
     #[inline]
     pub fn protected_mode(&self) -> bool {
@@ -912,7 +943,7 @@ impl Config {
 
 /// What `parse_args` decided.
 pub enum Startup {
-    Run(Config),
+    Run(Box<Config>),
     /// Print this and exit 0 (--help, --version).
     Exit(String),
 }
@@ -933,7 +964,7 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
     if let Some(out) = HELP_REQUEST.with(|h| h.borrow_mut().take()) {
         return Ok(Startup::Exit(out));
     }
-    Ok(Startup::Run(cfg))
+    Ok(Startup::Run(Box::new(cfg)))
 }
 
 thread_local! {
@@ -1072,7 +1103,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         match parse_args(&a, &e).expect("parse") {
-            Startup::Run(c) => c,
+            Startup::Run(c) => *c,
             Startup::Exit(_) => panic!("exit"),
         }
     }
@@ -1082,20 +1113,23 @@ mod tests {
         let c = run(
             &[
                 "--port=7000",
-                "--maxmemory",
+                "--proto-max-bulk-len",
                 "2gb",
                 "-dbnum",
                 "4",
-                "--cache_mode",
+                "--active_expire_enabled",
                 "--noprotected_mode",
+                "--cache_mode=no",
+                "--maxmemory=0",
             ],
             &[("DFLY_hz", "50")],
         );
         assert_eq!(c.port(), 7000);
-        assert_eq!(c.maxmemory(), 2 << 30);
+        assert_eq!(c.proto_max_bulk_len(), 2 << 30);
         assert_eq!(c.dbnum(), 4);
         assert_eq!(c.hz(), 50);
-        assert!(c.bool("cache_mode"));
+        assert!(c.bool("active-expire-enabled"));
+        assert!(!c.bool("cache_mode"));
         assert!(!c.protected_mode());
     }
 
@@ -1121,8 +1155,8 @@ mod tests {
     #[test]
     fn config_set_rules() {
         let c = Config::new();
-        assert!(c.set("maxmemory", "10mb").is_ok());
-        assert_eq!(c.get("maxmemory").as_deref(), Some("10485760"));
+        assert!(c.set("proto-max-bulk-len", "10mb").is_ok());
+        assert_eq!(c.get("proto-max-bulk-len").as_deref(), Some("10485760"));
         assert!(matches!(c.set("port", "1"), Err(ConfigError::Immutable(_))));
         assert!(matches!(
             c.set("nope", "1"),
@@ -1130,8 +1164,71 @@ mod tests {
         ));
         assert!(c.set("hz", "abc").is_err());
         let got = c.get_matching(&[b"maxmemory*"]);
-        assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "10485760"));
+        assert!(got.iter().any(|(n, v)| n == "maxmemory" && v == "0"));
         assert!(got.iter().any(|(n, _)| n == "maxmemory-policy"));
+    }
+
+    /// Values whose feature does not exist yet are refused by flags and CONFIG SET alike;
+    /// the values that need nothing missing are accepted.
+    #[test]
+    fn missing_features_are_refused_not_ignored() {
+        let refused: &[(&str, &str)] = &[
+            ("maxmemory", "50mb"),
+            ("cache_mode", "yes"),
+            ("memcached_port", "11211"),
+            ("snapshot_cron", "*/5 * * * *"),
+            ("save", "900 1"),
+            ("appendonly", "yes"),
+            ("notify-keyspace-events", "KEA"),
+        ];
+        for (name, value) in refused {
+            let args = vec![format!("--{name}={value}")];
+            match parse_args(&args, &[]) {
+                Err(e @ ConfigError::NotImplemented { .. }) => {
+                    assert!(e.to_string().contains(name), "{e}")
+                }
+                Err(e) => panic!("--{name}={value}: wrong error {e}"),
+                Ok(_) => panic!("--{name}={value} was accepted"),
+            }
+            let c = Config::new();
+            if find_param(name).is_some_and(|p| p.mutable) {
+                assert!(
+                    matches!(c.set(name, value), Err(ConfigError::NotImplemented { .. })),
+                    "CONFIG SET {name} {value}"
+                );
+                assert!(c.check(name, value).is_err());
+            }
+        }
+        let c = Config::new();
+        for (name, value) in [
+            ("maxmemory", "0"),
+            ("cache_mode", "no"),
+            ("save", ""),
+            ("appendonly", "no"),
+            ("notify-keyspace-events", ""),
+            ("snapshot_cron", ""),
+        ] {
+            c.set(name, value)
+                .unwrap_or_else(|e| panic!("{name} {value:?}: {e}"));
+        }
+    }
+
+    /// `--help` lists each flag once: no parameter name or alias is declared twice.
+    #[test]
+    fn every_name_is_declared_once() {
+        let mut seen = std::collections::HashSet::new();
+        for p in PARAMS {
+            // (One parameter may list the same name with dashes and with underscores.)
+            let own: std::collections::HashSet<String> = std::iter::once(p.name)
+                .chain(p.aliases.iter().copied())
+                .map(norm)
+                .collect();
+            for n in own {
+                assert!(seen.insert(n.clone()), "{n} declared by two parameters");
+            }
+        }
+        let help = help_text();
+        assert_eq!(help.matches("--hash-max-listpack-entries,").count(), 1);
     }
 }
 

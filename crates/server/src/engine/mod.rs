@@ -3,6 +3,7 @@
 pub mod blocking;
 pub mod clock;
 pub mod db;
+pub mod guard;
 pub mod inbox;
 pub mod router;
 pub mod shard;

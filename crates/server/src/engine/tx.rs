@@ -400,7 +400,14 @@ pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, f: F) {
         t.start(txid);
     }
     // Blocked clients are served when the transaction concludes (after EXEC, like Redis).
-    f(w);
+    run_contained(w, f);
+}
+
+/// Runs command work (a hop or quick operation) so that its panic stops at the command: the
+/// work's `Responder` is dropped unanswered, which tells the coordinator, and this shard's
+/// queue and locks stay consistent (see `engine::guard`).
+fn run_contained<F: FnOnce(&Rc<Worker>)>(w: &Rc<Worker>, f: F) {
+    let _ = super::guard::contain(|| f(w));
 }
 
 /// Concludes (or cancels) a transaction on this shard and lets waiting work proceed.
@@ -420,7 +427,7 @@ pub fn quick<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, locks: Locks, s: 
             return;
         }
     }
-    f(w);
+    run_contained(w, f);
     w.serve_blocked();
 }
 
@@ -468,9 +475,9 @@ pub fn poll(w: &Rc<Worker>) {
         match next {
             // A transaction's hop: blocked clients are served when it concludes (`finish`), as
             // Redis serves them after EXEC — never between two hops of one transaction.
-            Some((f, false)) => f(w),
+            Some((f, false)) => run_contained(w, f),
             Some((f, true)) => {
-                f(w);
+                run_contained(w, f);
                 w.serve_blocked();
             }
             None => return,

@@ -17,6 +17,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::clock;
+use super::guard::{self, RemotePanic};
 use super::inbox::{Inbox, Msg, Task};
 use super::shard::Shard;
 use crate::config::Config;
@@ -261,10 +262,9 @@ impl Worker {
             dst,
             Box::new(move |w: &Worker| {
                 // A panicking command must not leave the caller waiting forever: ship the panic
-                // back and re-raise it on the caller's side (which closes that one connection).
-                let boxed: Box<dyn Any + Send> = match std::panic::catch_unwind(
-                    std::panic::AssertUnwindSafe(|| with_rc(w, f)),
-                ) {
+                // back and re-raise it on the caller's side, where the command boundary turns
+                // it into an error reply (see `engine::guard`).
+                let boxed: Box<dyn Any + Send> = match guard::contain(|| with_rc(w, f)) {
                     Ok(r) => Box::new(r),
                     Err(_) => Box::new(RemotePanic),
                 };
@@ -365,17 +365,10 @@ impl Worker {
                 for m in batch.drain(..) {
                     match m {
                         Msg::Done(slot, v) => self.complete(slot, v),
-                        Msg::Run(f) => {
-                            // One bad message must not take down this thread's inbox.
-                            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&self)))
-                                .is_err()
-                            {
-                                eprintln!(
-                                    "damselfly: a cross-thread task panicked on thread {}",
-                                    self.id
-                                );
-                            }
-                        }
+                        // Command code inside a message runs under its own containment
+                        // (hops, quick operations, calls); a panic that gets here came from
+                        // the engine itself.
+                        Msg::Run(f) => guard::or_exit("cross-thread message", || f(&self)),
                     }
                 }
                 if all_empty {
@@ -406,7 +399,7 @@ impl Worker {
             if !tx_idle {
                 shard.active_expire = false;
             }
-            shard.tick(now);
+            guard::or_exit("shard maintenance tick", || shard.tick(now));
             shard.active_expire = active;
         }
     }
@@ -419,9 +412,6 @@ fn with_rc<R>(w: &Worker, f: impl FnOnce(&Rc<Worker>) -> R) -> R {
         _ => panic!("message executed outside its worker thread"),
     }
 }
-
-/// Marker sent back when the remote closure panicked.
-struct RemotePanic;
 
 /// Completes a `call_deferred` from whichever thread the work finally runs on.
 pub struct Responder {
@@ -504,9 +494,8 @@ impl<R: 'static> Future for Call<R> {
                         this.state = CallState::Finished;
                         match v.downcast::<R>() {
                             Ok(r) => Poll::Ready(*r),
-                            Err(v) if v.is::<RemotePanic>() => {
-                                panic!("command panicked on another shard thread")
-                            }
+                            // Not `panic!`: the hook already logged it on the shard thread.
+                            Err(v) if v.is::<RemotePanic>() => std::panic::resume_unwind(v),
                             Err(_) => panic!("cross-thread call returned the wrong type"),
                         }
                     }

@@ -44,6 +44,15 @@ fn limits(w: &Worker) -> ParserLimits {
 pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
     let shared = worker.shared.clone();
     let _ = stream.set_nodelay(true);
+    let keepalive = shared.config.tcp_keepalive_secs();
+    if keepalive > 0 {
+        // As Redis: first probe after `tcp-keepalive` idle seconds, then every third of it.
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(std::time::Duration::from_secs(keepalive))
+            .with_interval(std::time::Duration::from_secs((keepalive / 3).max(1)))
+            .with_retries(3);
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+    }
     let peer = stream.peer_addr().ok();
     let local = stream.local_addr().ok();
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
@@ -160,6 +169,16 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
         if rbuf.capacity() - rbuf.len() < want / 2 {
             rbuf.reserve(want);
         }
+        // `timeout`: close a client idle for that many seconds (an async block, so that the
+        // default of no timeout costs no timer per read).
+        let idle = cx.shared().config.timeout_secs();
+        let idle_limit = async {
+            if idle == 0 {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep(std::time::Duration::from_secs(idle)).await
+            }
+        };
         let n = tokio::select! {
             biased;
             _ = &mut wake => {
@@ -167,6 +186,10 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                 0
             }
             r = stream.read_buf(&mut rbuf) => r?,
+            _ = idle_limit => {
+                crate::log_verbose!("Closing idle client (timeout {idle} s)");
+                0
+            }
         };
         if n == 0 || cx.client.killed.get() {
             return Ok(());

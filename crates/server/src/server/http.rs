@@ -34,7 +34,9 @@ pub async fn serve(
             "text/plain; version=0.0.4",
             crate::commands::server::prometheus_metrics(cx).await,
         )
-    } else if path == "/" || path == "/index.html" {
+    } else if (path == "/" || path == "/index.html")
+        && cx.shared().config.bool("http_admin_console")
+    {
         (
             "200 OK",
             "text/html; charset=utf-8",

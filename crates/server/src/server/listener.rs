@@ -46,7 +46,7 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("damselfly: listener setup failed: {e}");
+            crate::log_warning!("listener setup failed: {e}");
             return;
         }
     };
@@ -55,7 +55,7 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
             Ok(s) => s,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
-                eprintln!("damselfly: accept failed: {e}");
+                crate::log_warning!("accept failed: {e}");
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
             }
@@ -79,11 +79,11 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
                                     s,
                                 ));
                             }
-                            Err(e) => eprintln!("damselfly: cannot adopt connection: {e}"),
+                            Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
                         }
                     })
                 }
-                Err(e) => eprintln!("damselfly: cannot move connection: {e}"),
+                Err(e) => crate::log_warning!("cannot move connection: {e}"),
             }
         }
     }

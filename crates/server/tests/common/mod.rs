@@ -210,6 +210,20 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Waits up to `timeout` for the process to exit; its exit status, or None if still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// A synchronous `redis` crate connection.
     pub fn client(&self) -> redis::Connection {
         let c = redis::Client::open(self.url()).expect("bad url");

@@ -35,6 +35,9 @@ fn set_error(typed: &str, e: &ConfigError) -> String {
         ConfigError::Immutable(_) => format!(
             "ERR CONFIG SET failed (possibly related to argument '{typed}') - can't set immutable config"
         ),
+        ConfigError::NotImplemented { why, .. } => {
+            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}")
+        }
         ConfigError::Io(msg) => {
             format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {msg}")
         }

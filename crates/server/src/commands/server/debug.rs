@@ -76,7 +76,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             (b"jmap", _) => cx.reply.error("ERR DEBUG JMAP not supported yet"),
             (b"error", 3) => cx.reply.error_bytes(args[2]),
             (b"log", 3) => {
-                eprintln!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
+                crate::log_warning!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
                 cx.reply.ok();
             }
             (b"change-repl-id", 2) => cx.reply.ok(),

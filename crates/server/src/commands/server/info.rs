@@ -21,6 +21,7 @@ pub struct ThreadSnap {
     pub cmd: Vec<CmdStat>,
     pub errors: Vec<(String, u64)>,
     pub total_error_replies: u64,
+    pub internal_errors: u64,
     pub clients: usize,
     /// Connections blocked in a blocking command.
     pub blocked: usize,
@@ -43,6 +44,7 @@ pub struct Totals {
     pub cmd: Vec<CmdStat>,
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
+    pub internal_errors: u64,
     pub clients: usize,
     pub blocked: usize,
     pub dbs: Vec<(u64, u64)>,
@@ -91,6 +93,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 cmd: st.cmd.clone(),
                 errors: st.errors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
                 total_error_replies: st.total_error_replies,
+                internal_errors: st.internal_errors,
                 clients: w.clients.borrow().len(),
                 blocked: w.blocked.borrow().len(),
                 ..ThreadSnap::default()
@@ -128,6 +131,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
             *t.errors.entry(k).or_insert(0) += v;
         }
         t.total_error_replies += s.total_error_replies;
+        t.internal_errors += s.internal_errors;
         t.clients += s.clients;
         t.blocked += s.blocked;
         if t.dbs.len() < s.dbs.len() {
@@ -606,6 +610,8 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "tracking_total_prefixes:0");
             line!(o, "unexpected_error_replies:0");
             line!(o, "total_error_replies:{}", t.total_error_replies);
+            // Not in Redis: commands whose panic was contained (see engine::guard).
+            line!(o, "internal_errors:{}", t.internal_errors);
             line!(o, "dump_payload_sanitizations:0");
             line!(o, "total_reads_processed:{}", t.commands_processed);
             line!(o, "total_writes_processed:{}", t.commands_processed);
@@ -859,6 +865,13 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         "counter",
         "Keys evicted because of maxmemory",
         &one(0),
+    );
+    metric(
+        &mut o,
+        "internal_errors_total",
+        "counter",
+        "Commands that failed with an internal error (a contained panic)",
+        &one(t.internal_errors),
     );
     metric(
         &mut o,

@@ -44,7 +44,7 @@ pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.reply.error("ERR No shutdown in progress.");
         return;
     }
-    eprintln!("damselfly: SHUTDOWN requested by a client, exiting");
+    crate::log_warning!("User requested shutdown...");
     crate::request_shutdown(cx.shared());
     cx.close = true;
 }

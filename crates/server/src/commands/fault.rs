@@ -1,0 +1,117 @@
+//! Test-only fault injection: commands that panic at each containment boundary, so integration
+//! tests can prove what `engine::guard` promises. Compiled into debug builds and builds with the
+//! `fault-injection` feature only; a release build's command table has none of them.
+//!
+//! - `FAULT.SHARD key`: a single-key shard handler panics on the key's shard (inline, by
+//!   message, or inside a squashed pipeline run).
+//! - `FAULT.KEYS key [key ...]`: a multi-key write; every shard writes its keys, then the shard
+//!   owning the first key panics (a multi-shard transaction with one failing hop).
+//! - `FAULT.CONN`: the coordinator itself panics (the connection's thread).
+//! - `FAULT.ENGINE shard`: a panic in engine code outside any command on that shard thread:
+//!   the process must exit with `guard::FATAL_EXIT_STATUS`.
+
+use super::util::fan_out;
+use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use crate::engine::db::TtlMode;
+use crate::types::compact::CompactStr;
+use crate::types::Value;
+
+const ACL: &[&str] = &["@admin", "@slow", "@dangerous"];
+
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd(
+        "fault.shard",
+        2,
+        WRITE,
+        (1, 1, 1),
+        ACL,
+        "server",
+        "Test only: panics on the key's shard.",
+        Handler::Shard(shard_panic),
+    ),
+    cmd(
+        "fault.keys",
+        -2,
+        WRITE,
+        (1, -1, 1),
+        ACL,
+        "server",
+        "Test only: writes the keys, then panics on the first key's shard.",
+        Handler::Conn(keys_panic),
+    ),
+    cmd(
+        "fault.conn",
+        1,
+        0,
+        (0, 0, 0),
+        ACL,
+        "server",
+        "Test only: panics in the coordinator.",
+        Handler::Conn(conn_panic),
+    ),
+    cmd(
+        "fault.engine",
+        2,
+        0,
+        (0, 0, 0),
+        ACL,
+        "server",
+        "Test only: panics in engine code on a shard thread (the process exits).",
+        Handler::Local(engine_panic),
+    ),
+];
+
+fn shard_panic(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    c.reply.array(3); // a partly written reply, which the boundary must discard
+    panic!(
+        "fault injection: FAULT.SHARD {} on shard {}",
+        String::from_utf8_lossy(args[1]),
+        c.shard.id
+    );
+}
+
+fn keys_panic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let first = args[1].to_vec();
+        fan_out(cx, args, 1, 1, move |c, keys| {
+            let now = c.now;
+            for k in keys {
+                c.db().set(
+                    k,
+                    Value::str(CompactStr::from_bytes(b"written-before-fault")),
+                    TtlMode::Clear,
+                    now,
+                );
+            }
+            if keys.contains(&&first[..]) {
+                panic!("fault injection: FAULT.KEYS hop on shard {}", c.shard.id);
+            }
+        })
+        .await;
+        cx.reply.ok();
+    })
+}
+
+fn conn_panic<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        cx.reply.simple("partial");
+        tokio::task::yield_now().await;
+        panic!("fault injection: FAULT.CONN on thread {}", cx.worker.id);
+    })
+}
+
+fn engine_panic(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let Some(s) =
+        super::util::parse_i64(args[1]).filter(|&s| s >= 0 && (s as usize) < cx.threads())
+    else {
+        cx.reply.error("ERR shard index out of range");
+        return;
+    };
+    // A bare message, not a hop or call: nothing of a command runs around it.
+    cx.shared().post(
+        cx.worker.id,
+        s as usize,
+        Box::new(|_| panic!("fault injection: FAULT.ENGINE")),
+    );
+    cx.reply.ok();
+}
