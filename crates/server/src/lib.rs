@@ -34,6 +34,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if let Some(path) = cfg.get("logfile").filter(|p| !p.is_empty()) {
         log::open_file(&path)?;
     }
+    adjust_open_files_limit(&cfg);
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
     let bind = cfg.get("bind").unwrap_or_default();
@@ -169,6 +170,54 @@ async fn watch_signals(w: Rc<Worker>) {
     }
     crate::log_warning!("Received termination signal, shutting down");
     request_shutdown(&w.shared);
+}
+
+/// Descriptors kept for listeners, logs and the runtime besides clients (Redis's
+/// CONFIG_MIN_RESERVED_FDS).
+const RESERVED_FDS: u64 = 32;
+
+/// As Redis: raise the open-files limit to `maxclients` + reserved descriptors, and when the
+/// operating system will not allow that, lower `maxclients` to what fits (with a warning), so
+/// that `-ERR max number of clients reached` comes before the process runs out of descriptors.
+fn adjust_open_files_limit(cfg: &Config) {
+    let maxclients = cfg.maxclients() as u64;
+    let wanted = maxclients + RESERVED_FDS;
+    // SAFETY: plain getrlimit/setrlimit on a local struct.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    if lim.rlim_cur >= wanted {
+        return;
+    }
+    let target = wanted.min(lim.rlim_max);
+    let raised = libc::rlimit {
+        rlim_cur: target,
+        rlim_max: lim.rlim_max,
+    };
+    let now = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        target
+    } else {
+        lim.rlim_cur
+    };
+    if now < wanted {
+        let reduced = now.saturating_sub(RESERVED_FDS).max(1);
+        crate::log_warning!(
+            "You requested maxclients of {maxclients} requiring at least {wanted} max file \
+             descriptors. Server can't set maximum open files to {wanted}; current maximum \
+             open files is {now}. maxclients has been reduced to {reduced} to compensate for \
+             low ulimit. If you need higher maxclients increase 'ulimit -n'."
+        );
+        let _ = cfg.set_startup("maxclients", &reduced.to_string());
+    } else {
+        crate::log_notice!(
+            "Increased maximum number of open files to {now} (it was originally set to {}).",
+            lim.rlim_cur
+        );
+    }
 }
 
 /// CPUs this process may run on (respects `taskset`), so pinning never escapes the given set.

@@ -351,6 +351,15 @@ fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Faul
     ));
 }
 
+/// May this command block the connection (BLPOP, WAIT...)? Outside MULTI only: queued commands
+/// never block.
+pub fn may_block(cx: &ConnCtx, args: &[&[u8]]) -> bool {
+    cx.multi.is_none()
+        && registry()
+            .lookup(args[0])
+            .is_some_and(|e| e.spec.flags & flags::BLOCKING != 0)
+}
+
 /// Executes one parsed command, appending its reply to `cx.reply`.
 pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();

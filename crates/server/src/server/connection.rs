@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use damselfly_protocol::{Parser, ParserLimits, Reply, RespVersion};
 use smallvec::SmallVec;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::client::{ClientHandle, ClientInfo};
@@ -111,7 +111,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
     let mut cx = ConnCtx {
         worker: worker.clone(),
         client: handle.clone(),
-        reply: Reply::with_capacity(RespVersion::Resp2, READ_CHUNK),
+        reply: Reply::new(RespVersion::Resp2),
         db: 0,
         authed: !shared.config.has_password(),
         close: false,
@@ -149,11 +149,67 @@ fn raw_fd(s: &TcpStream) -> i32 {
     s.as_raw_fd()
 }
 
+/// Replies not yet written to the socket: `cx.reply.buf[written..]`.
+///
+/// Why output never blocks input: a client may pipeline a million commands in one write and read
+/// nothing until it has sent them all. Blocking on a full socket while it blocks on our full
+/// receive window would deadlock both, so unwritten replies stay buffered (as in Redis, where a
+/// normal client's output buffer has no limit by default) while reading and executing go on.
+struct Output {
+    written: usize,
+}
+
+impl Output {
+    fn pending(&self, cx: &ConnCtx) -> bool {
+        cx.reply.len() > self.written
+    }
+
+    /// Writes what the socket takes now, without waiting.
+    fn try_flush(&mut self, cx: &mut ConnCtx, stream: &TcpStream) -> std::io::Result<()> {
+        while self.written < cx.reply.len() {
+            match stream.try_write(&cx.reply.buf[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    cx.worker.stats.borrow_mut().net_output_bytes += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.written == cx.reply.len() {
+            self.written = 0;
+            cx.reply.clear();
+            // Don't keep a huge buffer around after one big reply.
+            if cx.reply.buf.capacity() > 4 * 1024 * 1024 {
+                cx.reply.buf.shrink_to(READ_CHUNK);
+            }
+        } else if self.written >= READ_CHUNK && self.written * 2 >= cx.reply.len() {
+            // Mostly written: drop the written prefix so the buffer follows what is pending.
+            cx.reply.buf.drain(..self.written);
+            self.written = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes everything, waiting for the socket (before closing the connection).
+    async fn flush_all(&mut self, cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
+        if self.pending(cx) {
+            stream.write_all(&cx.reply.buf[self.written..]).await?;
+            cx.worker.stats.borrow_mut().net_output_bytes += (cx.reply.len() - self.written) as u64;
+        }
+        self.written = 0;
+        cx.reply.clear();
+        Ok(())
+    }
+}
+
 async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    // Buffers are allocated on the first bytes, so idle connections hold none.
+    let mut rbuf: Vec<u8> = Vec::new();
     let mut parser = Parser::new(limits(&cx.worker));
     let mut start = 0usize;
     let mut first_read = true;
+    let mut out = Output { written: 0 };
     let mut batch: Vec<ArgRanges> = Vec::with_capacity(MAX_BATCH);
     let mut hashes: Vec<Option<u64>> = Vec::with_capacity(MAX_BATCH);
     // CLIENT KILL's wake-up, created once: building and dropping a `Notified` around every read
@@ -161,14 +217,6 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
     let client = cx.client.clone();
     let mut wake = std::pin::pin!(client.wake.notified());
     loop {
-        // Make room for the next read, reserving toward a large bulk in bounded steps.
-        let want = parser
-            .bulk_remaining()
-            .unwrap_or(0)
-            .clamp(READ_CHUNK, MAX_RESERVE_STEP);
-        if rbuf.capacity() - rbuf.len() < want / 2 {
-            rbuf.reserve(want);
-        }
         // `timeout`: close a client idle for that many seconds (an async block, so that the
         // default of no timeout costs no timer per read).
         let idle = cx.shared().config.timeout_secs();
@@ -179,17 +227,39 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                 tokio::time::sleep(std::time::Duration::from_secs(idle)).await
             }
         };
-        let n = tokio::select! {
+        let pending_out = out.pending(cx);
+        tokio::select! {
             biased;
             _ = &mut wake => {
                 wake.set(client.wake.notified());
-                0
+                if cx.client.killed.get() {
+                    return Ok(());
+                }
+                continue;
             }
-            r = stream.read_buf(&mut rbuf) => r?,
+            r = stream.writable(), if pending_out => {
+                r?;
+                out.try_flush(cx, stream)?;
+                continue;
+            }
+            r = stream.readable() => r?,
             _ = idle_limit => {
                 crate::log_verbose!("Closing idle client (timeout {idle} s)");
-                0
+                return Ok(());
             }
+        }
+        // Make room for the read, reserving toward a large bulk in bounded steps.
+        let want = parser
+            .bulk_remaining()
+            .unwrap_or(0)
+            .clamp(READ_CHUNK, MAX_RESERVE_STEP);
+        if rbuf.capacity() - rbuf.len() < want / 2 {
+            rbuf.reserve(want);
+        }
+        let n = match stream.try_read_buf(&mut rbuf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
         };
         if n == 0 || cx.client.killed.get() {
             return Ok(());
@@ -208,7 +278,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
         }
 
         // Parse a batch of complete commands, prefetch the memory they will touch, execute them
-        // in order, and flush once.
+        // in order, and write the replies once.
         loop {
             batch.clear();
             let mut parse_err = None;
@@ -277,19 +347,19 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                                 commands::squash::execute_run(cx, &run).await;
                                 cx.client.info.borrow_mut().last_cmd = cx.cmd_name;
                             } else {
-                                exec_one(cx, &run[0].args).await;
+                                exec_one(cx, &mut out, stream, &run[0].args).await?;
                             }
                         }
-                        None => exec_one(cx, &args).await,
+                        None => exec_one(cx, &mut out, stream, &args).await?,
                     }
                 } else {
-                    exec_one(cx, &args).await;
+                    exec_one(cx, &mut out, stream, &args).await?;
                 }
                 if cx.close {
                     break;
                 }
-                if cx.reply.len() >= FLUSH_THRESHOLD {
-                    flush(cx, stream).await?;
+                if cx.reply.len() - out.written >= FLUSH_THRESHOLD {
+                    out.try_flush(cx, stream)?;
                 }
             }
             if cx.close {
@@ -298,7 +368,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             if let Some((s0, n)) = immediate {
                 let args: SmallVec<[&[u8]; 8]> = parser.args(&rbuf[s0..s0 + n]).collect();
                 if !args.is_empty() {
-                    exec_one(cx, &args).await;
+                    exec_one(cx, &mut out, stream, &args).await?;
                 }
                 if cx.close {
                     break;
@@ -315,10 +385,11 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             }
         }
         cx.client.info.borrow_mut().last_interaction = batch_start;
-        flush(cx, stream).await?;
         if cx.close || cx.client.killed.get() {
+            out.flush_all(cx, stream).await?;
             return Ok(());
         }
+        out.try_flush(cx, stream)?;
         if start == rbuf.len() {
             rbuf.clear();
             start = 0;
@@ -331,11 +402,23 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             // Redis: "closing client that reached max query buffer length".
             return Ok(());
         }
-        cx.client.info.borrow_mut().qbuf = rbuf.len();
+        let mut info = cx.client.info.borrow_mut();
+        info.qbuf = rbuf.len();
+        info.omem = cx.reply.len() - out.written;
     }
 }
 
-async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
+async fn exec_one(
+    cx: &mut ConnCtx,
+    out: &mut Output,
+    stream: &TcpStream,
+    args: &[&[u8]],
+) -> std::io::Result<()> {
+    // A command that may block (BLPOP...) first sends the replies of the commands before it, as
+    // Redis does before it blocks a client (only what the socket takes now: see `Output`).
+    if out.pending(cx) && commands::may_block(cx, args) {
+        out.try_flush(cx, stream)?;
+    }
     let mark = cx.reply.len();
     commands::execute(cx, args).await;
     {
@@ -351,19 +434,6 @@ async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
             cx.reply_mode = ReplyMode::On;
         }
         ReplyMode::SkipNext => cx.reply_mode = ReplyMode::Skip,
-    }
-}
-
-async fn flush(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
-    if cx.reply.is_empty() {
-        return Ok(());
-    }
-    stream.write_all(&cx.reply.buf).await?;
-    cx.worker.stats.borrow_mut().net_output_bytes += cx.reply.len() as u64;
-    cx.reply.clear();
-    // Don't keep a huge buffer around after one big reply.
-    if cx.reply.buf.capacity() > 4 * 1024 * 1024 {
-        cx.reply.buf.shrink_to(READ_CHUNK);
     }
     Ok(())
 }
