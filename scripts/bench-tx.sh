@@ -8,18 +8,21 @@
 # per-busy-core throughput of 2 threads relative to 1 (= cpu_ns(1) / cpu_ns(2)).
 # The three servers run one after another in each of ROUNDS rounds (interleaved, so a noisy
 # neighbour hurts all of them alike); the table shows per-test medians over the rounds.
-#   scripts/bench-tx.sh [--requests N] [--rounds R] [--out FILE]
+#   scripts/bench-tx.sh [--requests N] [--rounds R] [--baseline BIN] [--out FILE]
+# --baseline BIN also runs an earlier damselfly build (1 and 2 threads) in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=1000000
 ROUNDS=3
 OUT=""
+BASE=""
 SERVER_CPU=${SERVER_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 while [ $# -gt 0 ]; do
   case "$1" in
     --requests) N=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --baseline) BASE=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -44,12 +47,16 @@ run() { # label port pid test args...
   CPUNS[$label,$t,$*]+="$(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))") "
 }
 for round in $(seq 1 "$ROUNDS"); do
-for label in dfly1 dfly2 redis; do
+LABELS=(dfly1 dfly2 redis)
+[ -n "$BASE" ] && LABELS=(dfly1 dfly2 base1 base2 redis)
+for label in "${LABELS[@]}"; do
   echo "round $round/$ROUNDS: $label" >&2
   port=$(free_port)
   case $label in
     dfly1) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
     dfly2) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=2 >/dev/null 2>&1 & ;;
+    base1) taskset -c "$SERVER_CPU" "$BASE" --port "$port" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
+    base2) taskset -c "$SERVER_CPU" "$BASE" --port "$port" --bind 127.0.0.1 --proactor_threads=2 >/dev/null 2>&1 & ;;
     redis) taskset -c "$SERVER_CPU" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
   esac
   pid=$!; wait_up "$port"
@@ -76,6 +83,20 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
     rr=$(median "${RPS[redis,$k]}"); cr=$(median "${CPUNS[redis,$k]}")
     echo "| ${name^^} | $r1 | $c1 | $r2 | $c2 | $(ratio "$c1" "$c2") | $rr | $cr |"
   done
+  if [ -n "$BASE" ]; then
+    echo
+    echo "Baseline build ($BASE), same rounds:"
+    echo
+    echo "| test | baseline 1t ops/s | CPU ns/op | baseline 2t ops/s | CPU ns/op | per-core 2t/1t | damselfly/baseline 1t ops | damselfly/baseline 2t ops |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for k in "mset," "set,-P 30" "get,-P 30"; do
+      name=$(echo "$k" | tr ',' ' ')
+      b1=$(median "${RPS[base1,$k]}"); bc1=$(median "${CPUNS[base1,$k]}")
+      b2=$(median "${RPS[base2,$k]}"); bc2=$(median "${CPUNS[base2,$k]}")
+      r1=$(median "${RPS[dfly1,$k]}"); r2=$(median "${RPS[dfly2,$k]}")
+      echo "| ${name^^} | $b1 | $bc1 | $b2 | $bc2 | $(ratio "$bc1" "$bc2") | $(ratio "$r1" "$b1") | $(ratio "$r2" "$b2") |"
+    done
+  fi
   echo
   echo "Per-round CPU ns/op (1t / 2t / redis):"
   echo

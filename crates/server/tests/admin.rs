@@ -422,7 +422,11 @@ fn config_get_set_resetstat() {
     r.send_exact("GET x\r\n", "-NOAUTH Authentication required.\r\n");
     let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", ""]);
     // Parser limits apply to connections made after the change.
-    let _: () = q(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1000000"]);
+    assert_eq!(
+        q_err(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1000000"]),
+        "ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive"
+    );
+    let _: () = q(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1100000"]);
     let mut r = srv.raw();
     r.send_exact(
         "*3\r\n$3\r\nSET\r\n$1\r\na\r\n$2000000\r\n",

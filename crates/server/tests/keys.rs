@@ -650,7 +650,7 @@ fn copy_and_move() {
     );
     assert_eq!(
         c.err(&["MOVE", "m", "99999999999"]),
-        "ERR value is not an integer or out of range"
+        "ERR value is out of range, value must between -2147483648 and 2147483647"
     );
     assert_eq!(c.int(&["MOVE", "m", "1"]), 1);
     assert_eq!(c.int(&["EXISTS", "m"]), 0);

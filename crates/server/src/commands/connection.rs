@@ -272,7 +272,8 @@ fn quit(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 fn select(cx: &mut ConnCtx, args: &[&[u8]]) {
-    let Some(i) = int_arg(&mut cx.reply, args[1]) else {
+    // A C int in Redis: 2^31 and beyond get the range error, not "DB index is out of range".
+    let Some(i) = super::keys::int32_arg(&mut cx.reply, args[1]) else {
         return;
     };
     if i < 0 || i as usize >= cx.shared().config.dbnum() {
@@ -377,10 +378,10 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
             name = Some(args[j + 1]);
             j += 2;
         } else {
-            cx.reply.error(&format!(
-                "ERR Syntax error in HELLO option '{}'",
-                trunc(opt, 128)
-            ));
+            error_parts(
+                &mut cx.reply,
+                &[b"ERR Syntax error in HELLO option '", cstr(opt, 128), b"'"],
+            );
             return;
         }
     }
@@ -475,15 +476,21 @@ fn client_setinfo(cx: &mut ConnCtx, args: &[&[u8]]) {
     let val = args[3];
     let is_name = eq_ic(attr, "lib-name");
     if !is_name && !eq_ic(attr, "lib-ver") {
-        cx.reply
-            .error(&format!("ERR Unrecognized option '{}'", trunc(attr, 128)));
+        error_parts(
+            &mut cx.reply,
+            &[b"ERR Unrecognized option '", cstr(attr, 128), b"'"],
+        );
         return;
     }
     if !valid_attr(val) {
-        cx.reply.error(&format!(
-            "ERR {} cannot contain spaces, newlines or special characters.",
-            trunc(attr, 128)
-        ));
+        error_parts(
+            &mut cx.reply,
+            &[
+                b"ERR ",
+                cstr(attr, 128),
+                b" cannot contain spaces, newlines or special characters.",
+            ],
+        );
         return;
     }
     let v = String::from_utf8_lossy(val).into_owned();
@@ -521,7 +528,7 @@ fn client_type_ok(cx: &mut ConnCtx, t: &[u8]) -> Option<bool> {
         b"slave" | b"replica" | b"master" | b"pubsub" => Some(false),
         _ => {
             cx.reply
-                .error(&format!("ERR Unknown client type '{}'", trunc(t, 128)));
+                .error_bytes(&[&b"ERR Unknown client type '"[..], cstr(t, 128), b"'"].concat());
             None
         }
     }
@@ -637,8 +644,9 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     f.laddr = Some(String::from_utf8_lossy(val).into_owned());
                 } else if eq_ic(opt, "user") {
                     if val != b"default" {
-                        cx.reply
-                            .error(&format!("ERR No such user '{}'", trunc(val, 128)));
+                        cx.reply.error_bytes(
+                            &[&b"ERR No such user '"[..], cstr(val, 128), b"'"].concat(),
+                        );
                         return;
                     }
                 } else if eq_ic(opt, "skipme") {

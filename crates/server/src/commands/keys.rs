@@ -423,6 +423,23 @@ fn parse_int32(a: &[u8]) -> Option<i64> {
     parse_i64(a).filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v))
 }
 
+/// Redis `getIntFromObjectOrReply(c, o, &v, NULL)` (SELECT, MOVE, COPY DB): a C `int`. Not an
+/// integer: "value is not an integer or out of range"; an integer outside the int range gets
+/// `getRangeLongFromObjectOrReply`'s own message.
+pub(super) fn int32_arg(reply: &mut Reply, a: &[u8]) -> Option<i32> {
+    let v = int_arg(reply, a)?;
+    match i32::try_from(v) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            reply.error(ERR_INT_RANGE);
+            None
+        }
+    }
+}
+
+const ERR_INT_RANGE: &str =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";
+
 fn valid_db(cx: &ConnCtx, id: i64) -> bool {
     id >= 0 && (id as usize) < cx.shared().config.dbnum()
 }
@@ -494,7 +511,7 @@ fn parse_expire_flags(reply: &mut Reply, opts: &[&[u8]]) -> Option<ExpireFlags> 
         } else if eq_ic(o, "lt") {
             f.lt = true;
         } else {
-            reply.error(&format!("ERR Unsupported option {}", trunc(o, o.len())));
+            reply.error_bytes(&[&b"ERR Unsupported option "[..], cstr(o, o.len())].concat());
             return None;
         }
     }
@@ -768,10 +785,10 @@ fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             if eq_ic(args[j], "replace") {
                 replace = true;
             } else if eq_ic(args[j], "db") && more >= 1 {
-                let Some(id) = parse_int32(args[j + 1]) else {
-                    cx.reply.error(ERR_NOT_INT);
+                let Some(id) = int32_arg(&mut cx.reply, args[j + 1]) else {
                     return;
                 };
+                let id = i64::from(id);
                 if !valid_db(cx, id) {
                     cx.reply.error(ERR_DB_INDEX);
                     return;
@@ -841,8 +858,7 @@ fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 
 /// MOVE key db: both databases of one key live on the key's shard, so this is a shard handler.
 fn move_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let Some(id) = parse_int32(args[2]) else {
-        cx.reply.error(ERR_NOT_INT);
+    let Some(id) = int32_arg(cx.reply, args[2]) else {
         return;
     };
     if id < 0 || id as usize >= cx.shard.dbs.len() {

@@ -667,12 +667,7 @@ fn lpos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 cx.reply.error(ERR_NOT_INT);
                 return;
             };
-            if r == i64::MIN {
-                cx.reply.error(
-                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-                );
-                return;
-            }
+            // Redis 7.0 takes any long here, RANK LONG_MIN included (see `rank_min` below).
             if r == 0 {
                 cx.reply.error(
                     "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
@@ -729,8 +724,17 @@ fn lpos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         (maxlen as u64).min(len as u64) as usize
     };
     let from_tail = rank < 0;
-    let mut skip = rank.unsigned_abs() - 1;
-    let want = if count == 0 { u64::MAX } else { count as u64 };
+    // Redis 7.0 negates the rank in a C long: LONG_MIN stays LONG_MIN, so `matches >= rank` holds
+    // from the first match (as for RANK -1) and `matches - rank + 1 >= count` wraps negative, so
+    // COUNT never stops the scan: every match from the tail (within MAXLEN). Redis 7.2 rejects
+    // LONG_MIN instead; 7.0 is our reference. `unsigned_abs` keeps the magnitude (2^63) exact.
+    let rank_min = rank == i64::MIN;
+    let mut skip = if rank_min { 0 } else { rank.unsigned_abs() - 1 };
+    let want = if count == 0 || rank_min {
+        u64::MAX
+    } else {
+        count as u64
+    };
     let handle = if count != -1 {
         Some(cx.reply.begin_array_deferred())
     } else {

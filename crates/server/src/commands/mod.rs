@@ -383,12 +383,17 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         match top.sub(args[1]) {
             Some(e) => e,
             None => {
-                let msg = format!(
-                    "ERR unknown subcommand '{}'. Try {} HELP.",
-                    util::trunc(args[1], 128),
-                    top.spec.name.to_ascii_uppercase()
+                let name = top.spec.name.to_ascii_uppercase();
+                util::error_parts(
+                    &mut cx.reply,
+                    &[
+                        b"ERR unknown subcommand '",
+                        util::cstr(args[1], 128),
+                        b"'. Try ",
+                        name.as_bytes(),
+                        b" HELP.",
+                    ],
                 );
-                cx.reply.error(&msg);
                 transaction::flag(cx);
                 return;
             }
@@ -517,21 +522,27 @@ fn arity_error(cx: &mut ConnCtx, fullname: &str, id: usize) {
     count_rejected(cx, Some(id), "ERR");
 }
 
+/// Redis's text byte for byte: the name as `%.128s`, then `'arg' ` pieces while fewer than 128
+/// bytes of them were written, each cut to the room left (and at a NUL).
 fn unknown_command(cx: &mut ConnCtx, args: &[&[u8]]) {
-    let mut rest = String::new();
+    let mut rest: Vec<u8> = Vec::new();
     for a in &args[1..] {
         if rest.len() >= 128 {
             break;
         }
         let room = 128 - rest.len();
-        rest.push('\'');
-        rest.push_str(&util::trunc(a, room));
-        rest.push_str("' ");
+        rest.push(b'\'');
+        rest.extend_from_slice(util::cstr(a, room));
+        rest.extend_from_slice(b"' ");
     }
-    cx.reply.error(&format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        util::trunc(args[0], 128),
-        rest
-    ));
+    util::error_parts(
+        &mut cx.reply,
+        &[
+            b"ERR unknown command '",
+            util::cstr(args[0], 128),
+            b"', with args beginning with: ",
+            &rest,
+        ],
+    );
     count_rejected(cx, None, "ERR");
 }

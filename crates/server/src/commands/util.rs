@@ -15,10 +15,20 @@ pub const ERR_NO_KEY: &str = "ERR no such key";
 pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const ERR_DB_INDEX: &str = "ERR DB index is out of range";
 
-/// Lossy, length-limited text of an argument for error messages.
-pub fn trunc(a: &[u8], max: usize) -> String {
+/// An argument as Redis's `%.<max>s` prints it into an error message: the raw bytes up to the
+/// first NUL, at most `max` of them (no UTF-8 repair: replies echo the client's bytes).
+pub fn cstr(a: &[u8], max: usize) -> &[u8] {
     let a = &a[..a.len().min(max)];
-    String::from_utf8_lossy(a).into_owned()
+    match a.iter().position(|&c| c == 0) {
+        Some(nul) => &a[..nul],
+        None => a,
+    }
+}
+
+/// An error reply assembled from byte pieces (for messages quoting client arguments, which
+/// need not be UTF-8; see `cstr`).
+pub fn error_parts(reply: &mut Reply, parts: &[&[u8]]) {
+    reply.error_bytes(&parts.concat());
 }
 
 #[inline]

@@ -1198,8 +1198,10 @@ fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
         return Err("ERR timeout is not a float or out of range");
     };
     let ms = (secs * 1000.0).ceil();
-    // (long long) of an out-of-range value is LLONG_MIN on x86-64.
-    let ms = if ms.is_finite() && ms < 9.2e18 && ms > -9.2e18 {
+    // (long long) of an out-of-range value is LLONG_MIN on x86-64; every f64 in [-2^63, 2^63)
+    // converts exactly (the old bound, 9.2e18, refused timeouts Redis and BLPOP accept).
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let ms = if ms.is_finite() && (-TWO_63..TWO_63).contains(&ms) {
         ms as i64
     } else {
         i64::MIN
@@ -1389,8 +1391,9 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
     let c = c as usize;
     if c >= len {
+        // The whole set: Redis 7.0 walks it from the highest score down (both encodings).
         pairs_header(reply, len, withscores);
-        z.range(0, len, false, |m, s| pair(reply, m, s, withscores));
+        z.range(0, len, true, |m, s| pair(reply, m, s, withscores));
         return;
     }
     // Distinct picks.

@@ -16,6 +16,9 @@ pub enum Kind {
     Int(i64, i64),
     /// Byte size; accepts 1k/1kb/1m/1mb/1g/1gb suffixes like Redis.
     Mem,
+    /// Byte size of at least this many bytes (and at most i64::MAX), as Redis's bounded memory
+    /// parameters (proto-max-bulk-len, client-query-buffer-limit).
+    MemAtLeast(u64),
     /// yes/no (also true/false/1/0 on the command line).
     Bool,
     Str,
@@ -174,7 +177,7 @@ pub static PARAMS: &[Param] = &[
     p(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],
-        Kind::Int(i64::MIN, i64::MAX),
+        Kind::Int(i32::MIN as i64, i32::MAX as i64),
         "-2",
         true,
         "list node size: >0 entries per node, -1..-5 = 4/8/16/32/64 KiB per node",
@@ -254,7 +257,7 @@ pub static PARAMS: &[Param] = &[
     p(
         "proto-max-bulk-len",
         &["proto_max_bulk_len"],
-        Kind::Mem,
+        Kind::MemAtLeast(1024 * 1024),
         "536870912",
         true,
         "largest bulk string accepted",
@@ -262,7 +265,7 @@ pub static PARAMS: &[Param] = &[
     p(
         "client-query-buffer-limit",
         &["client_query_buffer_limit"],
-        Kind::Mem,
+        Kind::MemAtLeast(1024 * 1024),
         "1073741824",
         true,
         "largest unparsed input per client",
@@ -672,6 +675,16 @@ fn canonical(p: &Param, value: &str) -> Result<String, ConfigError> {
         Kind::Mem => parse_memory(value)
             .map(|v| v.to_string())
             .ok_or_else(|| bad("argument must be a memory value")),
+        Kind::MemAtLeast(min) => {
+            let v = parse_memory(value).ok_or_else(|| bad("argument must be a memory value"))?;
+            if v < min || v > i64::MAX as u64 {
+                return Err(bad(&format!(
+                    "argument must be between {min} and {} inclusive",
+                    i64::MAX
+                )));
+            }
+            Ok(v.to_string())
+        }
         Kind::Bool => parse_bool(value)
             .map(|b| if b { "yes" } else { "no" }.to_string())
             .ok_or_else(|| bad("argument must be 'yes' or 'no'")),

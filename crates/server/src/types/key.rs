@@ -3,7 +3,8 @@
 //! Why: a per-key heap object costs an allocation header plus a pointer, which is most of Redis's
 //! per-key overhead. Keys of up to 15 bytes live inline, and so do 16-byte keys whose last byte is
 //! printable ASCII (that byte doubles as the tag: "key:000000012345", "memtier-12345678"). Longer
-//! keys are one exact-size heap block whose length lives in the struct, not in the block. Keys are
+//! keys are one exact-size heap block whose length lives in the struct (all 7 spare bytes, so any
+//! length up to 2^56 - 1: proto-max-bulk-len can be raised past 4 GiB), not in the block. Keys are
 //! never int-encoded. The last byte is a tag enum so `Option<KeyStr>` gets a free niche.
 //!
 //! Values use the 8-byte [`CompactStr`](super::compact::CompactStr) instead: the table slot is
@@ -19,8 +20,10 @@ pub const INLINE_CAP: usize = 15;
 const PRINTABLE_FIRST: u8 = 0x20;
 const PRINTABLE_LAST: u8 = 0x7E;
 
-/// Longest key we store (u32 length). Redis caps strings at 512 MB by default.
-pub const MAX_LEN: usize = u32::MAX as usize;
+/// Longest key we store: the heap length takes the 7 bytes of `w1` (56 bits). Redis caps strings
+/// at proto-max-bulk-len (512 MB by default, settable up to `i64::MAX`), so keys past 4 GiB are
+/// legal; no allocation can reach this bound.
+pub const MAX_LEN: usize = (1 << 56) - 1;
 
 #[repr(u8)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -172,7 +175,7 @@ union Word {
 }
 
 /// See the module docs. Layout: `w0` (8 bytes: pointer or inline bytes 0..8), `w1` (7 bytes:
-/// inline bytes 8..15, or the heap length in its first 4 bytes), `tag`.
+/// inline bytes 8..15, or the heap length as a 56-bit little-endian integer), `tag`.
 #[repr(C)]
 pub struct KeyStr {
     w0: Word,
@@ -186,6 +189,7 @@ unsafe impl Sync for KeyStr {}
 
 const _: () = assert!(std::mem::size_of::<KeyStr>() == 16);
 const _: () = assert!(std::mem::size_of::<Option<KeyStr>>() == 16);
+const _: () = assert!(MAX_LEN > u32::MAX as usize);
 
 impl KeyStr {
     /// An empty key.
@@ -237,18 +241,16 @@ impl KeyStr {
             std::ptr::copy_nonoverlapping(b.as_ptr(), p.as_ptr(), b.len());
             p.as_ptr()
         };
-        let mut w1 = [0u8; 7];
-        w1[..4].copy_from_slice(&(b.len() as u32).to_le_bytes());
         KeyStr {
             w0: Word { ptr },
-            w1,
+            w1: encode_heap_len(b.len()),
             tag: Tag::Heap,
         }
     }
 
     #[inline]
     fn heap_len(&self) -> usize {
-        u32::from_le_bytes([self.w1[0], self.w1[1], self.w1[2], self.w1[3]]) as usize
+        decode_heap_len(&self.w1)
     }
 
     /// The key's bytes.
@@ -301,6 +303,22 @@ impl KeyStr {
             0
         }
     }
+}
+
+/// The heap length as stored in `w1`: 56 bits, little endian (`len <= MAX_LEN`).
+#[inline]
+fn encode_heap_len(len: usize) -> [u8; 7] {
+    debug_assert!(len <= MAX_LEN);
+    let mut w1 = [0u8; 7];
+    w1.copy_from_slice(&(len as u64).to_le_bytes()[..7]);
+    w1
+}
+
+#[inline]
+fn decode_heap_len(w1: &[u8; 7]) -> usize {
+    let mut b = [0u8; 8];
+    b[..7].copy_from_slice(w1);
+    u64::from_le_bytes(b) as usize
 }
 
 impl Drop for KeyStr {
@@ -381,6 +399,36 @@ mod tests {
         );
         assert_eq!(KeyStr::from_bytes(b"sixteen_bytes!!\x01").heap_size(), 16);
         assert_ne!(KeyStr::from_bytes(b"a"), KeyStr::from_bytes(b"b"));
+    }
+
+    /// Keys longer than 4 GiB (possible once proto-max-bulk-len is raised) keep their full length:
+    /// it used to be stored as a u32 (and `heap` panicked past u32::MAX).
+    #[test]
+    fn heap_len_is_56_bits() {
+        for len in [
+            17usize,
+            u32::MAX as usize,
+            u32::MAX as usize + 1,
+            (1 << 32) + 5,
+            (1 << 40) + 123,
+            MAX_LEN,
+        ] {
+            assert_eq!(decode_heap_len(&encode_heap_len(len)), len, "{len}");
+        }
+    }
+
+    /// The real thing: a 4 GiB + 3 byte key (allocates and copies 4 GiB; run with --ignored).
+    #[test]
+    #[ignore]
+    fn key_longer_than_4gib() {
+        let len = (1usize << 32) + 3;
+        let mut v = vec![0u8; len];
+        v[len - 1] = 7;
+        let k = KeyStr::from_bytes(&v);
+        assert_eq!(k.len(), len);
+        assert_eq!(k.heap_size(), len);
+        assert_eq!(k.key()[len - 1], 7);
+        assert!(k.key() == &v[..]);
     }
 
     #[test]

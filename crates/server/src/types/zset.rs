@@ -30,9 +30,10 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Whether `n` members of at most `maxlen` bytes fit the compact encoding.
+    /// Whether `n` members of at most `maxlen` bytes fit the compact encoding (any count: the
+    /// pack's header saturates instead of wrapping, see [`pack`]).
     pub fn fits(&self, n: usize, maxlen: usize) -> bool {
-        n <= self.entries && maxlen <= self.value && n <= Pack::MAX_LEN
+        n <= self.entries && maxlen <= self.value
     }
 }
 

@@ -40,10 +40,16 @@ fn lenient_f64(a: &[u8]) -> f64 {
 }
 
 fn subcommand_error(cx: &mut ConnCtx, sub: &[u8], cmd: &str) {
-    cx.reply.error(&format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
-        trunc(sub, 128)
-    ));
+    error_parts(
+        &mut cx.reply,
+        &[
+            b"ERR unknown subcommand or wrong number of arguments for '",
+            cstr(sub, 128),
+            b"'. Try ",
+            cmd.as_bytes(),
+            b" HELP.",
+        ],
+    );
 }
 
 pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {

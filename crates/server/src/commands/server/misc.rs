@@ -205,10 +205,14 @@ pub fn latency_reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 pub fn latency_graph(cx: &mut ConnCtx, args: &[&[u8]]) {
-    cx.reply.error(&format!(
-        "ERR No samples available for event '{}'",
-        trunc(args[2], 128)
-    ));
+    error_parts(
+        &mut cx.reply,
+        &[
+            b"ERR No samples available for event '",
+            cstr(args[2], 128),
+            b"'",
+        ],
+    );
 }
 
 pub fn latency_histogram(cx: &mut ConnCtx, _args: &[&[u8]]) {

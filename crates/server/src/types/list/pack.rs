@@ -575,6 +575,28 @@ mod tests {
         assert_eq!(back, 0);
     }
 
+    /// Strings longer than u32::MAX take the 0xF5 (u64 length) header and round-trip; the size
+    /// arithmetic stays in usize. Allocates 2 x 4 GiB: run with --ignored.
+    #[test]
+    #[ignore]
+    fn string_longer_than_4gib() {
+        let len = (1usize << 32) + 5;
+        let mut v = vec![0u8; len];
+        v[len - 1] = b'z';
+        let enc = Enc::new(&v);
+        assert_eq!(enc.size(), 9 + len + backlen_size(9 + len));
+        let mut node = Node::default();
+        node.push_back(&Enc::new(b"a"));
+        node.push_back(&enc);
+        node.push_back(&Enc::new(b"b"));
+        node.check().unwrap();
+        let off = node.next_off(0);
+        let (e, next) = node.entry(off);
+        assert!(matches!(e, Entry::Str(s) if s.len() == len && s[len - 1] == b'z'));
+        assert_eq!(node.entry(next).0, Entry::Str(b"b"));
+        assert_eq!(node.prev_off(next), off);
+    }
+
     #[test]
     fn sizes_match_listpack() {
         assert_eq!(Enc::new(b"5").size(), 2);

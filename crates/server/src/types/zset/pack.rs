@@ -3,8 +3,11 @@
 //!
 //! Layout: `[count: u16 LE]` then per entry `varint(len << 2 | kind)`, the member bytes, and the
 //! score in `1 << kind`... bytes: kind 0 = i8, 1 = i16, 2 = i32 (integral scores), 3 = f64. An
-//! empty buffer means no entries. Like a listpack entry, an integral score is stored as an
-//! integer, so -0 reads back as 0 (Redis behaves the same way in this encoding).
+//! empty buffer means no entries. Like a listpack's element count, the header saturates: `0xFFFF`
+//! means "65535 or more, count by walking", so a pack may hold any number of entries (CONFIG SET
+//! zset-max-listpack-entries accepts values far past 65535, and Redis keeps such zsets listpack).
+//! Like a listpack entry, an integral score is stored as an integer, so -0 reads back as 0 (Redis
+//! behaves the same way in this encoding).
 
 use std::cmp::Ordering;
 
@@ -136,28 +139,40 @@ impl<'a> Iterator for Iter<'a> {
     }
 }
 
+/// Header value meaning "at least this many entries: walk the buffer to count them".
+const COUNT_SATURATED: u16 = u16::MAX;
+
 impl Pack {
+    /// Number of entries: the header, or a walk over the entries when it is saturated (packs of
+    /// 65535+ entries exist only when zset-max-listpack-entries is raised that far; Redis's
+    /// `lpLength` walks in the same case).
     #[inline]
     pub fn len(&self) -> usize {
+        match self.header() {
+            COUNT_SATURATED => self.iter().count(),
+            n => n as usize,
+        }
+    }
+
+    /// The raw count header (0 for an empty pack).
+    #[inline]
+    fn header(&self) -> u16 {
         if self.buf.len() < 2 {
             0
         } else {
-            u16::from_le_bytes([self.buf[0], self.buf[1]]) as usize
+            u16::from_le_bytes([self.buf[0], self.buf[1]])
         }
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.buf.len() < 2
     }
 
-    /// Most entries the header can count.
-    pub const MAX_LEN: usize = u16::MAX as usize;
-
+    /// Records `n` entries in the header (saturating at `COUNT_SATURATED`).
     fn set_len(&mut self, n: usize) {
-        let b = (n as u16).to_le_bytes();
-        self.buf[0] = b[0];
-        self.buf[1] = b[1];
+        let h = u16::try_from(n).unwrap_or(COUNT_SATURATED);
+        self.buf[..2].copy_from_slice(&h.to_le_bytes());
     }
 
     #[inline]
@@ -189,6 +204,7 @@ impl Pack {
     }
 
     fn insert_at(&mut self, off: usize, member: &[u8], score: f64) {
+        let count = self.header();
         if self.buf.is_empty() {
             self.buf.reserve_exact(2);
             self.buf.extend_from_slice(&[0, 0]);
@@ -204,8 +220,10 @@ impl Pack {
         self.buf[off..off + hlen].copy_from_slice(&hdr[..hlen]);
         self.buf[off + hlen..off + hlen + member.len()].copy_from_slice(member);
         self.buf[off + hlen + member.len()..off + n].copy_from_slice(&sb[..slen]);
-        let c = self.len() + 1;
-        self.set_len(c);
+        // A saturated header stays saturated: no walk on the append path.
+        if count != COUNT_SATURATED {
+            self.set_len(count as usize + 1);
+        }
     }
 
     /// Removes the entry spanning `start..end` (from an `Entry`).
@@ -215,8 +233,15 @@ impl Pack {
 
     /// Removes `n` consecutive entries spanning `start..end`.
     pub fn remove_spans(&mut self, start: usize, end: usize, n: usize) {
+        let h = self.header();
         self.buf.drain(start..end);
-        let c = self.len() - n;
+        // A saturated count is recounted (the drain was O(n) already) so that it becomes exact
+        // again once the pack shrinks below the saturation point.
+        let c = if h == COUNT_SATURATED {
+            self.iter().count()
+        } else {
+            h as usize - n
+        };
         if c == 0 {
             self.buf = Vec::new();
         } else {

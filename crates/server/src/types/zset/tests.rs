@@ -284,3 +284,52 @@ fn pack_scores_round_trip() {
     }
     assert!(!p.iter().any(|e| e.score.to_bits() == (-0.0f64).to_bits()));
 }
+
+/// zset-max-listpack-entries can be set far past 65535 (Redis keeps such zsets listpack-encoded):
+/// the pack's u16 count header saturates and is counted by walking instead of wrapping. Before,
+/// `Limits::fits` refused more than 65535 entries (OBJECT ENCODING said skiplist where Redis says
+/// listpack) and a header write past that would have wrapped to 0.
+#[test]
+fn pack_counts_past_u16() {
+    const N: usize = 70_000;
+    let lim = Limits {
+        entries: 100_000,
+        value: 64,
+    };
+    assert!(lim.fits(N, 10));
+    let items: Vec<(Vec<u8>, f64)> = (0..N)
+        .map(|i| (format!("m{i:06}").into_bytes(), i as f64))
+        .collect();
+    let mut z = ZSet::from_sorted(&items, &lim);
+    assert!(z.is_pack());
+    assert_eq!(z.len(), N);
+    assert_eq!(
+        z.at(65_535),
+        Some((b"m065535".to_vec(), 65_535.0)),
+        "entries past the u16 range stay addressable"
+    );
+    assert_eq!(z.rank(b"m069999"), Some((N - 1, 69_999.0)));
+    // Adds and removals around the saturation point keep an exact count.
+    z.insert(b"extra", 0.5, &lim);
+    assert!(z.is_pack());
+    assert_eq!(z.len(), N + 1);
+    assert_eq!(z.remove(b"extra"), Some(0.5));
+    assert_eq!(z.remove_range(0, N - 65_534), N - 65_534);
+    assert_eq!(z.len(), 65_534, "back below the saturated header");
+    assert_eq!(
+        z.at(0),
+        Some((format!("m{:06}", N - 65_534).into_bytes(), 4466.0))
+    );
+    z.insert(b"a", -1.0, &lim);
+    z.insert(b"b", -2.0, &lim);
+    assert_eq!(z.len(), 65_536);
+    assert_eq!(z.pop_at(0), Some((b"b".to_vec(), -2.0)));
+    assert_eq!(z.len(), 65_535);
+    assert_eq!(z.pop_at(0), Some((b"a".to_vec(), -1.0)));
+    assert_eq!(z.len(), 65_534);
+    assert_eq!(all(&z).len(), 65_534);
+    // With the default thresholds the same input converts, as before.
+    let small = ZSet::from_sorted(&items, &LIM);
+    assert!(!small.is_pack());
+    assert_eq!(small.len(), N);
+}

@@ -1,4 +1,5 @@
-//! Differential generators for the zset commands (see `differential.rs` for the runner).
+//! Differential generators for the zset commands (see `gen/mod.rs`; run by
+//! `differential.rs` and `pipeline_fuzz.rs`).
 //!
 //! Members come from a small pool so commands interact; ZADD sometimes adds many members or a
 //! long one so the compact encoding converts (OBJECT ENCODING is generated too). Lex-range

@@ -1,5 +1,5 @@
-//! Differential generators for the set commands and SORT/SORT_RO (see `differential.rs` for the
-//! runner).
+//! Differential generators for the set commands and SORT/SORT_RO (see `gen/mod.rs`; run by
+//! `differential.rs` and `pipeline_fuzz.rs`).
 //!
 //! Replies whose order Redis leaves unspecified (SMEMBERS, SINTER/SUNION/SDIFF of hashtable
 //! sets) use `Norm::Sorted`. SRANDMEMBER/SPOP are random, and the runner may drop their count

@@ -1,4 +1,5 @@
-//! Differential generators for the list commands (see `differential.rs` for the runner).
+//! Differential generators for the list commands (see `gen/mod.rs`; run by
+//! `differential.rs` and `pipeline_fuzz.rs`).
 //!
 //! Elements come mostly from a small pool (so LREM/LPOS/LINSERT find them), sometimes integers
 //! of every encoding width, random values or long strings; bulk pushes and a low-weight

@@ -1,4 +1,5 @@
-//! Differential generators for the hash commands (see `differential.rs` for the runner).
+//! Differential generators for the hash commands (see `gen/mod.rs`; run by
+//! `differential.rs` and `pipeline_fuzz.rs`).
 //!
 //! Fields come from a small pool so commands interact; now and then a field or value longer
 //! than `hash-max-listpack-value` (64) or an HSET of ~520 fields (`hash-max-listpack-entries` is
