@@ -91,6 +91,7 @@ pub async fn serve_or_block(
     // Wait for the reply, the timeout, or the client going away (peer closed / CLIENT KILL,
     // checked every 100 ms: Redis unblocks a client when it disconnects, so a closed client
     // must not stay registered and consume the next element pushed).
+    cx.flush_before_block();
     let fd = {
         let mut info = cx.client.info.borrow_mut();
         // CLIENT LIST flag 'b': blocked in a blocking command.

@@ -245,11 +245,26 @@ pub struct ConnCtx {
     pub routes: tx::Routes,
     /// Commands queued since MULTI (None outside MULTI).
     pub multi: Option<transaction::MultiState>,
+    /// The socket side of `reply` (what is written already).
+    pub output: crate::server::connection::Output,
     /// Keys watched since the first WATCH (None when nothing is watched).
     pub watch: Option<transaction::WatchState>,
 }
 
 impl ConnCtx {
+    /// Writes what the socket takes of the pending replies now, without waiting.
+    pub fn try_flush(&mut self) -> std::io::Result<()> {
+        self.output.try_flush(&mut self.reply, &self.worker.stats)
+    }
+
+    /// Before a command blocks the connection (BLPOP...): send the replies of the commands
+    /// before it, as Redis does (what the socket takes now; the rest follows the blocked reply).
+    pub fn flush_before_block(&mut self) {
+        if self.output.pending(&self.reply) {
+            let _ = self.try_flush();
+        }
+    }
+
     /// True while the connection is in a state where commands must not be squashed (MULTI
     /// queueing and the like; extended by the transaction commands).
     #[inline]
@@ -351,15 +366,6 @@ fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Faul
     ));
 }
 
-/// May this command block the connection (BLPOP, WAIT...)? Outside MULTI only: queued commands
-/// never block.
-pub fn may_block(cx: &ConnCtx, args: &[&[u8]]) -> bool {
-    cx.multi.is_none()
-        && registry()
-            .lookup(args[0])
-            .is_some_and(|e| e.spec.flags & flags::BLOCKING != 0)
-}
-
 /// Executes one parsed command, appending its reply to `cx.reply`.
 pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();
@@ -432,6 +438,20 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     } else {
         None
     };
+    // The common case first: a single-shard command outside a transaction. Its handler runs
+    // inside `run_shard_cmd`, which is its own command boundary.
+    if let (Handler::Shard(f), None) = (spec.handler, &own_tx) {
+        let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
+            shard_of(args[spec.first_key as usize], cx.threads())
+        } else {
+            cx.worker.id
+        };
+        cx.run_on_shard(f, target, args).await;
+        cx.routes.clear();
+        let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
+        record_call(cx, entry, args, start_len, usec);
+        return;
+    }
     // The coordinator's command boundary: a panic in the handler (or re-raised from one of its
     // hops on another shard) ends this command only (see `engine::guard`).
     let run = guard::CatchUnwind::new(async {

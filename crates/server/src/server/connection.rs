@@ -8,12 +8,16 @@ use std::time::Instant;
 
 use damselfly_protocol::{Parser, ParserLimits, Reply, RespVersion};
 use smallvec::SmallVec;
-use tokio::io::AsyncWriteExt;
+use std::cell::RefCell;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use super::client::{ClientHandle, ClientInfo};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
+use crate::stats::ThreadStats;
 
 /// Initial read buffer and the minimum free space before a read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -41,7 +45,7 @@ fn limits(w: &Worker) -> ParserLimits {
 }
 
 /// Serves one accepted socket until it closes.
-pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
+pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
     let shared = worker.shared.clone();
     let _ = stream.set_nodelay(true);
     let keepalive = shared.config.tcp_keepalive_secs();
@@ -55,15 +59,17 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
     }
     let peer = stream.peer_addr().ok();
     let local = stream.local_addr().ok();
+    let fd = raw_fd(&stream);
+    // The loop reads through its half while the replies' half lives in the context, so a
+    // command that blocks can still send what was answered before it.
+    let (mut reader, writer) = stream.into_split();
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
 
     // Protected mode: no password → loopback clients only.
     if shared.config.protected_mode() && !shared.config.has_password() {
         if let Some(p) = peer {
             if !p.ip().is_loopback() {
-                let _ = stream
-                    .write_all(format!("-{DENIED_MSG}\r\n").as_bytes())
-                    .await;
+                let _ = write_all(&writer, format!("-{DENIED_MSG}\r\n").as_bytes()).await;
                 shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -71,9 +77,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
     }
     let connected = shared.connected_clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > shared.config.maxclients() {
-        let _ = stream
-            .write_all(b"-ERR max number of clients reached\r\n")
-            .await;
+        let _ = write_all(&writer, b"-ERR max number of clients reached\r\n").await;
         shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
         shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return;
@@ -87,7 +91,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
             id,
             addr: fmt_addr(peer),
             laddr: fmt_addr(local),
-            fd: raw_fd(&stream),
+            fd,
             name: String::new(),
             lib_name: String::new(),
             lib_ver: String::new(),
@@ -112,6 +116,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         worker: worker.clone(),
         client: handle.clone(),
         reply: Reply::new(RespVersion::Resp2),
+        output: Output::new(Rc::new(writer)),
         db: 0,
         authed: !shared.config.has_password(),
         close: false,
@@ -141,7 +146,7 @@ pub async fn serve(worker: Rc<Worker>, mut stream: TcpStream) {
         }
     }
     let _cleanup = Cleanup(worker.clone(), id);
-    let _ = run(&mut cx, &mut stream).await;
+    let _ = run(&mut cx, &mut reader).await;
 }
 
 fn raw_fd(s: &TcpStream) -> i32 {
@@ -149,67 +154,109 @@ fn raw_fd(s: &TcpStream) -> i32 {
     s.as_raw_fd()
 }
 
-/// Replies not yet written to the socket: `cx.reply.buf[written..]`.
+/// The socket side of a connection's replies: `reply.buf[written..]` is not written yet.
 ///
 /// Why output never blocks input: a client may pipeline a million commands in one write and read
 /// nothing until it has sent them all. Blocking on a full socket while it blocks on our full
 /// receive window would deadlock both, so unwritten replies stay buffered (as in Redis, where a
 /// normal client's output buffer has no limit by default) while reading and executing go on.
-struct Output {
+pub struct Output {
+    stream: Rc<OwnedWriteHalf>,
     written: usize,
+    /// Mid-batch, try writing again once the reply buffer reaches this length (another
+    /// FLUSH_THRESHOLD past a write the socket refused: no syscall per command for a client
+    /// that does not read).
+    flush_at: usize,
 }
 
 impl Output {
-    fn pending(&self, cx: &ConnCtx) -> bool {
-        cx.reply.len() > self.written
+    pub fn new(stream: Rc<OwnedWriteHalf>) -> Self {
+        Output {
+            stream,
+            written: 0,
+            flush_at: FLUSH_THRESHOLD,
+        }
+    }
+
+    /// Mid-batch: has enough output piled up to try writing some?
+    #[inline]
+    pub fn due(&self, reply: &Reply) -> bool {
+        reply.len() >= self.flush_at
+    }
+
+    #[inline]
+    pub fn pending(&self, reply: &Reply) -> bool {
+        reply.len() > self.written
     }
 
     /// Writes what the socket takes now, without waiting.
-    fn try_flush(&mut self, cx: &mut ConnCtx, stream: &TcpStream) -> std::io::Result<()> {
-        while self.written < cx.reply.len() {
-            match stream.try_write(&cx.reply.buf[self.written..]) {
+    pub fn try_flush(
+        &mut self,
+        reply: &mut Reply,
+        stats: &RefCell<ThreadStats>,
+    ) -> std::io::Result<()> {
+        while self.written < reply.len() {
+            match self.stream.try_write(&reply.buf[self.written..]) {
                 Ok(n) => {
                     self.written += n;
-                    cx.worker.stats.borrow_mut().net_output_bytes += n as u64;
+                    stats.borrow_mut().net_output_bytes += n as u64;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
             }
         }
-        if self.written == cx.reply.len() {
+        self.flush_at = reply.len() + FLUSH_THRESHOLD;
+        if self.written == reply.len() {
             self.written = 0;
-            cx.reply.clear();
+            self.flush_at = FLUSH_THRESHOLD;
+            reply.clear();
             // Don't keep a huge buffer around after one big reply.
-            if cx.reply.buf.capacity() > 4 * 1024 * 1024 {
-                cx.reply.buf.shrink_to(READ_CHUNK);
+            if reply.buf.capacity() > 4 * 1024 * 1024 {
+                reply.buf.shrink_to(READ_CHUNK);
             }
-        } else if self.written >= READ_CHUNK && self.written * 2 >= cx.reply.len() {
+        } else if self.written >= READ_CHUNK && self.written * 2 >= reply.len() {
             // Mostly written: drop the written prefix so the buffer follows what is pending.
-            cx.reply.buf.drain(..self.written);
+            reply.buf.drain(..self.written);
+            self.flush_at -= self.written;
             self.written = 0;
         }
         Ok(())
     }
 
     /// Writes everything, waiting for the socket (before closing the connection).
-    async fn flush_all(&mut self, cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
-        if self.pending(cx) {
-            stream.write_all(&cx.reply.buf[self.written..]).await?;
-            cx.worker.stats.borrow_mut().net_output_bytes += (cx.reply.len() - self.written) as u64;
+    async fn flush_all(
+        &mut self,
+        reply: &mut Reply,
+        stats: &RefCell<ThreadStats>,
+    ) -> std::io::Result<()> {
+        while self.pending(reply) {
+            self.stream.writable().await?;
+            self.try_flush(reply, stats)?;
         }
-        self.written = 0;
-        cx.reply.clear();
         Ok(())
     }
 }
 
-async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
+/// Writes all of `data`, waiting for the socket as needed.
+pub async fn write_all(stream: &OwnedWriteHalf, mut data: &[u8]) -> std::io::Result<()> {
+    while !data.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()> {
+    let writer = cx.output.stream.clone();
     // Buffers are allocated on the first bytes, so idle connections hold none.
     let mut rbuf: Vec<u8> = Vec::new();
     let mut parser = Parser::new(limits(&cx.worker));
     let mut start = 0usize;
     let mut first_read = true;
-    let mut out = Output { written: 0 };
     let mut batch: Vec<ArgRanges> = Vec::with_capacity(MAX_BATCH);
     let mut hashes: Vec<Option<u64>> = Vec::with_capacity(MAX_BATCH);
     // CLIENT KILL's wake-up, created once: building and dropping a `Notified` around every read
@@ -227,39 +274,38 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                 tokio::time::sleep(std::time::Duration::from_secs(idle)).await
             }
         };
-        let pending_out = out.pending(cx);
-        tokio::select! {
-            biased;
-            _ = &mut wake => {
-                wake.set(client.wake.notified());
-                if cx.client.killed.get() {
-                    return Ok(());
-                }
-                continue;
-            }
-            r = stream.writable(), if pending_out => {
-                r?;
-                out.try_flush(cx, stream)?;
-                continue;
-            }
-            r = stream.readable() => r?,
-            _ = idle_limit => {
-                crate::log_verbose!("Closing idle client (timeout {idle} s)");
-                return Ok(());
-            }
-        }
-        // Make room for the read, reserving toward a large bulk in bounded steps.
+        let pending_out = cx.output.pending(&cx.reply);
+        // Room for the read, reserving toward a large bulk in bounded steps. A connection that
+        // has never sent anything holds no buffer: it waits for readability first.
         let want = parser
             .bulk_remaining()
             .unwrap_or(0)
             .clamp(READ_CHUNK, MAX_RESERVE_STEP);
-        if rbuf.capacity() - rbuf.len() < want / 2 {
-            rbuf.reserve(want);
-        }
-        let n = match stream.try_read_buf(&mut rbuf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
+        let read = async {
+            if rbuf.capacity() == 0 {
+                reader.readable().await?;
+            }
+            if rbuf.capacity() - rbuf.len() < want / 2 {
+                rbuf.reserve(want);
+            }
+            reader.read_buf(&mut rbuf).await
+        };
+        let n = tokio::select! {
+            biased;
+            _ = &mut wake => {
+                wake.set(client.wake.notified());
+                0
+            }
+            r = writer.writable(), if pending_out => {
+                r?;
+                cx.try_flush()?;
+                continue;
+            }
+            r = read => r?,
+            _ = idle_limit => {
+                crate::log_verbose!("Closing idle client (timeout {idle} s)");
+                return Ok(());
+            }
         };
         if n == 0 || cx.client.killed.get() {
             return Ok(());
@@ -273,7 +319,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             if super::http::looks_like_http(&rbuf)
                 && cx.shared().config.bool("primary_port_http_enabled")
             {
-                return super::http::serve(cx, stream, rbuf).await;
+                return super::http::serve(cx, &writer, rbuf).await;
             }
         }
 
@@ -347,19 +393,19 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
                                 commands::squash::execute_run(cx, &run).await;
                                 cx.client.info.borrow_mut().last_cmd = cx.cmd_name;
                             } else {
-                                exec_one(cx, &mut out, stream, &run[0].args).await?;
+                                exec_one(cx, &run[0].args).await;
                             }
                         }
-                        None => exec_one(cx, &mut out, stream, &args).await?,
+                        None => exec_one(cx, &args).await,
                     }
                 } else {
-                    exec_one(cx, &mut out, stream, &args).await?;
+                    exec_one(cx, &args).await;
                 }
                 if cx.close {
                     break;
                 }
-                if cx.reply.len() - out.written >= FLUSH_THRESHOLD {
-                    out.try_flush(cx, stream)?;
+                if cx.output.due(&cx.reply) {
+                    cx.try_flush()?;
                 }
             }
             if cx.close {
@@ -368,7 +414,7 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
             if let Some((s0, n)) = immediate {
                 let args: SmallVec<[&[u8]; 8]> = parser.args(&rbuf[s0..s0 + n]).collect();
                 if !args.is_empty() {
-                    exec_one(cx, &mut out, stream, &args).await?;
+                    exec_one(cx, &args).await;
                 }
                 if cx.close {
                     break;
@@ -386,10 +432,10 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
         }
         cx.client.info.borrow_mut().last_interaction = batch_start;
         if cx.close || cx.client.killed.get() {
-            out.flush_all(cx, stream).await?;
+            cx.output.flush_all(&mut cx.reply, &cx.worker.stats).await?;
             return Ok(());
         }
-        out.try_flush(cx, stream)?;
+        cx.try_flush()?;
         if start == rbuf.len() {
             rbuf.clear();
             start = 0;
@@ -404,21 +450,11 @@ async fn run(cx: &mut ConnCtx, stream: &mut TcpStream) -> std::io::Result<()> {
         }
         let mut info = cx.client.info.borrow_mut();
         info.qbuf = rbuf.len();
-        info.omem = cx.reply.len() - out.written;
+        info.omem = cx.reply.len();
     }
 }
 
-async fn exec_one(
-    cx: &mut ConnCtx,
-    out: &mut Output,
-    stream: &TcpStream,
-    args: &[&[u8]],
-) -> std::io::Result<()> {
-    // A command that may block (BLPOP...) first sends the replies of the commands before it, as
-    // Redis does before it blocks a client (only what the socket takes now: see `Output`).
-    if out.pending(cx) && commands::may_block(cx, args) {
-        out.try_flush(cx, stream)?;
-    }
+async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
     let mark = cx.reply.len();
     commands::execute(cx, args).await;
     {
@@ -435,7 +471,6 @@ async fn exec_one(
         }
         ReplyMode::SkipNext => cx.reply_mode = ReplyMode::Skip,
     }
-    Ok(())
 }
 
 /// Valkey-style batched prefetch: for every single-key command of the batch whose key lives on

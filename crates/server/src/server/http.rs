@@ -1,8 +1,7 @@
 //! HTTP on the main port: a tiny console and Prometheus `/metrics`, recognised by the first
 //! request line (`GET /path HTTP/1.x`), as Dragonfly does.
 
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
 
 use crate::commands::ConnCtx;
 
@@ -17,7 +16,7 @@ pub fn looks_like_http(buf: &[u8]) -> bool {
 
 pub async fn serve(
     cx: &mut ConnCtx,
-    stream: &mut TcpStream,
+    stream: &OwnedWriteHalf,
     request: Vec<u8>,
 ) -> std::io::Result<()> {
     let line_end = request
@@ -46,9 +45,9 @@ pub async fn serve(
         ("404 Not Found", "text/plain", "not found\n".to_string())
     };
     let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    stream.write_all(head.as_bytes()).await?;
+    super::connection::write_all(stream, head.as_bytes()).await?;
     if !line.starts_with("HEAD") {
-        stream.write_all(body.as_bytes()).await?;
+        super::connection::write_all(stream, body.as_bytes()).await?;
     }
-    stream.flush().await
+    Ok(())
 }
