@@ -12,7 +12,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod log;
-pub mod server;
+pub mod net;
 pub mod stats;
 pub mod types;
 
@@ -39,7 +39,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     let shared = Shared::new(cfg.clone());
     let bind = cfg.get("bind").unwrap_or_default();
     let port = cfg.port();
-    let listeners = server::listener::bind_all(&bind, port).map_err(|e| {
+    let listeners = net::listener::bind_all(&bind, port).map_err(|e| {
         std::io::Error::new(e.kind(), format!("cannot listen on {bind}:{port}: {e}"))
     })?;
     crate::log_notice!(
@@ -128,7 +128,7 @@ fn thread_main(
         tokio::task::spawn_local(w.clone().run_inbox());
         tokio::task::spawn_local(w.clone().run_ticker());
         for l in listeners {
-            tokio::task::spawn_local(server::listener::accept_loop(w.clone(), l));
+            tokio::task::spawn_local(net::listener::accept_loop(w.clone(), l));
         }
         if id == 0 {
             tokio::task::spawn_local(watch_signals(w.clone()));

@@ -1,4 +1,4 @@
-//! Blocking-command machinery (`engine::blocking`), exercised through the `DEBUG WAIT-KEY` test
+//! Blocking-command machinery (`engine::waiters`), exercised through the `DEBUG WAIT-KEY` test
 //! hook until the list types bring BLPOP: served atomically with the write that made a key ready,
 //! exactly once across shards, FIFO among waiters, with timeouts.
 

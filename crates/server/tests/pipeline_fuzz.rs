@@ -4,7 +4,7 @@
 //! RESP parsed structurally, error texts byte for byte, only timing/order-dependent values
 //! normalised).
 //!
-//! This is the test for pipeline squashing (`commands/squash.rs`), which runs consecutive
+//! This is the test for pipeline squashing (`commands/coordinator/squash.rs`), which runs consecutive
 //! single-key commands of one pipeline as one batch per shard: a pipeline holds
 //! - 1 to several hundred commands drawn from every `Spec` of the differential generators
 //!   (`gen/`), optional ones included (see `UNMANGLED` and `norm_for` for the random ones),

@@ -431,7 +431,7 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
 }
 
 fn reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    super::transaction::discard_state(cx);
+    super::multi::discard_state(cx);
     cx.db = 0;
     cx.reply.ver = RespVersion::Resp2;
     cx.authed = !cx.shared().config.has_password();
@@ -815,7 +815,7 @@ fn client_unblock<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 } else {
                     Vec::new()
                 };
-                super::blocking::unblock_local(w, id as u64, reply)
+                super::coordinator::wait::unblock_local(w, id as u64, reply)
             })
             .await;
         cx.reply.int(hits.iter().any(|&h| h) as i64);

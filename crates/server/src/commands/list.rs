@@ -20,13 +20,13 @@ use std::time::Duration;
 use damselfly_protocol::double::parse_f64;
 use damselfly_protocol::{Reply, RespVersion};
 
-use super::blocking::serve_or_block;
+use super::coordinator::wait::serve_or_block;
 use super::util::*;
 use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::config::EncLimit;
-use crate::engine::blocking::Serve;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
+use crate::engine::waiters::Serve;
 use crate::types::list::{Entry, Fill, List, Needle};
 use crate::types::{Value, ValueRef};
 

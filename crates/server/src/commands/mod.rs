@@ -8,22 +8,20 @@
 //! - `Handler::Conn`: async coordinator on the connection's thread for multi-key / all-shard
 //!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
 
+pub mod admin;
 pub mod bitmap;
-pub mod blocking;
 pub mod connection;
+pub mod coordinator;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 pub mod fault;
 pub mod hash;
 pub mod keys;
 pub mod list;
+pub mod multi;
 pub mod registry;
-pub mod server;
 pub mod set;
 pub mod sort;
-pub mod squash;
 pub mod string;
-pub mod transaction;
-pub mod tx;
 pub mod util;
 pub mod zset;
 
@@ -38,7 +36,7 @@ use crate::engine::db::Db;
 use crate::engine::guard;
 use crate::engine::shard::Shard;
 use crate::engine::{shard_of, Shared, Worker};
-use crate::server::client::ClientHandle;
+use crate::net::client::ClientHandle;
 pub use registry::{registry, Entry};
 
 /// Command flags (names as COMMAND INFO reports them).
@@ -237,18 +235,18 @@ pub struct ConnCtx {
     /// against a per-command-call time snapshot rather than re-reading the clock per lookup).
     pub now_ms: u64,
     /// The transaction the current command (or EXEC) runs in.
-    pub tx: Option<tx::TxState>,
+    pub tx: Option<coordinator::TxState>,
     /// Key locks of the current single-shard command, checked against transactions' locks.
-    pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::tx::KeyLock); 2]>,
-    pub cmd_shard_lock: crate::engine::tx::ShardLock,
+    pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::vll::KeyLock); 2]>,
+    pub cmd_shard_lock: crate::engine::vll::ShardLock,
     /// Shards of the current command's keys, computed by its lock plan and reused by `fan_out`.
-    pub routes: tx::Routes,
+    pub routes: coordinator::Routes,
     /// Commands queued since MULTI (None outside MULTI).
-    pub multi: Option<transaction::MultiState>,
+    pub multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
-    pub output: crate::server::connection::Output,
+    pub output: crate::net::connection::Output,
     /// Keys watched since the first WATCH (None when nothing is watched).
-    pub watch: Option<transaction::WatchState>,
+    pub watch: Option<multi::WatchState>,
 }
 
 impl ConnCtx {
@@ -296,7 +294,7 @@ impl ConnCtx {
             let free = {
                 let t = w.tx.borrow();
                 t.idle() || {
-                    let locks: crate::engine::tx::Locks =
+                    let locks: crate::engine::vll::Locks =
                         self.cmd_locks.iter().map(|(_, l)| *l).collect();
                     t.quick_ok(&locks, self.cmd_shard_lock)
                 }
@@ -371,7 +369,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();
     let Some(top) = reg.lookup(args[0]) else {
         unknown_command(cx, args);
-        transaction::flag(cx);
+        multi::flag(cx);
         return;
     };
     let entry = if top.spec.subcommands.is_empty() {
@@ -382,7 +380,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             top
         } else {
             arity_error(cx, &top.fullname, top.id);
-            transaction::flag(cx);
+            multi::flag(cx);
             return;
         }
     } else {
@@ -400,7 +398,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                         b" HELP.",
                     ],
                 );
-                transaction::flag(cx);
+                multi::flag(cx);
                 return;
             }
         }
@@ -410,31 +408,31 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
         if spec.name == "exec" {
             let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
-            transaction::exec_abort(cx, entry.id, &msg);
+            multi::exec_abort(cx, entry.id, &msg);
             return;
         }
         arity_error(cx, &entry.fullname, entry.id);
-        transaction::flag(cx);
+        multi::flag(cx);
         return;
     }
     if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
         if spec.name == "exec" {
-            transaction::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
+            multi::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
             return;
         }
         cx.reply.error("NOAUTH Authentication required.");
         cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
-        transaction::flag(cx);
+        multi::flag(cx);
         return;
     }
-    if cx.multi.is_some() && transaction::queue(cx, top, entry, args) {
+    if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
     let own_tx = if cx.tx.is_none() {
-        tx::plan_command(cx, spec, args)
+        coordinator::plan_command(cx, spec, args)
     } else {
         None
     };
@@ -514,7 +512,7 @@ pub(crate) fn record_call(
     let slower = cx.worker.shared.config.slowlog_slower_than();
     if slower >= 0 && usec >= slower as u64 && entry.spec.flags & flags::SKIP_SLOWLOG == 0 {
         drop(st);
-        server::slowlog_record(cx, args, usec);
+        admin::slowlog_record(cx, args, usec);
     }
 }
 

@@ -6,7 +6,7 @@
 //! - when no pattern references a key (no BY, BY without `*`, only `GET #`), the command only
 //!   touches its key and its STORE destination, which `sort_keys` reports: the framework locks
 //!   those, like any other command;
-//! - when a pattern does reference keys, `LockPlan::add_command` (commands/tx.rs) asks
+//! - when a pattern does reference keys, `LockPlan::add_command` (commands/coordinator) asks
 //!   [`pattern_lock`] and takes a whole-shard lock on every shard (shared for a read-only SORT,
 //!   exclusive with STORE), as for DBSIZE/KEYS/FLUSHALL. The handler then reads the elements,
 //!   fetches BY values with one parallel hop per shard, sorts on the connection's thread, fetches

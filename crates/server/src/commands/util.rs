@@ -5,7 +5,7 @@ use damselfly_protocol::Reply;
 
 use super::{CmdCtx, ConnCtx};
 use crate::engine::shard_of;
-use crate::engine::tx::{self, SchedHop};
+use crate::engine::vll::{self, SchedHop};
 
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -103,7 +103,7 @@ pub struct ShardPart<R> {
 }
 
 /// Runs `f` with a shard context on `shard`, inside the current command's transaction or
-/// through the lock-checked quick path (see `commands::tx`). The one way handlers touch shards.
+/// through the lock-checked quick path (see `commands::coordinator`). The one way handlers touch shards.
 pub fn on_shard<R, F>(cx: &ConnCtx, shard: usize, f: F) -> crate::engine::worker::Call<R>
 where
     R: Send + 'static,
@@ -266,10 +266,10 @@ where
                     }
                     w.serve_blocked();
                 }
-                SchedHop::Queued => tx::hop(w, id, move |w| {
+                SchedHop::Queued => vll::hop(w, id, move |w| {
                     let r = job(w);
                     resp.send(w, Ok::<R, J>(r));
-                    tx::finish(w, id);
+                    vll::finish(w, id);
                 }),
             }
         })

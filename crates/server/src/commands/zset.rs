@@ -6,7 +6,7 @@
 //! live on one shard everything happens in one hop; otherwise sources are read in one hop per
 //! shard, the result is computed here and written in a last hop, all inside the transaction the
 //! dispatcher opened for the keys. BZPOPMIN/BZPOPMAX/BZMPOP first try in key order, then (outside
-//! MULTI/EXEC) block through `commands::blocking::serve_or_block`.
+//! MULTI/EXEC) block through `commands::coordinator::wait::serve_or_block`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +18,9 @@ use damselfly_protocol::{Reply, RespVersion};
 use super::util::*;
 use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
 use crate::config::EncLimit;
-use crate::engine::blocking::Serve;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
+use crate::engine::waiters::Serve;
 use crate::types::zset::pack::cmp_entry;
 use crate::types::zset::{Limits, ZSet};
 use crate::types::{Kind, Value, ValueRef};
@@ -1279,7 +1279,7 @@ async fn block_generic(
         mpop,
     });
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    match super::blocking::serve_or_block(cx, &refs, serve, timeout).await {
+    match super::coordinator::wait::serve_or_block(cx, &refs, serve, timeout).await {
         Some(bytes) => cx.reply.raw(&bytes),
         None => cx.reply.null_array(),
     }

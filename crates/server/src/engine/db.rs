@@ -45,8 +45,8 @@ pub struct Db {
     expire: ExpireTable,
     expire_cursor: u64,
     pub stats: DbStats,
-    /// Clients blocked on keys of this db (see `engine::blocking`).
-    pub blocking: super::blocking::Blocking,
+    /// Clients blocked on keys of this db (see `engine::waiters`).
+    pub blocking: super::waiters::Blocking,
     /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
     watched: Watched,
     /// Hashes with field TTLs, for active field expiry (see `commands::hash`).

@@ -1,13 +1,13 @@
 //! The shared-nothing engine: one shard per thread, cross-thread calls through inboxes.
 
-pub mod blocking;
 pub mod clock;
 pub mod db;
 pub mod guard;
 pub mod inbox;
 pub mod router;
 pub mod shard;
-pub mod tx;
+pub mod vll;
+pub mod waiters;
 pub mod worker;
 
 pub use router::shard_of;

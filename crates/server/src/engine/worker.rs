@@ -21,7 +21,7 @@ use super::guard::{self, RemotePanic};
 use super::inbox::{Inbox, Msg, Task};
 use super::shard::Shard;
 use crate::config::Config;
-use crate::server::client::ClientRegistry;
+use crate::net::client::ClientRegistry;
 use crate::stats::ThreadStats;
 
 /// State shared by all threads: read-mostly, and only atomics or the inboxes on hot paths.
@@ -134,8 +134,8 @@ pub struct Worker {
     pub id: usize,
     pub shared: Arc<Shared>,
     pub shard: RefCell<Shard>,
-    /// Transaction queue and intent locks of this shard (see `engine::tx`).
-    pub tx: RefCell<super::tx::TxShard>,
+    /// Transaction queue and intent locks of this shard (see `engine::vll`).
+    pub tx: RefCell<super::vll::TxShard>,
     pending: RefCell<Pending>,
     pub clients: RefCell<ClientRegistry>,
     pub stats: RefCell<ThreadStats>,
@@ -149,7 +149,7 @@ pub struct Worker {
 /// A blocked connection's wake-up channel and its waiter (for CLIENT UNBLOCK).
 pub type BlockedEntry = (
     tokio::sync::oneshot::Sender<Vec<u8>>,
-    Option<Arc<super::blocking::Waiter>>,
+    Option<Arc<super::waiters::Waiter>>,
 );
 
 thread_local! {
@@ -162,7 +162,7 @@ impl Worker {
         let w = Rc::new(Worker {
             id,
             shard: RefCell::new(Shard::new(id, dbnum)),
-            tx: RefCell::new(super::tx::TxShard::default()),
+            tx: RefCell::new(super::vll::TxShard::default()),
             shared,
             pending: RefCell::new(Pending {
                 slots: Vec::new(),
@@ -210,7 +210,7 @@ impl Worker {
                         Some(t) => t.key_locked(i, k),
                         None => true,
                     };
-                    super::blocking::serve_ready(db, now, &locked, &mut served);
+                    super::waiters::serve_ready(db, now, &locked, &mut served);
                 }
             }
         }

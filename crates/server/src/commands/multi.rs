@@ -3,7 +3,7 @@
 //! - MULTI: later commands are checked (existence, arity, auth, NO_MULTI) and queued as owned
 //!   arguments; a check failure replies the error and marks the transaction, so EXEC answers
 //!   EXECABORT.
-//! - EXEC: one transaction (see `commands::tx`) over the keys of every queued command plus the
+//! - EXEC: one transaction (see `commands::coordinator`) over the keys of every queued command plus the
 //!   WATCHed keys (shared). A barrier hop on every involved shard waits until every earlier
 //!   conflicting transaction has finished there; after it no conflicting write can slip in
 //!   before the queued commands run, so the WATCH dirty flag is final. Then each queued command
@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::tx::LockPlan;
+use super::coordinator::LockPlan;
 use super::util::{fan_out, parse_i64, OwnedArgs};
 use super::{cmd, flags, flags::*, BoxFut, CommandSpec, ConnCtx, Entry, Handler};
 use crate::engine::db::WatchFlag;
 use crate::engine::shard_of;
-use crate::engine::tx::{KeyLock, ShardLock};
+use crate::engine::vll::{KeyLock, ShardLock};
 
 const TX_ACL: &[&str] = &["@fast", "@transaction"];
 const TX_SLOW_ACL: &[&str] = &["@slow", "@transaction"];

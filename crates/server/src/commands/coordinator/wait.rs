@@ -1,4 +1,4 @@
-//! Connection side of blocking commands (shard side and the protocol: `engine::blocking`).
+//! Connection side of blocking commands (shard side and the protocol: `engine::waiters`).
 //!
 //! `serve_or_block` first visits every shard of the command's keys; each shard, in one step,
 //! either serves the client from the first ready key (claiming the waiter) or registers the
@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::util::on_shard;
-use super::ConnCtx;
-use crate::engine::blocking::{Serve, Waiter};
+use crate::commands::util::on_shard;
+use crate::commands::ConnCtx;
 use crate::engine::shard_of;
+use crate::engine::waiters::{Serve, Waiter};
 
 /// Lets one `Serve` implementation be shared by the registrations on several shards.
 struct Shared(Arc<dyn Serve>);

@@ -244,7 +244,7 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
         return None;
     }
     if s.keys_fn.is_some() {
-        let pos = crate::commands::tx::key_positions(s, cmdargs);
+        let pos = crate::commands::coordinator::key_positions(s, cmdargs);
         if pos.is_empty() {
             cx.reply
                 .error("ERR Invalid arguments specified for command");

@@ -127,7 +127,7 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
         now_ms: crate::engine::clock::unix_ms(),
         tx: None,
         cmd_locks: smallvec::SmallVec::new(),
-        cmd_shard_lock: crate::engine::tx::ShardLock::None,
+        cmd_shard_lock: crate::engine::vll::ShardLock::None,
         routes: Default::default(),
         multi: None,
         watch: None,
@@ -364,7 +364,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()
                 }
             }
             // With several shards, squashed runs prefetch on the shard that executes them
-            // (commands::squash), so only the single-shard case prefetches here.
+            // (commands::coordinator::squash), so only the single-shard case prefetches here.
             if batch.len() >= PREFETCH_MIN_BATCH && cx.threads() == 1 {
                 prefetch_batch(cx, &rbuf, &batch, &mut hashes);
             }
@@ -375,22 +375,26 @@ async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()
                 i += 1;
                 if cx.threads() > 1 {
                     // Squash a run of single-key commands into one hop per shard.
-                    match commands::squash::classify(cx, &args) {
+                    match commands::coordinator::squash::classify(cx, &args) {
                         Some(how) => {
-                            let mut run = vec![commands::squash::Squashed { args, how }];
+                            let mut run =
+                                vec![commands::coordinator::squash::Squashed { args, how }];
                             while i < batch.len() && run.len() < MAX_BATCH {
                                 let a: SmallVec<[&[u8]; 8]> =
                                     batch[i].iter().map(|&(a, b)| &rbuf[a..b]).collect();
-                                match commands::squash::classify(cx, &a) {
+                                match commands::coordinator::squash::classify(cx, &a) {
                                     Some(how) => {
-                                        run.push(commands::squash::Squashed { args: a, how });
+                                        run.push(commands::coordinator::squash::Squashed {
+                                            args: a,
+                                            how,
+                                        });
                                         i += 1;
                                     }
                                     None => break,
                                 }
                             }
                             if run.len() >= 2 {
-                                commands::squash::execute_run(cx, &run).await;
+                                commands::coordinator::squash::execute_run(cx, &run).await;
                                 cx.client.info.borrow_mut().last_cmd = cx.cmd_name;
                             } else {
                                 exec_one(cx, &run[0].args).await;

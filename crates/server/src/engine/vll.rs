@@ -7,7 +7,7 @@
 //! - a queue of scheduled transactions ordered by a global transaction id;
 //! - `committed`: the highest id that has started executing here.
 //!
-//! Rules (see `commands::tx` for the coordinator):
+//! Rules (see `commands::coordinator`):
 //! 1. A multi-shard (or contended) transaction is scheduled on all its shards before any of it
 //!    runs; a shard refuses an id lower than `committed` and the coordinator retries with a new
 //!    id, so every shard orders conflicting transactions the same way.

@@ -1,4 +1,4 @@
-//! Coordinator side of the transaction framework (shard side: `engine::tx`).
+//! Coordinator side of the transaction framework (shard side: `engine::vll`).
 //!
 //! `execute` plans every command from its key spec:
 //! - keys on one shard (the common case): no transaction id; the work runs on the owning shard at
@@ -13,13 +13,16 @@
 //! `on_all_shards`, `run_on_shard`), which routes each hop into the current transaction or
 //! through the lock-checked quick path.
 
+pub mod squash;
+pub mod wait;
+
 use std::rc::Rc;
 
 use smallvec::SmallVec;
 
 use super::{flags, CommandSpec, ConnCtx};
 use crate::engine::router::route;
-use crate::engine::tx::{self, KeyLock, Locks, Sched, ShardLock};
+use crate::engine::vll::{self, KeyLock, Locks, Sched, ShardLock};
 use crate::engine::worker::Call;
 use crate::engine::{shard_of, Worker};
 
@@ -29,7 +32,7 @@ pub struct TxState {
     pub id: u64,
     pub shards: SmallVec<[usize; 4]>,
     /// Every shard granted its locks without conflict at scheduling (statistics only: whether a
-    /// hop may run early is decided per shard, see `engine::tx`).
+    /// hop may run early is decided per shard, see `engine::vll`).
     pub uncontended: bool,
     /// The command touches each shard once (`flags::TX_SINGLE_HOP`): conclude inside the hop.
     pub single_hop: bool,
@@ -296,7 +299,7 @@ impl ConnCtx {
         let Some(d) = t.deferred.clone() else { return };
         let old = t.id;
         for &(s, _) in &d.others {
-            self.worker.post(s, move |w| tx::finish(w, old));
+            self.worker.post(s, move |w| vll::finish(w, old));
         }
         let (id, _) = self.schedule_on(&d.others, d.shard_lock).await;
         if let Some(t) = self.tx.as_mut() {
@@ -353,7 +356,7 @@ impl ConnCtx {
             }
             if retry {
                 for s in ok {
-                    self.worker.post(s, move |w| tx::finish(w, id));
+                    self.worker.post(s, move |w| vll::finish(w, id));
                 }
                 continue;
             }
@@ -374,7 +377,7 @@ impl ConnCtx {
                 .iter()
                 .filter(|s| !done.contains(s) && Some(**s) != unscheduled)
             {
-                self.worker.post(s, move |w| tx::finish(w, id));
+                self.worker.post(s, move |w| vll::finish(w, id));
             }
         }
     }
@@ -397,22 +400,22 @@ impl ConnCtx {
                 if conclude {
                     t.concluded.borrow_mut().push(shard);
                 }
-                if shard == self.worker.id && tx::try_start_hop(&self.worker, id) {
+                if shard == self.worker.id && vll::try_start_hop(&self.worker, id) {
                     // This thread's hop may run now: inline, without a reply slot.
                     let r = f(&self.worker);
                     if conclude {
-                        tx::finish(&self.worker, id);
+                        vll::finish(&self.worker, id);
                     }
                     return Call::ready(r);
                 }
                 self.worker.call_deferred(shard, move |w, resp| {
-                    tx::hop(w, id, move |w| {
+                    vll::hop(w, id, move |w| {
                         let r = f(w);
                         resp.send(w, r);
                         if conclude {
                             // The only hop on this shard: release the locks right here, saving
                             // a separate conclusion message (and wake-up) per shard.
-                            tx::finish(w, id);
+                            vll::finish(w, id);
                         }
                     })
                 })
@@ -431,7 +434,7 @@ impl ConnCtx {
                     .collect();
                 let sl = self.cmd_shard_lock;
                 self.worker.call_deferred(shard, move |w, resp| {
-                    tx::quick(w, locks, sl, move |w| {
+                    vll::quick(w, locks, sl, move |w| {
                         let r = f(w);
                         resp.send(w, r);
                     })

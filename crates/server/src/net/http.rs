@@ -31,7 +31,7 @@ pub async fn serve(
         (
             "200 OK",
             "text/plain; version=0.0.4",
-            crate::commands::server::prometheus_metrics(cx).await,
+            crate::commands::admin::prometheus_metrics(cx).await,
         )
     } else if (path == "/" || path == "/index.html")
         && cx.shared().config.bool("http_admin_console")
@@ -39,7 +39,7 @@ pub async fn serve(
         (
             "200 OK",
             "text/html; charset=utf-8",
-            crate::commands::server::console_page(cx).await,
+            crate::commands::admin::console_page(cx).await,
         )
     } else {
         ("404 Not Found", "text/plain", "not found\n".to_string())

@@ -438,8 +438,8 @@ pub fn memory_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 /// forever), then deletes it and replies `[key, value]` — atomically with the write that made it
 /// ready, exactly once across shards, FIFO among waiters; a null array on timeout.
 async fn debug_wait_key(cx: &mut ConnCtx, args: &[&[u8]]) {
-    use crate::engine::blocking::Serve;
     use crate::engine::db::Db;
+    use crate::engine::waiters::Serve;
 
     struct GetDel(damselfly_protocol::RespVersion);
     impl Serve for GetDel {
@@ -472,7 +472,7 @@ async fn debug_wait_key(cx: &mut ConnCtx, args: &[&[u8]]) {
     };
     let timeout = (secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs));
     let serve = std::sync::Arc::new(GetDel(cx.reply.ver));
-    match crate::commands::blocking::serve_or_block(cx, &args[3..], serve, timeout).await {
+    match crate::commands::coordinator::wait::serve_or_block(cx, &args[3..], serve, timeout).await {
         Some(bytes) => cx.reply.raw(&bytes),
         None => cx.reply.null_array(),
     }

@@ -10,12 +10,12 @@ use smallvec::SmallVec;
 
 use damselfly_protocol::Reply;
 
-use super::{
+use crate::commands::{
     flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, ReplyMode, ShardFn,
 };
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
-use crate::engine::tx::{self, KeyLock, Locks, ShardLock};
+use crate::engine::vll::{self, KeyLock, Locks, ShardLock};
 
 /// A command admitted to a squashed run.
 pub struct Squashed<'a> {
@@ -78,8 +78,9 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
         if idxs.is_empty() {
             continue;
         }
-        let owned =
-            super::util::OwnedArgs::collect(idxs.iter().flat_map(|&i| run[i].args.iter().copied()));
+        let owned = crate::commands::util::OwnedArgs::collect(
+            idxs.iter().flat_map(|&i| run[i].args.iter().copied()),
+        );
         let counts: SmallVec<[usize; 16]> = idxs.iter().map(|&i| run[i].args.len()).collect();
         let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
         let names: SmallVec<[&'static str; 16]> =
@@ -100,7 +101,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             })
             .collect();
         let call = cx.worker.call_deferred(s, move |w, resp| {
-            tx::quick(w, locks, ShardLock::None, move |w| {
+            vll::quick(w, locks, ShardLock::None, move |w| {
                 let all = owned.slices();
                 let mut reply = Reply::new(ver);
                 let mut ends: SmallVec<[usize; 16]> = SmallVec::new();
