@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod log;
 pub mod net;
+pub mod rand;
 pub mod stats;
 pub mod types;
 

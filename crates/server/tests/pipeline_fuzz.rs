@@ -38,6 +38,9 @@
 //! - `PIPE_MINUTES=N` — run fresh (time-derived) seeds for N minutes instead, printing each seed
 //!   and at the end the total number of commands sent: for long manual runs;
 //! - `PIPE_CTX=N` — how many preceding commands a mismatch report shows (default 25);
+//! - `PIPE_TRACE=FILE` — write every command with both replies to FILE (a divergence's origin);
+//! - `PIPE_HOLD=N` — on a mismatch, keep both servers up N seconds (ports printed) to inspect;
+//!   `PIPE_HOLD_END=N` does the same after a seed's last pipeline;
 //!
 //! Bugs it found (fixed): error replies that echo client bytes (unknown command, unknown
 //! subcommand) repaired invalid UTF-8 into U+FFFD and kept bytes after a NUL; Redis echoes the
@@ -902,6 +905,8 @@ struct Stats {
     squash_big: u64,
     squash_big_pipelines: u64,
     full_checks: u64,
+    /// SORTs where Redis 7.0's stale-errno bug answered an error (see `redis_stale_errno_sort`).
+    redis_errno_sorts: u64,
 }
 
 /// Damselfly's key positions (from COMMAND): name -> first key index for commands whose keys
@@ -1005,6 +1010,70 @@ impl Ctx<'_> {
     }
 }
 
+/// Redis 7.0's SORT checks `errno == ERANGE` after `strtod` without clearing errno first, so
+/// after any earlier command of the same event-loop turn left ERANGE behind (a cursor or number
+/// out of range, e.g. `SSCAN k 18446744073709551616`), a numeric SORT of perfectly valid
+/// elements fails with "One or more scores can't be converted into double" (reproduce:
+/// `SADD s 18`, then in one write `SSCAN x 18446744073709551616` and `SORT s`). Damselfly sorts
+/// them. Accepted only in exactly that shape: a SORT/SORT_RO, Redis's error, damselfly's array,
+/// and an out-of-range number among the pipeline's earlier arguments.
+fn redis_stale_errno_sort(
+    before: &[Cmd],
+    args: &[Vec<u8>],
+    redis: &Result<Resp, String>,
+    dfly: &Result<Resp, String>,
+) -> bool {
+    let is_sort = args[0].eq_ignore_ascii_case(b"sort") || args[0].eq_ignore_ascii_case(b"sort_ro");
+    let scores_err = matches!(redis, Ok(Resp::Error(e))
+        if e == b"ERR One or more scores can't be converted into double");
+    let out_of_range = |a: &[u8]| {
+        let digits = a.strip_prefix(b"-").unwrap_or(a);
+        let long_int = digits.len() >= 19 && digits.iter().all(u8::is_ascii_digit);
+        let big_exp = a
+            .iter()
+            .position(|&c| c == b'e' || c == b'E')
+            .is_some_and(|p| {
+                let e = &a[p + 1..];
+                let e = e.strip_prefix(b"-").or(e.strip_prefix(b"+")).unwrap_or(e);
+                e.len() >= 3 && e.iter().all(u8::is_ascii_digit)
+            });
+        long_int || big_exp
+    };
+    is_sort
+        && scores_err
+        && matches!(dfly, Ok(Resp::Array(_)))
+        && before
+            .iter()
+            .any(|c| c.args.iter().skip(1).any(|a| out_of_range(a)))
+}
+
+/// For a mismatch report: the type and contents, on both sides, of every argument of the
+/// diverging command that names a key now (after the whole pipeline ran).
+fn describe_keys(pair: &mut Pair, args: &[Vec<u8>]) -> String {
+    let mut out = String::from("---- keys named by that command, after the pipeline ----");
+    for a in args.iter().skip(1).take(8) {
+        let ty = |c: &mut RawConn| match c.cmd(&[b("TYPE"), a.clone()]) {
+            Resp::Simple(t) => t,
+            _ => b"?".to_vec(),
+        };
+        let (rt, dt) = (ty(&mut pair.rchk), ty(&mut pair.dchk));
+        if rt == b"none" && dt == b"none" {
+            continue;
+        }
+        let (rq, _) = dump_cmd(&rt, a);
+        let (dq, _) = dump_cmd(&dt, a);
+        out.push_str(&format!(
+            "\n{}: redis {} {}; damselfly {} {}",
+            common::quote(a),
+            String::from_utf8_lossy(&rt),
+            pair.rchk.cmd(&rq),
+            String::from_utf8_lossy(&dt),
+            pair.dchk.cmd(&dq)
+        ));
+    }
+    out
+}
+
 /// DBSIZE of databases 0-3 on both sides (the check connections).
 fn check_dbsize(pair: &mut Pair) -> Result<(), String> {
     let mut cmds = Vec::new();
@@ -1105,11 +1174,26 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
     let huge_at = g.below(HUGE_WITHIN);
     // Norms of the commands queued since MULTI (for comparing EXEC's array).
     let mut queued: Vec<Norm> = Vec::new();
+    let mut trace = std::env::var_os("PIPE_TRACE")
+        .map(|path| std::fs::File::create(path).expect("PIPE_TRACE file"));
     stats.seeds += 1;
     for p in 0..opts.pipelines {
         let cmds = gen_pipeline(&mut g, specs, p == huge_at);
         let args: Vec<Vec<Vec<u8>>> = cmds.iter().map(|c| c.args.clone()).collect();
         let (r, d) = exchange(&mut pair.rc, &mut pair.dc, &args);
+        if let Some(log) = trace.as_mut() {
+            // PIPE_TRACE=file: every command with both replies, for hunting a divergence that
+            // started in an earlier pipeline.
+            for (i, a) in args.iter().enumerate() {
+                let _ = writeln!(
+                    log,
+                    "p{p} #{i} {} -> redis {} | damselfly {}",
+                    fmt_short(a),
+                    show(&r[i]),
+                    show(&d[i])
+                );
+            }
+        }
         let ctx = Ctx {
             seed,
             pipeline: p,
@@ -1131,10 +1215,14 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
             stats.errors += matches!(r[i], Ok(Resp::Error(_))) as u64;
             stats.wrongtype +=
                 matches!(&r[i], Ok(Resp::Error(e)) if e.starts_with(b"WRONGTYPE")) as u64;
-            let ok = match (&r[i], &d[i]) {
+            let mut ok = match (&r[i], &d[i]) {
                 (Ok(x), Ok(y)) => norm_eq(cmd.norm, x, y, &queued),
                 _ => false,
             };
+            if !ok && redis_stale_errno_sort(&cmds[..i], &cmd.args, &r[i], &d[i]) {
+                stats.redis_errno_sorts += 1;
+                ok = true;
+            }
             if !ok {
                 let what = format!(
                     "command #{i} ({}): {}\nredis:     {}\ndamselfly: {}",
@@ -1143,6 +1231,16 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
                     show(&r[i]),
                     show(&d[i])
                 );
+                let what = format!("{what}\n{}", describe_keys(&mut pair, &cmd.args));
+                if let Some(secs) = std::env::var("PIPE_HOLD").ok().and_then(|v| v.parse().ok()) {
+                    // PIPE_HOLD=N: keep both servers up N seconds to inspect them by hand.
+                    eprintln!(
+                        "holding for {secs} s: redis on port {}, damselfly on port {}",
+                        pair._redis.port(),
+                        pair.dfly.port()
+                    );
+                    std::thread::sleep(Duration::from_secs(secs));
+                }
                 return Err(ctx.report(what, i, &pair.dfly.output()));
             }
             track_queue(&mut queued, &cmd.args, cmd.norm, r[i].as_ref().ok());
@@ -1160,6 +1258,18 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
         if let Err(what) = checked {
             return Err(ctx.report(what, cmds.len(), &pair.dfly.output()));
         }
+    }
+    if let Some(secs) = std::env::var("PIPE_HOLD_END")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        // PIPE_HOLD_END=N: keep both servers up N seconds after the seed's last pipeline.
+        eprintln!(
+            "holding for {secs} s: redis on port {}, damselfly on port {}",
+            pair._redis.port(),
+            pair.dfly.port()
+        );
+        std::thread::sleep(Duration::from_secs(secs));
     }
     if !pair.dfly.alive() {
         return Err(format!(
@@ -1251,7 +1361,7 @@ fn pipeline_fuzz_against_redis() {
          arguments) in {:.1}s; {} with 256+ arguments, {} with 65535+ (largest {}); \
          {} squashable single-key commands with 256+ arguments next to a single-key command on \
          another shard, in {} pipelines; {} zero-timeout blocking commands; {} error replies ({} WRONGTYPE); \
-         {} full keyspace comparisons",
+         {} full keyspace comparisons; {} SORTs hit Redis's stale-errno bug",
         stats.seeds,
         stats.pipelines,
         stats.max_depth,
@@ -1267,6 +1377,7 @@ fn pipeline_fuzz_against_redis() {
         stats.errors,
         stats.wrongtype,
         stats.full_checks,
+        stats.redis_errno_sorts,
     );
     // The run must have exercised what it exists for (a generator change that loses it fails).
     if opts.pipelines >= HUGE_WITHIN && opts.threads > 1 {

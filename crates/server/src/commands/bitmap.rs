@@ -4,84 +4,32 @@
 //! bit of byte 0. Strings are edited in place (`CompactStr::make_raw_mut`), so SETBIT on a large
 //! bitmap does not copy it.
 
+use super::spec::prelude::*;
 use super::string::{cstr, on_key_shard, opt_is, read_strings, ReadStr};
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
 use crate::types::compact::{IntBuf, MAX_LEN};
 use crate::types::{CompactStr, Value, ValueMut, ValueRef};
 
+const G: Group = Group::Bitmap;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "setbit",
-        4,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@bitmap", "@slow"],
-        "bitmap",
-        "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.",
-        Handler::Shard(setbit),
-    ),
-    cmd(
-        "getbit",
-        3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@bitmap", "@fast"],
-        "bitmap",
-        "Returns a bit value by offset.",
-        Handler::Shard(getbit),
-    ),
-    cmd(
-        "bitcount",
-        -2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@bitmap", "@slow"],
-        "bitmap",
-        "Counts the number of set bits (population counting) in a string.",
-        Handler::Shard(bitcount),
-    ),
-    cmd(
-        "bitpos",
-        -3,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@bitmap", "@slow"],
-        "bitmap",
-        "Finds the first set (1) or clear (0) bit in a string.",
-        Handler::Shard(bitpos),
-    ),
-    cmd(
-        "bitop",
-        -4,
-        WRITE | DENYOOM,
-        (2, -1, 1),
-        &["@write", "@bitmap", "@slow"],
-        "bitmap",
-        "Performs bitwise operations on multiple strings, and stores the result.",
-        Handler::Conn(bitop),
-    ),
-    cmd(
-        "bitfield",
-        -2,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@bitmap", "@slow"],
-        "bitmap",
-        "Performs arbitrary bitfield integer operations on strings.",
-        Handler::Shard(bitfield),
-    ),
-    cmd(
-        "bitfield_ro",
-        -2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@bitmap", "@fast"],
-        "bitmap",
-        "Performs arbitrary read-only bitfield integer operations on strings.",
-        Handler::Shard(bitfield_ro),
-    ),
+    cmd("setbit", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(setbit))
+        .doc(G, "1.0.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
+    cmd("getbit", 3, READONLY | FAST, range(1, 1, 1), Shard(getbit))
+        .doc(G, "1.0.0", "Returns a bit value by offset."),
+    cmd("bitcount", -2, READONLY, range(1, 1, 1), Shard(bitcount))
+        .doc(G, "1.0.0", "Counts the number of set bits (population counting) in a string."),
+    cmd("bitpos", -3, READONLY, range(1, 1, 1), Shard(bitpos))
+        .doc(G, "1.0.0", "Finds the first set (1) or clear (0) bit in a string."),
+    cmd("bitop", -4, WRITE | DENYOOM, range(2, -1, 1), Conn(bitop))
+        .doc(G, "1.0.0", "Performs bitwise operations on multiple strings, and stores the result."),
+    cmd("bitfield", -2, WRITE | DENYOOM, range(1, 1, 1), Shard(bitfield))
+        .doc(G, "1.0.0", "Performs arbitrary bitfield integer operations on strings."),
+    cmd("bitfield_ro", -2, READONLY | FAST, range(1, 1, 1), Shard(bitfield_ro))
+        .doc(G, "1.0.0", "Performs arbitrary read-only bitfield integer operations on strings."),
 ];
 
 const ERR_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";

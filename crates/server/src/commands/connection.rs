@@ -2,255 +2,78 @@
 
 use damselfly_protocol::RespVersion;
 
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, container, flags::*, BoxFut, CommandSpec, ConnCtx, Handler, ReplyMode};
+use super::{BoxFut, ConnCtx, ReplyMode};
 
 /// The Redis version we emulate; clients gate features on it.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-const CONN_ACL: &[&str] = &["@fast", "@connection"];
-const CONN_SLOW_ACL: &[&str] = &["@slow", "@connection"];
-const CLIENT_ADMIN_ACL: &[&str] = &["@admin", "@slow", "@dangerous", "@connection"];
+const G: Group = Group::Connection;
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "ping",
-        -1,
-        FAST | STALE,
-        (0, 0, 0),
-        CONN_ACL,
-        "connection",
-        "Returns the server's liveliness response.",
-        Handler::Local(ping),
-    ),
-    cmd(
-        "echo",
-        2,
-        FAST,
-        (0, 0, 0),
-        CONN_ACL,
-        "connection",
-        "Returns the given string.",
-        Handler::Local(echo),
-    ),
-    cmd(
-        "quit",
-        -1,
-        ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST,
-        (0, 0, 0),
-        CONN_ACL,
-        "connection",
-        "Closes the connection.",
-        Handler::Local(quit),
-    ),
-    cmd(
-        "select",
-        2,
-        LOADING | STALE | FAST,
-        (0, 0, 0),
-        CONN_ACL,
-        "connection",
-        "Changes the selected database.",
-        Handler::Local(select),
-    ),
-    CommandSpec {
-        since: "6.0.0",
-        ..cmd(
-            "hello",
-            -1,
-            NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
-            (0, 0, 0),
-            CONN_ACL,
-            "connection",
-            "Handshakes with the Redis server.",
-            Handler::Local(hello),
-        )
-    },
-    cmd(
-        "auth",
-        -2,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY,
-        (0, 0, 0),
-        CONN_ACL,
-        "connection",
-        "Authenticates the connection.",
-        Handler::Local(auth),
-    ),
-    CommandSpec {
-        since: "6.2.0",
-        ..cmd(
-            "reset",
-            1,
-            NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL,
-            (0, 0, 0),
-            CONN_ACL,
-            "connection",
-            "Resets the connection.",
-            Handler::Local(reset),
-        )
-    },
-    container(
-        "client",
-        -2,
-        &["@slow"],
-        "connection",
-        "A container for client connection commands.",
-        CLIENT_SUBS,
-    ),
+    cmd("ping", -1, FAST | STALE, NOKEYS, Local(ping))
+        .doc(G, "1.0.0", "Returns the server's liveliness response."),
+    cmd("echo", 2, FAST, NOKEYS, Local(echo))
+        .doc(G, "1.0.0", "Returns the given string."),
+    cmd("quit", -1, ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST | RUNS_IN_MULTI, NOKEYS, Local(quit))
+        .doc(G, "1.0.0", "Closes the connection."),
+    cmd("select", 2, LOADING | STALE | FAST, NOKEYS, Local(select)).plan(select_plan)
+        .doc(G, "1.0.0", "Changes the selected database."),
+    cmd("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY, NOKEYS, Local(hello))
+        .doc(G, "6.0.0", "Handshakes with the Redis server."),
+    cmd("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY, NOKEYS, Local(auth))
+        .doc(G, "1.0.0", "Authenticates the connection."),
+    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI, NOKEYS, Local(reset))
+        .doc(G, "6.2.0", "Resets the connection."),
+    container("client", -2, CLIENT_SUBS)
+        .doc(G, "2.0.0", "A container for client connection commands."),
 ];
 
+#[rustfmt::skip]
 static CLIENT_SUBS: &[CommandSpec] = &[
-    cmd(
-        "id",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Returns the unique client ID of the connection.",
-        Handler::Local(client_id),
-    ),
-    cmd(
-        "setname",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Sets the connection name.",
-        Handler::Local(client_setname),
-    ),
-    cmd(
-        "getname",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Returns the name of the connection.",
-        Handler::Local(client_getname),
-    ),
-    cmd(
-        "setinfo",
-        4,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Sets information specific to the client or connection.",
-        Handler::Local(client_setinfo),
-    ),
-    cmd(
-        "list",
-        -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Lists open connections.",
-        Handler::Conn(client_list),
-    ),
-    cmd(
-        "info",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Returns information about the connection.",
-        Handler::Local(client_info),
-    ),
-    cmd(
-        "kill",
-        -3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Terminates open connections.",
-        Handler::Conn(client_kill),
-    ),
-    cmd(
-        "reply",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Instructs the server whether to reply to commands.",
-        Handler::Local(client_reply),
-    ),
-    cmd(
-        "no-evict",
-        3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Sets the client eviction mode of the connection.",
-        Handler::Local(client_no_evict),
-    ),
-    cmd(
-        "no-touch",
-        3,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
-        Handler::Local(client_no_touch),
-    ),
-    cmd(
-        "getredir",
-        2,
-        NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CONN_SLOW_ACL,
-        "connection",
-        "Returns the client ID to which the connection's tracking notifications are redirected.",
-        Handler::Local(client_getredir),
-    ),
-    cmd(
-        "pause",
-        -3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Suspends commands processing.",
-        Handler::Local(client_pause),
-    ),
-    cmd(
-        "unpause",
-        2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Resumes processing commands from paused clients.",
-        Handler::Local(client_ok),
-    ),
-    cmd(
-        "unblock",
-        -3,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        (0, 0, 0),
-        CLIENT_ADMIN_ACL,
-        "connection",
-        "Unblocks a client blocked by a blocking command from a different connection.",
-        Handler::Conn(client_unblock),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "connection",
-        "Returns helpful text about the different subcommands.",
-        Handler::Local(client_help),
-    ),
+    cmd("id", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_id))
+        .doc(G, "1.0.0", "Returns the unique client ID of the connection."),
+    cmd("setname", 3, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_setname))
+        .doc(G, "1.0.0", "Sets the connection name."),
+    cmd("getname", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_getname))
+        .doc(G, "1.0.0", "Returns the name of the connection."),
+    cmd("setinfo", 4, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_setinfo))
+        .doc(G, "1.0.0", "Sets information specific to the client or connection."),
+    cmd("list", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Conn(client_list))
+        .doc(G, "1.0.0", "Lists open connections."),
+    cmd("info", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_info))
+        .doc(G, "1.0.0", "Returns information about the connection."),
+    cmd("kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Conn(client_kill))
+        .doc(G, "1.0.0", "Terminates open connections."),
+    cmd("reply", 3, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_reply))
+        .doc(G, "1.0.0", "Instructs the server whether to reply to commands."),
+    cmd("no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_no_evict))
+        .doc(G, "1.0.0", "Sets the client eviction mode of the connection."),
+    cmd("no-touch", 3, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_no_touch))
+        .doc(G, "1.0.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
+    cmd("getredir", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_getredir))
+        .doc(G, "1.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
+    cmd("pause", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_pause))
+        .doc(G, "1.0.0", "Suspends commands processing."),
+    cmd("unpause", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_ok))
+        .doc(G, "1.0.0", "Resumes processing commands from paused clients."),
+    cmd("unblock", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Conn(client_unblock))
+        .doc(G, "1.0.0", "Unblocks a client blocked by a blocking command from a different connection."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(client_help))
+        .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),
 ];
+
+/// EXEC planning: the commands queued after SELECT run in the selected db (if SELECT will
+/// succeed).
+fn select_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
+    if let Some(i) = args.get(1).and_then(|a| parse_i64(a)) {
+        if i >= 0 && (i as usize) < plan.dbnum() {
+            plan.select_db(i as usize);
+        }
+    }
+}
 
 fn ping(cx: &mut ConnCtx, args: &[&[u8]]) {
     match args.len() {

@@ -10,55 +10,25 @@
 //! - `FAULT.ENGINE shard`: a panic in engine code outside any command on that shard thread:
 //!   the process must exit with `guard::FATAL_EXIT_STATUS`.
 
+use super::spec::prelude::*;
 use super::util::fan_out;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
 use crate::types::compact::CompactStr;
 use crate::types::Value;
 
-const ACL: &[&str] = &["@admin", "@slow", "@dangerous"];
+const G: Group = Group::Server;
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "fault.shard",
-        2,
-        WRITE,
-        (1, 1, 1),
-        ACL,
-        "server",
-        "Test only: panics on the key's shard.",
-        Handler::Shard(shard_panic),
-    ),
-    cmd(
-        "fault.keys",
-        -2,
-        WRITE,
-        (1, -1, 1),
-        ACL,
-        "server",
-        "Test only: writes the keys, then panics on the first key's shard.",
-        Handler::Conn(keys_panic),
-    ),
-    cmd(
-        "fault.conn",
-        1,
-        0,
-        (0, 0, 0),
-        ACL,
-        "server",
-        "Test only: panics in the coordinator.",
-        Handler::Conn(conn_panic),
-    ),
-    cmd(
-        "fault.engine",
-        2,
-        0,
-        (0, 0, 0),
-        ACL,
-        "server",
-        "Test only: panics in engine code on a shard thread (the process exits).",
-        Handler::Local(engine_panic),
-    ),
+    cmd("fault.shard", 2, WRITE, range(1, 1, 1), Shard(shard_panic)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Test only: panics on the key's shard."),
+    cmd("fault.keys", -2, WRITE, range(1, -1, 1), Conn(keys_panic)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Test only: writes the keys, then panics on the first key's shard."),
+    cmd("fault.conn", 1, 0, NOKEYS, Conn(conn_panic)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Test only: panics in the coordinator."),
+    cmd("fault.engine", 2, 0, NOKEYS, Local(engine_panic)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Test only: panics in engine code on a shard thread (the process exits)."),
 ];
 
 fn shard_panic(c: &mut CmdCtx<'_>, args: &[&[u8]]) {

@@ -10,267 +10,71 @@
 use damselfly_dash::Pos;
 use damselfly_protocol::Reply;
 
+use super::scan;
+use super::spec::prelude::*;
 use super::string::{incr_by_float, FloatIncrError};
 use super::util::*;
-use super::{cmd, flags::*, CmdCtx, CommandSpec, Handler};
-use crate::config::glob;
+use super::CmdCtx;
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::types::compact::{fmt_i64, IntBuf};
 use crate::types::hash::{HVal, Hash, Limits};
 use crate::types::Value;
 
+const G: Group = Group::Hash;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "hset",
-        -4,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Creates or modifies the value of a field in a hash.",
-        Handler::Shard(hset),
-    ),
-    cmd(
-        "hsetnx",
-        4,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Sets the value of a field in a hash only when the field doesn't exist.",
-        Handler::Shard(hsetnx),
-    ),
-    cmd(
-        "hmset",
-        -4,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Sets the values of multiple fields.",
-        Handler::Shard(hmset),
-    ),
-    cmd(
-        "hget",
-        3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the value of a field in a hash.",
-        Handler::Shard(hget),
-    ),
-    cmd(
-        "hmget",
-        -3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the values of all fields in a hash.",
-        Handler::Shard(hmget),
-    ),
-    cmd(
-        "hdel",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.",
-        Handler::Shard(hdel),
-    ),
-    cmd(
-        "hexists",
-        3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Determines whether a field exists in a hash.",
-        Handler::Shard(hexists),
-    ),
-    cmd(
-        "hlen",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the number of fields in a hash.",
-        Handler::Shard(hlen),
-    ),
-    cmd(
-        "hstrlen",
-        3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the length of the value of a field.",
-        Handler::Shard(hstrlen),
-    ),
-    cmd(
-        "hkeys",
-        2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@hash", "@slow"],
-        "hash",
-        "Returns all fields in a hash.",
-        Handler::Shard(hkeys),
-    ),
-    cmd(
-        "hvals",
-        2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@hash", "@slow"],
-        "hash",
-        "Returns all values in a hash.",
-        Handler::Shard(hvals),
-    ),
-    cmd(
-        "hgetall",
-        2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@hash", "@slow"],
-        "hash",
-        "Returns all fields and values in a hash.",
-        Handler::Shard(hgetall),
-    ),
-    cmd(
-        "hincrby",
-        4,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.",
-        Handler::Shard(hincrby),
-    ),
-    cmd(
-        "hincrbyfloat",
-        4,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.",
-        Handler::Shard(hincrbyfloat),
-    ),
-    cmd(
-        "hrandfield",
-        -2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@hash", "@slow"],
-        "hash",
-        "Returns one or more random fields from a hash.",
-        Handler::Shard(hrandfield),
-    ),
-    cmd(
-        "hscan",
-        -3,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@hash", "@slow"],
-        "hash",
-        "Iterates over fields and values of a hash.",
-        Handler::Shard(hscan),
-    ),
-    cmd(
-        "hexpire",
-        -6,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Set expiry for hash field using relative time to expire (seconds)",
-        Handler::Shard(hexpire),
-    ),
-    cmd(
-        "hpexpire",
-        -6,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Set expiry for hash field using relative time to expire (milliseconds)",
-        Handler::Shard(hpexpire),
-    ),
-    cmd(
-        "hexpireat",
-        -6,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Set expiry for hash field using an absolute Unix timestamp (seconds)",
-        Handler::Shard(hexpireat),
-    ),
-    cmd(
-        "hpexpireat",
-        -6,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Set expiry for hash field using an absolute Unix timestamp (milliseconds)",
-        Handler::Shard(hpexpireat),
-    ),
-    cmd(
-        "httl",
-        -5,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the TTL in seconds of a hash field.",
-        Handler::Shard(httl),
-    ),
-    cmd(
-        "hpttl",
-        -5,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the TTL in milliseconds of a hash field.",
-        Handler::Shard(hpttl),
-    ),
-    cmd(
-        "hexpiretime",
-        -5,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the expiration time of a hash field as a Unix timestamp, in seconds.",
-        Handler::Shard(hexpiretime),
-    ),
-    cmd(
-        "hpexpiretime",
-        -5,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@hash", "@fast"],
-        "hash",
-        "Returns the expiration time of a hash field as a Unix timestamp, in msec.",
-        Handler::Shard(hpexpiretime),
-    ),
-    cmd(
-        "hpersist",
-        -5,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@hash", "@fast"],
-        "hash",
-        "Removes the expiration time for each specified field",
-        Handler::Shard(hpersist),
-    ),
+    cmd("hset", -4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hset))
+        .doc(G, "1.0.0", "Creates or modifies the value of a field in a hash."),
+    cmd("hsetnx", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hsetnx))
+        .doc(G, "1.0.0", "Sets the value of a field in a hash only when the field doesn't exist."),
+    cmd("hmset", -4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hmset))
+        .doc(G, "1.0.0", "Sets the values of multiple fields."),
+    cmd("hget", 3, READONLY | FAST, range(1, 1, 1), Shard(hget))
+        .doc(G, "1.0.0", "Returns the value of a field in a hash."),
+    cmd("hmget", -3, READONLY | FAST, range(1, 1, 1), Shard(hmget))
+        .doc(G, "1.0.0", "Returns the values of all fields in a hash."),
+    cmd("hdel", -3, WRITE | FAST, range(1, 1, 1), Shard(hdel))
+        .doc(G, "1.0.0", "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain."),
+    cmd("hexists", 3, READONLY | FAST, range(1, 1, 1), Shard(hexists))
+        .doc(G, "1.0.0", "Determines whether a field exists in a hash."),
+    cmd("hlen", 2, READONLY | FAST, range(1, 1, 1), Shard(hlen))
+        .doc(G, "1.0.0", "Returns the number of fields in a hash."),
+    cmd("hstrlen", 3, READONLY | FAST, range(1, 1, 1), Shard(hstrlen))
+        .doc(G, "1.0.0", "Returns the length of the value of a field."),
+    cmd("hkeys", 2, READONLY, range(1, 1, 1), Shard(hkeys))
+        .doc(G, "1.0.0", "Returns all fields in a hash."),
+    cmd("hvals", 2, READONLY, range(1, 1, 1), Shard(hvals))
+        .doc(G, "1.0.0", "Returns all values in a hash."),
+    cmd("hgetall", 2, READONLY, range(1, 1, 1), Shard(hgetall))
+        .doc(G, "1.0.0", "Returns all fields and values in a hash."),
+    cmd("hincrby", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hincrby))
+        .doc(G, "1.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
+    cmd("hincrbyfloat", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hincrbyfloat))
+        .doc(G, "1.0.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
+    cmd("hrandfield", -2, READONLY, range(1, 1, 1), Shard(hrandfield))
+        .doc(G, "1.0.0", "Returns one or more random fields from a hash."),
+    cmd("hscan", -3, READONLY, range(1, 1, 1), Shard(hscan))
+        .doc(G, "1.0.0", "Iterates over fields and values of a hash."),
+    cmd("hexpire", -6, WRITE | FAST, range(1, 1, 1), Shard(hexpire))
+        .doc(G, "1.0.0", "Set expiry for hash field using relative time to expire (seconds)"),
+    cmd("hpexpire", -6, WRITE | FAST, range(1, 1, 1), Shard(hpexpire))
+        .doc(G, "1.0.0", "Set expiry for hash field using relative time to expire (milliseconds)"),
+    cmd("hexpireat", -6, WRITE | FAST, range(1, 1, 1), Shard(hexpireat))
+        .doc(G, "1.0.0", "Set expiry for hash field using an absolute Unix timestamp (seconds)"),
+    cmd("hpexpireat", -6, WRITE | FAST, range(1, 1, 1), Shard(hpexpireat))
+        .doc(G, "1.0.0", "Set expiry for hash field using an absolute Unix timestamp (milliseconds)"),
+    cmd("httl", -5, READONLY | FAST, range(1, 1, 1), Shard(httl))
+        .doc(G, "1.0.0", "Returns the TTL in seconds of a hash field."),
+    cmd("hpttl", -5, READONLY | FAST, range(1, 1, 1), Shard(hpttl))
+        .doc(G, "1.0.0", "Returns the TTL in milliseconds of a hash field."),
+    cmd("hexpiretime", -5, READONLY | FAST, range(1, 1, 1), Shard(hexpiretime))
+        .doc(G, "1.0.0", "Returns the expiration time of a hash field as a Unix timestamp, in seconds."),
+    cmd("hpexpiretime", -5, READONLY | FAST, range(1, 1, 1), Shard(hpexpiretime))
+        .doc(G, "1.0.0", "Returns the expiration time of a hash field as a Unix timestamp, in msec."),
+    cmd("hpersist", -5, WRITE | FAST, range(1, 1, 1), Shard(hpersist))
+        .doc(G, "1.0.0", "Removes the expiration time for each specified field"),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -328,29 +132,6 @@ fn lookup(db: &mut Db, key: &[u8], now: u64, read: bool) -> Found {
     // Keeps the active-expiry index right even for hashes that arrived by RENAME/MOVE/COPY.
     db.hfe.set(key, next);
     Found::Hash(pos)
-}
-
-/// Active field expiry, from the shard's periodic step: looks at up to `budget` hashes whose
-/// earliest field deadline has passed, drops their due fields (and the key when that empties
-/// the hash) and re-files them under their next deadline. Returns the fields removed.
-pub fn active_expire_fields(db: &mut Db, now: u64, budget: usize) -> usize {
-    let mut removed = 0;
-    for key in db.hfe.pop_due(now, budget) {
-        let Some(pos) = db.find(&key, now) else {
-            continue;
-        };
-        let Some(h) = db.at_mut_quiet(pos).as_hash_mut() else {
-            continue;
-        };
-        removed += h.expire_fields(now);
-        let next = h.next_field_deadline();
-        if h.is_empty() {
-            db.remove_at(pos);
-        } else {
-            db.hfe.set(&key, next);
-        }
-    }
-    removed
 }
 
 /// Read access: Ok(None) for a missing key; Err after writing WRONGTYPE.
@@ -658,23 +439,12 @@ fn hincrbyfloat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 // HRANDFIELD
 // ---------------------------------------------------------------------------------------------
 
-/// xorshift64* stream seeded from the shard's generator.
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let mut rnd = rng(cx.shard.rand());
+    let mut rng = cx.shard.fork_rng();
     if args.len() == 2 {
         let (db, reply, now) = parts(cx);
         match read(db, reply, args[1], now) {
-            Ok(Some(h)) => match h.sampler().pick(&mut rnd) {
+            Ok(Some(h)) => match h.sampler().pick(&mut rng) {
                 Some((f, _)) => reply.bulk(f),
                 None => reply.null(),
             },
@@ -735,7 +505,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         let n = l.unsigned_abs() as usize;
         header(reply, n);
         for _ in 0..n {
-            match sampler.pick(&mut rnd) {
+            match sampler.pick(&mut rng) {
                 Some((f, v)) => emit(reply, f, v),
                 None => reply.null(),
             }
@@ -748,7 +518,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         h.for_each(|f, v| emit(reply, f, v));
         return;
     }
-    let picked = sampler.distinct(count, &mut rnd);
+    let picked = sampler.distinct(count, &mut rng);
     header(reply, picked.len());
     for (f, v) in picked {
         emit(reply, f, v);
@@ -759,93 +529,27 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 // HSCAN
 // ---------------------------------------------------------------------------------------------
 
-/// Redis `parseScanCursorOrReply` (strtoul: optional sign, decimal digits, wraps on '-').
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match a[0] {
-        b'-' => (true, &a[1..]),
-        b'+' => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
+/// HSCAN, with Redis 7.4's NOVALUES (see [`scan`]).
 fn hscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        cx.reply.error("ERR invalid cursor");
+    let Some(cursor) = scan::cursor_arg(cx.reply, args[2]) else {
         return;
     };
-    // Redis parses the cursor, then looks the key up, then parses the options.
     let (db, reply, now) = parts(cx);
     let h = match read(db, reply, args[1], now) {
         Ok(Some(h)) => h,
-        Ok(None) => {
-            reply.array(2);
-            reply.bulk(b"0");
-            reply.empty_array();
-            return;
-        }
+        Ok(None) => return scan::reply_empty(reply),
         Err(()) => return,
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut novalues = false;
-    let mut i = 3;
-    while i < args.len() {
-        let left = args.len() - i;
-        if eq_ic(args[i], "count") && left >= 2 {
-            let Some(n) = int_arg(reply, args[i + 1]) else {
-                return;
-            };
-            if n < 1 {
-                reply.error(ERR_SYNTAX);
-                return;
+    scan::scan_value(reply, args, scan::Target::Hash, |o, items| {
+        h.scan(cursor, o.count, |f, v| {
+            if o.matches(f) {
+                items.push(f.to_vec());
+                if !o.novalues {
+                    items.push(v.to_vec());
+                }
             }
-            count = n as usize;
-            i += 2;
-        } else if eq_ic(args[i], "match") && left >= 2 {
-            pattern = if args[i + 1] == b"*" {
-                None
-            } else {
-                Some(args[i + 1])
-            };
-            i += 2;
-        } else if eq_ic(args[i], "novalues") {
-            novalues = true;
-            i += 1;
-        } else {
-            reply.error(ERR_SYNTAX);
-            return;
-        }
-    }
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let next = h.scan(cursor, count, |f, v| {
-        if pattern.is_some_and(|p| !glob::matches(p, f, false)) {
-            return;
-        }
-        out.push((f.to_vec(), if novalues { Vec::new() } else { v.to_vec() }));
+        })
     });
-    reply.array(2);
-    reply.bulk(next.to_string().as_bytes());
-    reply.array(if novalues { out.len() } else { out.len() * 2 });
-    for (f, v) in &out {
-        reply.bulk(f);
-        if !novalues {
-            reply.bulk(v);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use damselfly_protocol::Reply;
 
+use super::scan;
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, container, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::glob;
 use crate::engine::db::Db;
 use crate::engine::shard_of;
@@ -33,377 +35,102 @@ const SHARED_INTEGERS: i64 = 10_000;
 /// Redis's LFU_INIT_VAL: the counter a fresh key starts with.
 const LFU_INIT_VAL: i64 = 5;
 
-const fn since(spec: CommandSpec, v: &'static str) -> CommandSpec {
-    CommandSpec { since: v, ..spec }
+const G: Group = Group::Generic;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd("del", -2, WRITE | TX_SINGLE_HOP, range(1, -1, 1), Conn(del))
+        .doc(G, "1.0.0", "Delete a key"),
+    cmd("unlink", -2, WRITE | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(del))
+        .doc(G, "4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
+    cmd("exists", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(exists))
+        .doc(G, "1.0.0", "Determine if a key exists"),
+    cmd("touch", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(touch))
+        .doc(G, "3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified."),
+    cmd("type", 2, READONLY | FAST, range(1, 1, 1), Shard(type_cmd))
+        .doc(G, "1.0.0", "Determine the type stored at key"),
+    cmd("expire", -3, WRITE | FAST, range(1, 1, 1), Shard(expire))
+        .doc(G, "1.0.0", "Set a key's time to live in seconds"),
+    cmd("pexpire", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpire))
+        .doc(G, "2.6.0", "Set a key's time to live in milliseconds"),
+    cmd("expireat", -3, WRITE | FAST, range(1, 1, 1), Shard(expireat))
+        .doc(G, "1.2.0", "Set the expiration for a key as a UNIX timestamp"),
+    cmd("pexpireat", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpireat))
+        .doc(G, "2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
+    cmd("ttl", 2, READONLY | FAST, range(1, 1, 1), Shard(ttl))
+        .doc(G, "1.0.0", "Get the time to live for a key in seconds"),
+    cmd("pttl", 2, READONLY | FAST, range(1, 1, 1), Shard(pttl))
+        .doc(G, "2.6.0", "Get the time to live for a key in milliseconds"),
+    cmd("expiretime", 2, READONLY | FAST, range(1, 1, 1), Shard(expiretime))
+        .doc(G, "7.0.0", "Get the expiration Unix timestamp for a key"),
+    cmd("pexpiretime", 2, READONLY | FAST, range(1, 1, 1), Shard(pexpiretime))
+        .doc(G, "7.0.0", "Get the expiration Unix timestamp for a key in milliseconds"),
+    cmd("persist", 2, WRITE | FAST, range(1, 1, 1), Shard(persist))
+        .doc(G, "2.2.0", "Remove the expiration from a key"),
+    cmd("rename", 3, WRITE, range(1, 2, 1), Conn(rename))
+        .doc(G, "1.0.0", "Rename a key"),
+    cmd("renamenx", 3, WRITE | FAST, range(1, 2, 1), Conn(renamenx))
+        .doc(G, "1.0.0", "Rename a key, only if the new key does not exist"),
+    cmd("copy", -3, WRITE | DENYOOM, range(1, 2, 1), Conn(copy)).plan(copy_plan)
+        .doc(G, "6.2.0", "Copy a key"),
+    cmd("move", 3, WRITE | FAST, range(1, 1, 1), Shard(move_cmd)).plan(move_plan)
+        .doc(G, "1.0.0", "Move a key to another database"),
+    cmd("keys", 2, READONLY | TX_GLOBAL_READ, NOKEYS, Conn(keys)).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Find all keys matching the given pattern"),
+    cmd("scan", -2, READONLY, NOKEYS, Conn(scan))
+        .doc(G, "2.8.0", "Incrementally iterate the keys space"),
+    cmd("randomkey", 1, READONLY, NOKEYS, Conn(randomkey))
+        .doc(G, "1.0.0", "Return a random key from the keyspace"),
+    container("object", -2, OBJECT_SUBCOMMANDS)
+        .doc(G, "2.2.3", "A container for object introspection commands"),
+    cmd("dbsize", 1, READONLY | FAST | TX_GLOBAL_READ, NOKEYS, Conn(dbsize)).acl(acl::KEYSPACE)
+        .doc(Group::Server, "1.0.0", "Return the number of keys in the selected database"),
+    cmd("flushdb", -1, WRITE | TX_GLOBAL_WRITE, NOKEYS, Conn(flushdb)).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc(Group::Server, "1.0.0", "Remove all keys from the current database"),
+    cmd("flushall", -1, WRITE | TX_GLOBAL_WRITE, NOKEYS, Conn(flushall)).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc(Group::Server, "1.0.0", "Remove all keys from all databases"),
+    cmd("swapdb", 3, WRITE | FAST | TX_GLOBAL_WRITE, NOKEYS, Conn(swapdb)).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc(Group::Server, "4.0.0", "Swaps two Redis databases"),
+];
+
+#[rustfmt::skip]
+static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd("encoding", 3, READONLY, range(2, 2, 1), Shard(object_encoding))
+        .doc(G, "2.2.3", "Inspect the internal encoding of a Redis object"),
+    cmd("freq", 3, READONLY, range(2, 2, 1), Shard(object_freq))
+        .doc(G, "4.0.0", "Get the logarithmic access frequency counter of a Redis object"),
+    cmd("idletime", 3, READONLY, range(2, 2, 1), Shard(object_idletime))
+        .doc(G, "2.2.3", "Get the time since a Redis object was last accessed"),
+    cmd("refcount", 3, READONLY, range(2, 2, 1), Shard(object_refcount))
+        .doc(G, "2.2.3", "Get the number of references to the value of the key"),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(object_help))
+        .doc(G, "6.2.0", "Show helpful text about the different subcommands"),
+];
+
+/// MOVE key db: the key is locked in the target db too.
+fn move_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
+    if args.len() == 3 {
+        if let Some(db) = parse_i64(args[2]).filter(|&n| n >= 0) {
+            plan.lock_key(db as usize, args[1], true);
+        }
+    }
 }
 
-pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "del",
-        -2,
-        WRITE | TX_SINGLE_HOP,
-        (1, -1, 1),
-        &["@keyspace", "@write", "@slow"],
-        "generic",
-        "Delete a key",
-        Handler::Conn(del),
-    ),
-    since(
-        cmd(
-            "unlink",
-            -2,
-            WRITE | FAST | TX_SINGLE_HOP,
-            (1, -1, 1),
-            &["@keyspace", "@write", "@fast"],
-            "generic",
-            "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
-            Handler::Conn(del),
-        ),
-        "4.0.0",
-    ),
-    cmd(
-        "exists",
-        -2,
-        READONLY | FAST | TX_SINGLE_HOP,
-        (1, -1, 1),
-        &["@keyspace", "@read", "@fast"],
-        "generic",
-        "Determine if a key exists",
-        Handler::Conn(exists),
-    ),
-    since(
-        cmd(
-            "touch",
-            -2,
-            READONLY | FAST | TX_SINGLE_HOP,
-            (1, -1, 1),
-            &["@keyspace", "@read", "@fast"],
-            "generic",
-            "Alters the last access time of a key(s). Returns the number of existing keys specified.",
-            Handler::Conn(touch),
-        ),
-        "3.2.1",
-    ),
-    cmd(
-        "type",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@keyspace", "@read", "@fast"],
-        "generic",
-        "Determine the type stored at key",
-        Handler::Shard(type_cmd),
-    ),
-    cmd(
-        "expire",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@keyspace", "@write", "@fast"],
-        "generic",
-        "Set a key's time to live in seconds",
-        Handler::Shard(expire),
-    ),
-    since(
-        cmd(
-            "pexpire",
-            -3,
-            WRITE | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@write", "@fast"],
-            "generic",
-            "Set a key's time to live in milliseconds",
-            Handler::Shard(pexpire),
-        ),
-        "2.6.0",
-    ),
-    since(
-        cmd(
-            "expireat",
-            -3,
-            WRITE | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@write", "@fast"],
-            "generic",
-            "Set the expiration for a key as a UNIX timestamp",
-            Handler::Shard(expireat),
-        ),
-        "1.2.0",
-    ),
-    since(
-        cmd(
-            "pexpireat",
-            -3,
-            WRITE | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@write", "@fast"],
-            "generic",
-            "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
-            Handler::Shard(pexpireat),
-        ),
-        "2.6.0",
-    ),
-    cmd(
-        "ttl",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@keyspace", "@read", "@fast"],
-        "generic",
-        "Get the time to live for a key in seconds",
-        Handler::Shard(ttl),
-    ),
-    since(
-        cmd(
-            "pttl",
-            2,
-            READONLY | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@read", "@fast"],
-            "generic",
-            "Get the time to live for a key in milliseconds",
-            Handler::Shard(pttl),
-        ),
-        "2.6.0",
-    ),
-    since(
-        cmd(
-            "expiretime",
-            2,
-            READONLY | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@read", "@fast"],
-            "generic",
-            "Get the expiration Unix timestamp for a key",
-            Handler::Shard(expiretime),
-        ),
-        "7.0.0",
-    ),
-    since(
-        cmd(
-            "pexpiretime",
-            2,
-            READONLY | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@read", "@fast"],
-            "generic",
-            "Get the expiration Unix timestamp for a key in milliseconds",
-            Handler::Shard(pexpiretime),
-        ),
-        "7.0.0",
-    ),
-    since(
-        cmd(
-            "persist",
-            2,
-            WRITE | FAST,
-            (1, 1, 1),
-            &["@keyspace", "@write", "@fast"],
-            "generic",
-            "Remove the expiration from a key",
-            Handler::Shard(persist),
-        ),
-        "2.2.0",
-    ),
-    cmd(
-        "rename",
-        3,
-        WRITE,
-        (1, 2, 1),
-        &["@keyspace", "@write", "@slow"],
-        "generic",
-        "Rename a key",
-        Handler::Conn(rename),
-    ),
-    cmd(
-        "renamenx",
-        3,
-        WRITE | FAST,
-        (1, 2, 1),
-        &["@keyspace", "@write", "@fast"],
-        "generic",
-        "Rename a key, only if the new key does not exist",
-        Handler::Conn(renamenx),
-    ),
-    since(
-        cmd(
-            "copy",
-            -3,
-            WRITE | DENYOOM,
-            (1, 2, 1),
-            &["@keyspace", "@write", "@slow"],
-            "generic",
-            "Copy a key",
-            Handler::Conn(copy),
-        ),
-        "6.2.0",
-    ),
-    cmd(
-        "move",
-        3,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@keyspace", "@write", "@fast"],
-        "generic",
-        "Move a key to another database",
-        Handler::Shard(move_cmd),
-    ),
-    cmd(
-        "keys",
-        2,
-        READONLY | TX_GLOBAL_READ,
-        (0, 0, 0),
-        &["@keyspace", "@read", "@slow", "@dangerous"],
-        "generic",
-        "Find all keys matching the given pattern",
-        Handler::Conn(keys),
-    ),
-    since(
-        cmd(
-            "scan",
-            -2,
-            READONLY,
-            (0, 0, 0),
-            &["@keyspace", "@read", "@slow"],
-            "generic",
-            "Incrementally iterate the keys space",
-            Handler::Conn(scan),
-        ),
-        "2.8.0",
-    ),
-    cmd(
-        "randomkey",
-        1,
-        READONLY,
-        (0, 0, 0),
-        &["@keyspace", "@read", "@slow"],
-        "generic",
-        "Return a random key from the keyspace",
-        Handler::Conn(randomkey),
-    ),
-    since(
-        container(
-            "object",
-            -2,
-            &["@slow"],
-            "generic",
-            "A container for object introspection commands",
-            OBJECT_SUBCOMMANDS,
-        ),
-        "2.2.3",
-    ),
-    cmd(
-        "dbsize",
-        1,
-        READONLY | FAST | TX_GLOBAL_READ,
-        (0, 0, 0),
-        &["@keyspace", "@read", "@fast"],
-        "server",
-        "Return the number of keys in the selected database",
-        Handler::Conn(dbsize),
-    ),
-    cmd(
-        "flushdb",
-        -1,
-        WRITE | TX_GLOBAL_WRITE,
-        (0, 0, 0),
-        &["@keyspace", "@write", "@slow", "@dangerous"],
-        "server",
-        "Remove all keys from the current database",
-        Handler::Conn(flushdb),
-    ),
-    cmd(
-        "flushall",
-        -1,
-        WRITE | TX_GLOBAL_WRITE,
-        (0, 0, 0),
-        &["@keyspace", "@write", "@slow", "@dangerous"],
-        "server",
-        "Remove all keys from all databases",
-        Handler::Conn(flushall),
-    ),
-    since(
-        cmd(
-            "swapdb",
-            3,
-            WRITE | FAST | TX_GLOBAL_WRITE,
-            (0, 0, 0),
-            &["@keyspace", "@write", "@fast", "@dangerous"],
-            "server",
-            "Swaps two Redis databases",
-            Handler::Conn(swapdb),
-        ),
-        "4.0.0",
-    ),
-];
-
-static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    since(
-        cmd(
-            "encoding",
-            3,
-            READONLY,
-            (2, 2, 1),
-            &["@keyspace", "@read", "@slow"],
-            "generic",
-            "Inspect the internal encoding of a Redis object",
-            Handler::Shard(object_encoding),
-        ),
-        "2.2.3",
-    ),
-    since(
-        cmd(
-            "freq",
-            3,
-            READONLY,
-            (2, 2, 1),
-            &["@keyspace", "@read", "@slow"],
-            "generic",
-            "Get the logarithmic access frequency counter of a Redis object",
-            Handler::Shard(object_freq),
-        ),
-        "4.0.0",
-    ),
-    since(
-        cmd(
-            "idletime",
-            3,
-            READONLY,
-            (2, 2, 1),
-            &["@keyspace", "@read", "@slow"],
-            "generic",
-            "Get the time since a Redis object was last accessed",
-            Handler::Shard(object_idletime),
-        ),
-        "2.2.3",
-    ),
-    since(
-        cmd(
-            "refcount",
-            3,
-            READONLY,
-            (2, 2, 1),
-            &["@keyspace", "@read", "@slow"],
-            "generic",
-            "Get the number of references to the value of the key",
-            Handler::Shard(object_refcount),
-        ),
-        "2.2.3",
-    ),
-    since(
-        cmd(
-            "help",
-            2,
-            LOADING | STALE,
-            (0, 0, 0),
-            &["@keyspace", "@slow"],
-            "generic",
-            "Show helpful text about the different subcommands",
-            Handler::Local(object_help),
-        ),
-        "6.2.0",
-    ),
-];
+/// COPY src dst ... DB n: the destination is locked in db n.
+fn copy_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
+    if args.len() < 5 {
+        return;
+    }
+    let mut j = 3;
+    while j + 1 < args.len() {
+        if eq_ic(args[j], "db") {
+            if let Some(db) = parse_i64(args[j + 1]).filter(|&n| n >= 0) {
+                plan.lock_key(db as usize, args[2], true);
+            }
+        }
+        j += 1;
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Hops
@@ -926,30 +653,6 @@ fn keys<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// Redis `parseScanCursorOrReply` (strtoul): optional sign, digits, no surrounding junk; an empty
-/// string is cursor 0.
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match a[0] {
-        b'-' => (true, &a[1..]),
-        b'+' => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// The part of one SCAN call done on one shard.
 struct ScanStep {
     next: u64,
@@ -957,16 +660,11 @@ struct ScanStep {
     keys: Vec<Vec<u8>>,
 }
 
-/// Scans one shard's db from `cursor`, stopping after `budget` visited entries, after `budget * 10`
-/// table steps (sparse tables, like Redis's empty-bucket limit) or at its end. Expired entries are
-/// skipped and deleted, like Redis's SCAN.
-fn scan_shard(
-    c: &mut CmdCtx<'_>,
-    cursor: u64,
-    budget: usize,
-    pattern: Option<&[u8]>,
-    type_name: Option<&[u8]>,
-) -> ScanStep {
+/// Scans one shard's db from `cursor`, stopping after `opts.count` visited entries, after
+/// `opts.count * 10` table steps (sparse tables, like Redis's empty-bucket limit) or at its end.
+/// Expired entries are skipped and deleted, like Redis's SCAN.
+fn scan_shard(c: &mut CmdCtx<'_>, cursor: u64, opts: &scan::Opts<'_>) -> ScanStep {
+    let budget = opts.count;
     let now = c.now;
     let db = c.db();
     let mut step = ScanStep {
@@ -986,17 +684,9 @@ fn scan_shard(
                 dead.push(key.to_vec());
                 return;
             }
-            if let Some(p) = pattern {
-                if !glob::matches(p, key, false) {
-                    return;
-                }
+            if opts.matches(key) && opts.type_matches(v.type_name()) {
+                step.keys.push(key.to_vec());
             }
-            if let Some(t) = type_name {
-                if !t.eq_ignore_ascii_case(v.type_name().as_bytes()) {
-                    return;
-                }
-            }
-            step.keys.push(key.to_vec());
         });
         if step.next == 0 || step.visited >= budget || steps >= max_steps {
             break;
@@ -1011,59 +701,33 @@ fn scan_shard(
 
 fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let Some(cursor) = parse_cursor(args[1]) else {
-            cx.reply.error("ERR invalid cursor");
+        let Some(cursor) = scan::cursor_arg(&mut cx.reply, args[1]) else {
             return;
         };
-        let mut count: i64 = 10;
-        let mut pattern: Option<Vec<u8>> = None;
-        let mut type_name: Option<Vec<u8>> = None;
-        let mut i = 2;
-        while i < args.len() {
-            let left = args.len() - i;
-            if eq_ic(args[i], "count") && left >= 2 {
-                let Some(n) = int_arg(&mut cx.reply, args[i + 1]) else {
-                    return;
-                };
-                if n < 1 {
-                    cx.reply.error(ERR_SYNTAX);
-                    return;
-                }
-                count = n;
-            } else if eq_ic(args[i], "match") && left >= 2 {
-                pattern = if args[i + 1] == b"*" {
-                    None
-                } else {
-                    Some(args[i + 1].to_vec())
-                };
-            } else if eq_ic(args[i], "type") && left >= 2 {
-                type_name = Some(args[i + 1].to_vec());
-            } else {
-                cx.reply.error(ERR_SYNTAX);
-                return;
-            }
-            i += 2;
-        }
+        let Some(opts) = scan::Opts::parse(&mut cx.reply, &args[2..], scan::Target::Keys) else {
+            return;
+        };
         let threads = cx.threads();
         let mut sid = (cursor >> SCAN_SHARD_SHIFT) as usize;
         let mut cur = cursor & SCAN_CURSOR_MASK;
-        let budget = count.min(i64::MAX / 2) as usize;
+        let budget = opts.count;
         let mut visited = 0usize;
         let mut keys: Vec<Vec<u8>> = Vec::new();
-        let pattern = pattern.map(Arc::new);
-        let type_name = type_name.map(Arc::new);
+        // The hops own their copy of the options.
+        let pattern: Option<Arc<[u8]>> = opts.pattern.map(Arc::from);
+        let type_name: Option<Arc<[u8]>> = opts.type_name.map(Arc::from);
         while sid < threads {
             let p = pattern.clone();
             let t = type_name.clone();
             let left = budget - visited;
             let step = hop(cx, sid, move |c| {
-                scan_shard(
-                    c,
-                    cur,
-                    left,
-                    p.as_deref().map(|v| v.as_slice()),
-                    t.as_deref().map(|v| v.as_slice()),
-                )
+                let opts = scan::Opts {
+                    count: left,
+                    pattern: p.as_deref(),
+                    type_name: t.as_deref(),
+                    novalues: false,
+                };
+                scan_shard(c, cur, &opts)
             })
             .await;
             visited += step.visited;
@@ -1083,12 +747,7 @@ fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         } else {
             ((sid as u64) << SCAN_SHARD_SHIFT) | cur
         };
-        cx.reply.array(2);
-        cx.reply.bulk_str(&next.to_string());
-        cx.reply.array(keys.len());
-        for k in &keys {
-            cx.reply.bulk(k);
-        }
+        scan::reply_page(&mut cx.reply, next, &keys);
     })
 }
 
@@ -1111,17 +770,9 @@ fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
             }
             let key = hop(cx, target, |c| {
                 let now = c.now;
-                let mut x = c.shard.rand() | 1;
+                let mut rng = c.shard.fork_rng();
                 c.db()
-                    .random_key(
-                        move || {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            x
-                        },
-                        now,
-                    )
+                    .random_key(|| rng.next_u64(), now)
                     .map(|k| k.key().to_vec())
             })
             .await;
@@ -1310,19 +961,6 @@ mod tests {
 
     fn s(v: &[u8]) -> Value {
         Value::str(CompactStr::from_value(v))
-    }
-
-    #[test]
-    fn cursor_parsing_follows_strtoul() {
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551616"), None);
-        assert_eq!(parse_cursor(b" 1"), None);
-        assert_eq!(parse_cursor(b"1x"), None);
-        assert_eq!(parse_cursor(b"-"), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! Single-key commands are shard handlers. LMOVE/RPOPLPUSH/LMPOP are connection handlers whose
 //! hops run inside the command's transaction when their keys span shards (the key spec of LMOVE
-//! covers both keys; LMPOP/BLMPOP declare theirs with `with_keys`), so they apply atomically.
+//! covers both keys; LMPOP/BLMPOP have a keynum key spec), so they apply atomically.
 //!
 //! Blocking commands (BLPOP BRPOP BLMPOP BLMOVE BRPOPLPUSH) first try the non-blocking variant
 //! (inside the transaction, in argument order, so the first non-empty key wins as in Redis). When
@@ -21,8 +21,9 @@ use damselfly_protocol::double::parse_f64;
 use damselfly_protocol::{Reply, RespVersion};
 
 use super::coordinator::wait::serve_or_block;
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
@@ -30,275 +31,54 @@ use crate::engine::waiters::Serve;
 use crate::types::list::{Entry, Fill, List, Needle};
 use crate::types::{Value, ValueRef};
 
-const fn since(spec: CommandSpec, v: &'static str) -> CommandSpec {
-    CommandSpec { since: v, ..spec }
-}
+const G: Group = Group::List;
 
-const W: &[&str] = &["@write", "@list", "@fast"];
-const WS: &[&str] = &["@write", "@list", "@slow"];
-const RF: &[&str] = &["@read", "@list", "@fast"];
-const RS: &[&str] = &["@read", "@list", "@slow"];
-const WB: &[&str] = &["@write", "@list", "@slow", "@blocking"];
-
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "lpush",
-        -3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        W,
-        "list",
-        "Prepend one or multiple elements to a list",
-        Handler::Shard(lpush),
-    ),
-    cmd(
-        "rpush",
-        -3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        W,
-        "list",
-        "Append one or multiple elements to a list",
-        Handler::Shard(rpush),
-    ),
-    since(
-        cmd(
-            "lpushx",
-            -3,
-            WRITE | DENYOOM | FAST,
-            (1, 1, 1),
-            W,
-            "list",
-            "Prepend an element to a list, only if the list exists",
-            Handler::Shard(lpushx),
-        ),
-        "2.2.0",
-    ),
-    since(
-        cmd(
-            "rpushx",
-            -3,
-            WRITE | DENYOOM | FAST,
-            (1, 1, 1),
-            W,
-            "list",
-            "Append an element to a list, only if the list exists",
-            Handler::Shard(rpushx),
-        ),
-        "2.2.0",
-    ),
-    cmd(
-        "lpop",
-        -2,
-        WRITE | FAST,
-        (1, 1, 1),
-        W,
-        "list",
-        "Remove and get the first elements in a list",
-        Handler::Shard(lpop),
-    ),
-    cmd(
-        "rpop",
-        -2,
-        WRITE | FAST,
-        (1, 1, 1),
-        W,
-        "list",
-        "Remove and get the last elements in a list",
-        Handler::Shard(rpop),
-    ),
-    cmd(
-        "llen",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        RF,
-        "list",
-        "Get the length of a list",
-        Handler::Shard(llen),
-    ),
-    cmd(
-        "lrange",
-        4,
-        READONLY,
-        (1, 1, 1),
-        RS,
-        "list",
-        "Get a range of elements from a list",
-        Handler::Shard(lrange),
-    ),
-    cmd(
-        "lindex",
-        3,
-        READONLY,
-        (1, 1, 1),
-        RS,
-        "list",
-        "Get an element from a list by its index",
-        Handler::Shard(lindex),
-    ),
-    cmd(
-        "lset",
-        4,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        WS,
-        "list",
-        "Set the value of an element in a list by its index",
-        Handler::Shard(lset),
-    ),
-    since(
-        cmd(
-            "linsert",
-            5,
-            WRITE | DENYOOM,
-            (1, 1, 1),
-            WS,
-            "list",
-            "Insert an element before or after another element in a list",
-            Handler::Shard(linsert),
-        ),
-        "2.2.0",
-    ),
-    cmd(
-        "lrem",
-        4,
-        WRITE,
-        (1, 1, 1),
-        WS,
-        "list",
-        "Remove elements from a list",
-        Handler::Shard(lrem),
-    ),
-    cmd(
-        "ltrim",
-        4,
-        WRITE,
-        (1, 1, 1),
-        WS,
-        "list",
-        "Trim a list to the specified range",
-        Handler::Shard(ltrim),
-    ),
-    since(
-        cmd(
-            "lpos",
-            -3,
-            READONLY,
-            (1, 1, 1),
-            RS,
-            "list",
-            "Return the index of matching elements on a list",
-            Handler::Shard(lpos),
-        ),
-        "6.0.6",
-    ),
-    since(
-        cmd(
-            "lmove",
-            5,
-            WRITE | DENYOOM,
-            (1, 2, 1),
-            WS,
-            "list",
-            "Pop an element from a list, push it to another list and return it",
-            Handler::Conn(lmove),
-        ),
-        "6.2.0",
-    ),
-    since(
-        cmd(
-            "rpoplpush",
-            3,
-            WRITE | DENYOOM,
-            (1, 2, 1),
-            WS,
-            "list",
-            "Remove the last element in a list, prepend it to another list and return it",
-            Handler::Conn(rpoplpush),
-        ),
-        "1.2.0",
-    ),
-    since(
-        cmd(
-            "lmpop",
-            -4,
-            WRITE,
-            (0, 0, 0),
-            WS,
-            "list",
-            "Pop elements from a list",
-            Handler::Conn(lmpop),
-        )
-        .with_keys(lmpop_keys),
-        "7.0.0",
-    ),
-    since(
-        cmd(
-            "blpop",
-            -3,
-            WRITE | NOSCRIPT | BLOCKING,
-            (1, -2, 1),
-            WB,
-            "list",
-            "Remove and get the first element in a list, or block until one is available",
-            Handler::Conn(blpop),
-        ),
-        "2.0.0",
-    ),
-    since(
-        cmd(
-            "brpop",
-            -3,
-            WRITE | NOSCRIPT | BLOCKING,
-            (1, -2, 1),
-            WB,
-            "list",
-            "Remove and get the last element in a list, or block until one is available",
-            Handler::Conn(brpop),
-        ),
-        "2.0.0",
-    ),
-    since(
-        cmd(
-            "blmove",
-            6,
-            WRITE | DENYOOM | NOSCRIPT | BLOCKING,
-            (1, 2, 1),
-            WB,
-            "list",
-            "Pop an element from a list, push it to another list and return it; or block until one is available",
-            Handler::Conn(blmove),
-        ),
-        "6.2.0",
-    ),
-    since(
-        cmd(
-            "brpoplpush",
-            4,
-            WRITE | DENYOOM | NOSCRIPT | BLOCKING,
-            (1, 2, 1),
-            WB,
-            "list",
-            "Pop an element from a list, push it to another list and return it; or block until one is available",
-            Handler::Conn(brpoplpush),
-        ),
-        "2.2.0",
-    ),
-    since(
-        cmd(
-            "blmpop",
-            -5,
-            WRITE | BLOCKING,
-            (0, 0, 0),
-            WB,
-            "list",
-            "Pop elements from a list, or block until one is available",
-            Handler::Conn(blmpop),
-        )
-        .with_keys(blmpop_keys),
-        "7.0.0",
-    ),
+    cmd("lpush", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(lpush))
+        .doc(G, "1.0.0", "Prepend one or multiple elements to a list"),
+    cmd("rpush", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(rpush))
+        .doc(G, "1.0.0", "Append one or multiple elements to a list"),
+    cmd("lpushx", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(lpushx))
+        .doc(G, "2.2.0", "Prepend an element to a list, only if the list exists"),
+    cmd("rpushx", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(rpushx))
+        .doc(G, "2.2.0", "Append an element to a list, only if the list exists"),
+    cmd("lpop", -2, WRITE | FAST, range(1, 1, 1), Shard(lpop))
+        .doc(G, "1.0.0", "Remove and get the first elements in a list"),
+    cmd("rpop", -2, WRITE | FAST, range(1, 1, 1), Shard(rpop))
+        .doc(G, "1.0.0", "Remove and get the last elements in a list"),
+    cmd("llen", 2, READONLY | FAST, range(1, 1, 1), Shard(llen))
+        .doc(G, "1.0.0", "Get the length of a list"),
+    cmd("lrange", 4, READONLY, range(1, 1, 1), Shard(lrange))
+        .doc(G, "1.0.0", "Get a range of elements from a list"),
+    cmd("lindex", 3, READONLY, range(1, 1, 1), Shard(lindex))
+        .doc(G, "1.0.0", "Get an element from a list by its index"),
+    cmd("lset", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(lset))
+        .doc(G, "1.0.0", "Set the value of an element in a list by its index"),
+    cmd("linsert", 5, WRITE | DENYOOM, range(1, 1, 1), Shard(linsert))
+        .doc(G, "2.2.0", "Insert an element before or after another element in a list"),
+    cmd("lrem", 4, WRITE, range(1, 1, 1), Shard(lrem))
+        .doc(G, "1.0.0", "Remove elements from a list"),
+    cmd("ltrim", 4, WRITE, range(1, 1, 1), Shard(ltrim))
+        .doc(G, "1.0.0", "Trim a list to the specified range"),
+    cmd("lpos", -3, READONLY, range(1, 1, 1), Shard(lpos))
+        .doc(G, "6.0.6", "Return the index of matching elements on a list"),
+    cmd("lmove", 5, WRITE | DENYOOM, range(1, 2, 1), Conn(lmove))
+        .doc(G, "6.2.0", "Pop an element from a list, push it to another list and return it"),
+    cmd("rpoplpush", 3, WRITE | DENYOOM, range(1, 2, 1), Conn(rpoplpush))
+        .doc(G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it"),
+    cmd("lmpop", -4, WRITE, keynum(1, 1, 1), Conn(lmpop))
+        .doc(G, "7.0.0", "Pop elements from a list"),
+    cmd("blpop", -3, WRITE | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(blpop))
+        .doc(G, "2.0.0", "Remove and get the first element in a list, or block until one is available"),
+    cmd("brpop", -3, WRITE | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(brpop))
+        .doc(G, "2.0.0", "Remove and get the last element in a list, or block until one is available"),
+    cmd("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, range(1, 2, 1), Conn(blmove))
+        .doc(G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available"),
+    cmd("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, range(1, 2, 1), Conn(brpoplpush))
+        .doc(G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available"),
+    cmd("blmpop", -5, WRITE | BLOCKING, keynum(2, 1, 1), Conn(blmpop))
+        .doc(G, "7.0.0", "Pop elements from a list, or block until one is available"),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -1422,23 +1202,6 @@ fn parse_mpop(r: &mut Reply, args: &[&[u8]], at: usize) -> Option<(usize, End, u
     Some((numkeys as usize, end, count.unwrap_or(1)))
 }
 
-fn mpop_key_positions(args: &[&[u8]], at: usize) -> Vec<usize> {
-    let Some(n) = args.get(at).and_then(|a| parse_i64(a)).filter(|&n| n >= 1) else {
-        return Vec::new();
-    };
-    let first = at + 1;
-    let last = (first as u64 + n as u64).min(args.len() as u64) as usize;
-    (first..last).collect()
-}
-
-fn lmpop_keys(args: &[&[u8]]) -> Vec<usize> {
-    mpop_key_positions(args, 1)
-}
-
-fn blmpop_keys(args: &[&[u8]]) -> Vec<usize> {
-    mpop_key_positions(args, 2)
-}
-
 fn lmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let Some((n, end, count)) = parse_mpop(&mut cx.reply, args, 1) else {
@@ -1500,11 +1263,12 @@ mod tests {
 
     #[test]
     fn mpop_keys() {
+        let keys = |name: &str| COMMANDS.iter().find(|c| c.name == name).unwrap().keys;
         let a: Vec<&[u8]> = vec![b"lmpop", b"2", b"a", b"b", b"left"];
-        assert_eq!(lmpop_keys(&a), vec![2, 3]);
+        assert_eq!(keys("lmpop").positions(&a), vec![2, 3]);
         let a: Vec<&[u8]> = vec![b"lmpop", b"9", b"a", b"left"];
-        assert_eq!(lmpop_keys(&a), vec![2, 3]);
+        assert_eq!(keys("lmpop").positions(&a), vec![2, 3]);
         let a: Vec<&[u8]> = vec![b"blmpop", b"0", b"1", b"a", b"left"];
-        assert_eq!(blmpop_keys(&a), vec![3]);
+        assert_eq!(keys("blmpop").positions(&a), vec![3]);
     }
 }

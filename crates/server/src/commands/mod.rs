@@ -1,7 +1,7 @@
 //! Command table and dispatch.
 //!
-//! Every command is a `CommandSpec` in its family's module (`string.rs`, `keys.rs`, ...). A spec
-//! says how to run it:
+//! Every command is a `CommandSpec` (see `spec.rs`) in its family's module (`string.rs`,
+//! `keys.rs`, ...). A spec says how to run it:
 //! - `Handler::Shard`: touches one key (or none); runs on the thread owning that key — inline when
 //!   that is this thread, otherwise the arguments are shipped there and the encoded reply comes back.
 //! - `Handler::Local`: connection-level, synchronous (PING, SELECT, CLIENT SETNAME...).
@@ -19,8 +19,10 @@ pub mod keys;
 pub mod list;
 pub mod multi;
 pub mod registry;
+pub mod scan;
 pub mod set;
 pub mod sort;
+pub mod spec;
 pub mod string;
 pub mod util;
 pub mod zset;
@@ -38,6 +40,7 @@ use crate::engine::shard::Shard;
 use crate::engine::{shard_of, Shared, Worker};
 use crate::net::client::ClientHandle;
 pub use registry::{registry, Entry};
+pub use spec::{CommandSpec, Handler, KeySpec, PlanSink};
 
 /// Command flags (names as COMMAND INFO reports them).
 pub mod flags {
@@ -65,6 +68,12 @@ pub mod flags {
     /// Not a Redis flag: the handler touches each of its shards exactly once (one `fan_out`), so
     /// its own transaction can conclude inside that hop instead of with a separate message.
     pub const TX_SINGLE_HOP: u32 = 1 << 26;
+    /// Not a Redis flag: inside MULTI the command runs at once instead of being queued (EXEC
+    /// DISCARD MULTI WATCH QUIT RESET).
+    pub const RUNS_IN_MULTI: u32 = 1 << 27;
+    /// Not a Redis flag: rejecting the command before it runs (wrong arity, NOAUTH) discards the
+    /// transaction being queued, with an EXECABORT error (Redis's `execCommandAbort`; EXEC).
+    pub const REJECT_EXECABORT: u32 = 1 << 28;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -90,105 +99,6 @@ pub type BoxFut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 pub type ShardFn = fn(&mut CmdCtx<'_>, &[&[u8]]);
 pub type LocalFn = fn(&mut ConnCtx, &[&[u8]]);
 pub type ConnFn = for<'a> fn(&'a mut ConnCtx, &'a [&'a [u8]]) -> BoxFut<'a>;
-
-#[derive(Clone, Copy)]
-pub enum Handler {
-    Shard(ShardFn),
-    Local(LocalFn),
-    Conn(ConnFn),
-    /// Only dispatches to `subcommands`.
-    Container,
-}
-
-pub struct CommandSpec {
-    /// Lowercase name (for subcommands: the subcommand word, e.g. "get" under "config").
-    pub name: &'static str,
-    /// Redis arity: N exact, -N at least N (the name counts).
-    pub arity: i32,
-    pub flags: u32,
-    /// Key positions (1-based, Redis legacy key spec); last = -1 means "up to the last arg".
-    pub first_key: i32,
-    pub last_key: i32,
-    pub step: i32,
-    pub acl: &'static [&'static str],
-    pub group: &'static str,
-    pub summary: &'static str,
-    pub since: &'static str,
-    pub handler: Handler,
-    pub subcommands: &'static [CommandSpec],
-    /// Key positions for commands whose keys the legacy (first, last, step) spec cannot
-    /// describe (ZUNIONSTORE dst numkeys k..., LMPOP numkeys k..., SORT ... STORE dst). When
-    /// set, it decides which keys the transaction framework locks and COMMAND GETKEYS reports;
-    /// `first_key` still names the routing key.
-    pub keys_fn: Option<KeysFn>,
-}
-
-/// See `CommandSpec::keys_fn`: argument indices (into the full argv, name at 0) of the keys.
-/// Malformed arguments may yield fewer positions; the handler reports the error.
-pub type KeysFn = fn(&[&[u8]]) -> Vec<usize>;
-
-impl CommandSpec {
-    /// Builder: attaches a `keys_fn`.
-    pub const fn with_keys(mut self, f: KeysFn) -> Self {
-        self.keys_fn = Some(f);
-        self
-    }
-}
-
-/// Terse constructor used by the family tables.
-#[allow(clippy::too_many_arguments)]
-pub const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    acl: &'static [&'static str],
-    group: &'static str,
-    summary: &'static str,
-    handler: Handler,
-) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
-        acl,
-        group,
-        summary,
-        since: "1.0.0",
-        handler,
-        subcommands: &[],
-        keys_fn: None,
-    }
-}
-
-/// A container command (CONFIG, CLIENT, OBJECT...) with subcommands.
-pub const fn container(
-    name: &'static str,
-    arity: i32,
-    acl: &'static [&'static str],
-    group: &'static str,
-    summary: &'static str,
-    subcommands: &'static [CommandSpec],
-) -> CommandSpec {
-    CommandSpec {
-        name,
-        arity,
-        flags: 0,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        acl,
-        group,
-        summary,
-        since: "2.0.0",
-        handler: Handler::Container,
-        subcommands,
-        keys_fn: None,
-    }
-}
 
 /// Shard-side context: what a command may touch on the shard it runs on.
 pub struct CmdCtx<'a> {
@@ -406,7 +316,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let spec = entry.spec;
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-        if spec.name == "exec" {
+        if spec.flags & flags::REJECT_EXECABORT != 0 {
             let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
             multi::exec_abort(cx, entry.id, &msg);
             return;
@@ -416,7 +326,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
-        if spec.name == "exec" {
+        if spec.flags & flags::REJECT_EXECABORT != 0 {
             multi::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
             return;
         }
@@ -439,8 +349,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     // The common case first: a single-shard command outside a transaction. Its handler runs
     // inside `run_shard_cmd`, which is its own command boundary.
     if let (Handler::Shard(f), None) = (spec.handler, &own_tx) {
-        let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
-            shard_of(args[spec.first_key as usize], cx.threads())
+        let fk = spec.first_key();
+        let target = if fk > 0 && (fk as usize) < args.len() {
+            shard_of(args[fk as usize], cx.threads())
         } else {
             cx.worker.id
         };
@@ -462,8 +373,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
         match spec.handler {
             Handler::Shard(f) => {
-                let target = if spec.first_key > 0 && (spec.first_key as usize) < args.len() {
-                    shard_of(args[spec.first_key as usize], cx.threads())
+                let fk = spec.first_key();
+                let target = if fk > 0 && (fk as usize) < args.len() {
+                    shard_of(args[fk as usize], cx.threads())
                 } else {
                     cx.worker.id
                 };

@@ -18,86 +18,27 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::coordinator::LockPlan;
-use super::util::{fan_out, parse_i64, OwnedArgs};
-use super::{cmd, flags, flags::*, BoxFut, CommandSpec, ConnCtx, Entry, Handler};
+use super::spec::prelude::*;
+use super::util::{fan_out, OwnedArgs};
+use super::{flags, BoxFut, ConnCtx, Entry, Handler};
 use crate::engine::db::WatchFlag;
 use crate::engine::shard_of;
-use crate::engine::vll::{KeyLock, ShardLock};
+use crate::engine::vll::KeyLock;
 
-const TX_ACL: &[&str] = &["@fast", "@transaction"];
-const TX_SLOW_ACL: &[&str] = &["@slow", "@transaction"];
+const G: Group = Group::Transactions;
 
-const fn since(mut c: CommandSpec, v: &'static str) -> CommandSpec {
-    c.since = v;
-    c
-}
-
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    since(
-        cmd(
-            "multi",
-            1,
-            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
-            (0, 0, 0),
-            TX_ACL,
-            "transactions",
-            "Starts a transaction.",
-            Handler::Local(multi),
-        ),
-        "1.2.0",
-    ),
-    since(
-        cmd(
-            "exec",
-            1,
-            NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
-            (0, 0, 0),
-            TX_SLOW_ACL,
-            "transactions",
-            "Executes all commands in a transaction.",
-            Handler::Conn(exec),
-        ),
-        "1.2.0",
-    ),
-    since(
-        cmd(
-            "discard",
-            1,
-            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
-            (0, 0, 0),
-            TX_ACL,
-            "transactions",
-            "Discards a transaction.",
-            Handler::Local(discard),
-        ),
-        "2.0.0",
-    ),
-    since(
-        cmd(
-            "watch",
-            -2,
-            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
-            (1, -1, 1),
-            TX_ACL,
-            "transactions",
-            "Monitors changes to keys to determine the execution of a transaction.",
-            Handler::Conn(watch),
-        ),
-        "2.2.0",
-    ),
-    since(
-        cmd(
-            "unwatch",
-            1,
-            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
-            (0, 0, 0),
-            TX_ACL,
-            "transactions",
-            "Forgets about watched keys of a transaction.",
-            Handler::Local(unwatch),
-        ),
-        "2.2.0",
-    ),
+    cmd("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI, NOKEYS, Local(multi))
+        .doc(G, "1.2.0", "Starts a transaction."),
+    cmd("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | RUNS_IN_MULTI | REJECT_EXECABORT, NOKEYS, Conn(exec))
+        .doc(G, "1.2.0", "Executes all commands in a transaction."),
+    cmd("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI, NOKEYS, Local(discard))
+        .doc(G, "2.0.0", "Discards a transaction."),
+    cmd("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | RUNS_IN_MULTI, range(1, -1, 1), Conn(watch))
+        .doc(G, "2.2.0", "Monitors changes to keys to determine the execution of a transaction."),
+    cmd("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NOKEYS, Local(unwatch))
+        .doc(G, "2.2.0", "Forgets about watched keys of a transaction."),
 ];
 
 /// Commands queued since MULTI.
@@ -168,10 +109,7 @@ fn set_client_multi(cx: &ConnCtx, n: i64) {
 /// Inside MULTI: queues the command (or refuses it) and returns true, or returns false for the
 /// commands that run at once (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
 pub fn queue(cx: &mut ConnCtx, top: &'static Entry, entry: &'static Entry, args: &[&[u8]]) -> bool {
-    if matches!(
-        top.spec.name,
-        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
-    ) {
+    if top.spec.flags & RUNS_IN_MULTI != 0 {
         return false;
     }
     if entry.spec.flags & NO_MULTI != 0 {
@@ -267,44 +205,25 @@ fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// The locks EXEC needs: every queued command's keys in the db it will run in, shard-wide
-/// locks for commands that reach beyond their key spec, and shared locks on watched keys.
+/// The locks EXEC needs: every queued command's keys in the db it will run in (a queued SELECT
+/// switches it: its `plan` hook), whatever the commands' `plan` hooks add (MOVE's and COPY ... DB
+/// n's key in the other db, shard-wide locks for SORT's patterns), shard-wide locks for keyless
+/// commands that reach shards, and shared locks on watched keys.
 fn exec_plan(cx: &ConnCtx, cmds: &[(OwnedArgs, &'static CommandSpec)]) -> LockPlan {
     let threads = cx.threads();
-    let dbnum = cx.shared().config.dbnum();
-    let mut plan = LockPlan::default();
-    let mut db = cx.db;
-    let global = |plan: &mut LockPlan, excl: bool| {
-        if excl {
-            plan.global = Some(ShardLock::Excl);
-        } else if plan.global.is_none() {
-            plan.global = Some(ShardLock::Shared);
-        }
-    };
+    let mut plan = LockPlan::new(threads, cx.db, cx.shared().config.dbnum());
     for (owned, spec) in cmds {
         let args = owned.slices();
-        let write = spec.flags & flags::WRITE != 0;
-        if spec.name == "select" {
-            // Later commands run in the selected db (if SELECT will succeed).
-            if let Some(i) = args.get(1).and_then(|a| parse_i64(a)) {
-                if i >= 0 && (i as usize) < dbnum {
-                    db = i as usize;
-                }
-            }
-            continue;
-        }
-        // (MOVE and COPY ... DB n also lock the key in the other db: see `add_command`.)
-        let keyless = spec.first_key <= 0 && spec.keys_fn.is_none();
         let tx_global = spec.flags & (TX_GLOBAL_READ | TX_GLOBAL_WRITE) != 0;
-        if keyless && !tx_global {
+        if spec.keys.is_none() && !tx_global && spec.plan.is_none() {
             // Connection-level commands never touch a shard; anything else without keys
             // (RANDOMKEY, SCAN, DEBUG, INFO...) may touch any of them.
             if !matches!(spec.handler, Handler::Local(_)) {
-                global(&mut plan, write);
+                plan.lock_all_shards(spec.flags & flags::WRITE != 0);
             }
             continue;
         }
-        plan.add_command(spec, &args, db, threads);
+        plan.add_command(spec, &args);
     }
     if let Some(w) = &cx.watch {
         for (wdb, k) in &w.keys {

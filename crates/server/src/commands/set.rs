@@ -12,9 +12,11 @@ use std::collections::HashSet;
 
 use damselfly_protocol::Reply;
 
+use super::scan;
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
-use crate::config::{glob, EncLimit};
+use super::{BoxFut, CmdCtx, ConnCtx};
+use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
 use crate::types::compact::{parse_strict_i64, IntBuf};
@@ -25,191 +27,44 @@ const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
 const ERR_SRAND_RANGE: &str =
     "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
-const fn since(spec: CommandSpec, v: &'static str) -> CommandSpec {
-    CommandSpec { since: v, ..spec }
-}
+const G: Group = Group::Set;
 
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "sadd",
-        -3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@set", "@fast"],
-        "set",
-        "Adds one or more members to a set. Creates the key if it doesn't exist.",
-        Handler::Shard(sadd),
-    ),
-    cmd(
-        "srem",
-        -3,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@set", "@fast"],
-        "set",
-        "Removes one or more members from a set. Deletes the set if the last member was removed.",
-        Handler::Shard(srem),
-    ),
-    cmd(
-        "smove",
-        4,
-        WRITE | FAST,
-        (1, 2, 1),
-        &["@write", "@set", "@fast"],
-        "set",
-        "Moves a member from one set to another.",
-        Handler::Conn(smove),
-    ),
-    cmd(
-        "sismember",
-        3,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@set", "@fast"],
-        "set",
-        "Determines whether a member belongs to a set.",
-        Handler::Shard(sismember),
-    ),
-    since(
-        cmd(
-            "smismember",
-            -3,
-            READONLY | FAST,
-            (1, 1, 1),
-            &["@read", "@set", "@fast"],
-            "set",
-            "Determines whether multiple members belong to a set.",
-            Handler::Shard(smismember),
-        ),
-        "6.2.0",
-    ),
-    cmd(
-        "scard",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@set", "@fast"],
-        "set",
-        "Returns the number of members in a set.",
-        Handler::Shard(scard),
-    ),
-    cmd(
-        "smembers",
-        2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@set", "@slow"],
-        "set",
-        "Returns all members of a set.",
-        Handler::Shard(smembers),
-    ),
-    cmd(
-        "srandmember",
-        -2,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@set", "@slow"],
-        "set",
-        "Get one or multiple random members from a set",
-        Handler::Shard(srandmember),
-    ),
-    cmd(
-        "spop",
-        -2,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@set", "@fast"],
-        "set",
-        "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.",
-        Handler::Shard(spop),
-    ),
-    since(
-        cmd(
-            "sscan",
-            -3,
-            READONLY,
-            (1, 1, 1),
-            &["@read", "@set", "@slow"],
-            "set",
-            "Iterates over members of a set.",
-            Handler::Shard(sscan),
-        ),
-        "2.8.0",
-    ),
-    cmd(
-        "sinter",
-        -2,
-        READONLY,
-        (1, -1, 1),
-        &["@read", "@set", "@slow"],
-        "set",
-        "Returns the intersect of multiple sets.",
-        Handler::Conn(sinter),
-    ),
-    since(
-        cmd(
-            "sintercard",
-            -3,
-            READONLY,
-            (0, 0, 0),
-            &["@read", "@set", "@slow"],
-            "set",
-            "Returns the number of members of the intersect of multiple sets.",
-            Handler::Conn(sintercard),
-        )
-        .with_keys(sintercard_keys),
-        "7.0.0",
-    ),
-    cmd(
-        "sinterstore",
-        -3,
-        WRITE | DENYOOM,
-        (1, -1, 1),
-        &["@write", "@set", "@slow"],
-        "set",
-        "Stores the intersect of multiple sets in a key.",
-        Handler::Conn(sinterstore),
-    ),
-    cmd(
-        "sunion",
-        -2,
-        READONLY,
-        (1, -1, 1),
-        &["@read", "@set", "@slow"],
-        "set",
-        "Returns the union of multiple sets.",
-        Handler::Conn(sunion),
-    ),
-    cmd(
-        "sunionstore",
-        -3,
-        WRITE | DENYOOM,
-        (1, -1, 1),
-        &["@write", "@set", "@slow"],
-        "set",
-        "Stores the union of multiple sets in a key.",
-        Handler::Conn(sunionstore),
-    ),
-    cmd(
-        "sdiff",
-        -2,
-        READONLY,
-        (1, -1, 1),
-        &["@read", "@set", "@slow"],
-        "set",
-        "Returns the difference of multiple sets.",
-        Handler::Conn(sdiff),
-    ),
-    cmd(
-        "sdiffstore",
-        -3,
-        WRITE | DENYOOM,
-        (1, -1, 1),
-        &["@write", "@set", "@slow"],
-        "set",
-        "Stores the difference of multiple sets in a key.",
-        Handler::Conn(sdiffstore),
-    ),
+    cmd("sadd", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(sadd))
+        .doc(G, "1.0.0", "Adds one or more members to a set. Creates the key if it doesn't exist."),
+    cmd("srem", -3, WRITE | FAST, range(1, 1, 1), Shard(srem))
+        .doc(G, "1.0.0", "Removes one or more members from a set. Deletes the set if the last member was removed."),
+    cmd("smove", 4, WRITE | FAST, range(1, 2, 1), Conn(smove))
+        .doc(G, "1.0.0", "Moves a member from one set to another."),
+    cmd("sismember", 3, READONLY | FAST, range(1, 1, 1), Shard(sismember))
+        .doc(G, "1.0.0", "Determines whether a member belongs to a set."),
+    cmd("smismember", -3, READONLY | FAST, range(1, 1, 1), Shard(smismember))
+        .doc(G, "6.2.0", "Determines whether multiple members belong to a set."),
+    cmd("scard", 2, READONLY | FAST, range(1, 1, 1), Shard(scard))
+        .doc(G, "1.0.0", "Returns the number of members in a set."),
+    cmd("smembers", 2, READONLY, range(1, 1, 1), Shard(smembers))
+        .doc(G, "1.0.0", "Returns all members of a set."),
+    cmd("srandmember", -2, READONLY, range(1, 1, 1), Shard(srandmember))
+        .doc(G, "1.0.0", "Get one or multiple random members from a set"),
+    cmd("spop", -2, WRITE | FAST, range(1, 1, 1), Shard(spop))
+        .doc(G, "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
+    cmd("sscan", -3, READONLY, range(1, 1, 1), Shard(sscan))
+        .doc(G, "2.8.0", "Iterates over members of a set."),
+    cmd("sinter", -2, READONLY, range(1, -1, 1), Conn(sinter))
+        .doc(G, "1.0.0", "Returns the intersect of multiple sets."),
+    cmd("sintercard", -3, READONLY, custom((0, 0, 0), sintercard_keys), Conn(sintercard))
+        .doc(G, "7.0.0", "Returns the number of members of the intersect of multiple sets."),
+    cmd("sinterstore", -3, WRITE | DENYOOM, range(1, -1, 1), Conn(sinterstore))
+        .doc(G, "1.0.0", "Stores the intersect of multiple sets in a key."),
+    cmd("sunion", -2, READONLY, range(1, -1, 1), Conn(sunion))
+        .doc(G, "1.0.0", "Returns the union of multiple sets."),
+    cmd("sunionstore", -3, WRITE | DENYOOM, range(1, -1, 1), Conn(sunionstore))
+        .doc(G, "1.0.0", "Stores the union of multiple sets in a key."),
+    cmd("sdiff", -2, READONLY, range(1, -1, 1), Conn(sdiff))
+        .doc(G, "1.0.0", "Returns the difference of multiple sets."),
+    cmd("sdiffstore", -3, WRITE | DENYOOM, range(1, -1, 1), Conn(sdiffstore))
+        .doc(G, "1.0.0", "Stores the difference of multiple sets in a key."),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -221,18 +76,6 @@ pub(crate) fn intset_limit(shared: &crate::engine::Shared) -> usize {
         .config
         .enc_limit(EncLimit::SetMaxIntsetEntries)
         .max(0) as usize
-}
-
-/// A small xorshift generator seeded from the shard's generator (the db borrow excludes calling
-/// the shard's own generator while a value is borrowed).
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
 }
 
 fn reply_member(reply: &mut Reply, m: Member<'_>) {
@@ -380,12 +223,12 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     }
     let now = cx.now;
-    let mut rnd = rng(cx.shard.rand());
+    let mut rng = cx.shard.fork_rng();
     if args.len() == 2 {
         match lookup_read(&mut cx.shard.dbs[cx.db], args[1], now) {
             Found::Missing => cx.reply.null(),
             Found::Wrong => cx.reply.error(ERR_WRONGTYPE),
-            Found::Set(s) => match s.random(&mut rnd) {
+            Found::Set(s) => match s.random(&mut rng) {
                 Some(m) => reply_member(cx.reply, m),
                 None => cx.reply.null(),
             },
@@ -421,7 +264,7 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     if l < 0 || count == 1 {
         reply.array(count);
         for _ in 0..count {
-            if let Some(m) = s.random(&mut rnd) {
+            if let Some(m) = s.random(&mut rng) {
                 reply_member(reply, m);
             }
         }
@@ -440,7 +283,7 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // Most of the set: drop random members from a copy of all of them.
         let mut all: Vec<Member<'_>> = s.iter().collect();
         while all.len() > count {
-            let i = (rnd() % all.len() as u64) as usize;
+            let i = rng.index(all.len());
             all.swap_remove(i);
         }
         for m in all {
@@ -450,7 +293,7 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // A small part of a big set: distinct random positions.
         let mut seen: HashSet<usize> = HashSet::with_capacity(count);
         while seen.len() < count {
-            let p = s.random_pos(&mut rnd);
+            let p = s.random_pos(&mut rng);
             if seen.insert(p) {
                 if let Some(m) = s.at_pos(p) {
                     reply_member(reply, m);
@@ -467,7 +310,7 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
     let now = cx.now;
     let key = args[1];
-    let mut rnd = rng(cx.shard.rand());
+    let mut rng = cx.shard.fork_rng();
     let count = if args.len() == 3 {
         match parse_i64(args[2]) {
             Some(l) if l >= 0 => Some(l as u64),
@@ -493,7 +336,7 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     let reply = &mut *cx.reply;
     match count {
-        None => match s.pop_random(&mut rnd) {
+        None => match s.pop_random(&mut rng) {
             Some(m) => reply.bulk(&m),
             None => reply.null(),
         },
@@ -516,17 +359,14 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             reply.set(n);
             if (size - n) * 5 > n {
                 for _ in 0..n {
-                    if let Some(m) = s.pop_random(&mut rnd) {
+                    if let Some(m) = s.pop_random(&mut rng) {
                         reply.bulk(&m);
                     }
                 }
             } else {
                 // Most of the set goes: choose the members to pop by a partial shuffle.
                 let mut all = s.to_vecs();
-                for i in 0..n {
-                    let j = i + (rnd() % (all.len() - i) as u64) as usize;
-                    all.swap(i, j);
-                }
+                rng.partial_shuffle(&mut all, n);
                 for m in &all[..n] {
                     s.remove(m);
                     reply.bulk(m);
@@ -541,88 +381,26 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
 }
 
-/// Redis `parseScanCursorOrReply` (strtoul): optional sign, digits, nothing else.
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match a[0] {
-        b'-' => (true, &a[1..]),
-        b'+' => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
+/// SSCAN (see [`scan`]).
 fn sscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        cx.reply.error("ERR invalid cursor");
+    let Some(cursor) = scan::cursor_arg(cx.reply, args[2]) else {
         return;
     };
     let now = cx.now;
     let s = match lookup_read(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Found::Missing => {
-            cx.reply.array(2);
-            cx.reply.bulk(b"0");
-            cx.reply.array(0);
-            return;
-        }
-        Found::Wrong => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
+        Found::Missing => return scan::reply_empty(cx.reply),
+        Found::Wrong => return cx.reply.error(ERR_WRONGTYPE),
         Found::Set(s) => s,
     };
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let left = args.len() - i;
-        if eq_ic(args[i], "count") && left >= 2 {
-            let Some(n) = int_arg(cx.reply, args[i + 1]) else {
-                return;
-            };
-            if n < 1 {
-                cx.reply.error(ERR_SYNTAX);
-                return;
+    scan::scan_value(cx.reply, args, scan::Target::Set, |o, items| {
+        s.scan(cursor, o.count, |m| {
+            let mut buf: IntBuf = [0; 20];
+            let b = m.bytes(&mut buf);
+            if o.matches(b) {
+                items.push(b.to_vec());
             }
-            count = n;
-        } else if eq_ic(args[i], "match") && left >= 2 {
-            pattern = if args[i + 1] == b"*" {
-                None
-            } else {
-                Some(args[i + 1])
-            };
-        } else {
-            cx.reply.error(ERR_SYNTAX);
-            return;
-        }
-        i += 2;
-    }
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    let next = s.scan(cursor, count.min(i64::MAX / 16) as usize, |m| {
-        let mut buf: IntBuf = [0; 20];
-        let b = m.bytes(&mut buf);
-        if pattern.is_none_or(|p| glob::matches(p, b, false)) {
-            out.push(b.to_vec());
-        }
+        })
     });
-    cx.reply.array(2);
-    cx.reply.bulk_str(&next.to_string());
-    cx.reply.array(out.len());
-    for m in &out {
-        cx.reply.bulk(m);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //! - when no pattern references a key (no BY, BY without `*`, only `GET #`), the command only
 //!   touches its key and its STORE destination, which `sort_keys` reports: the framework locks
 //!   those, like any other command;
-//! - when a pattern does reference keys, `LockPlan::add_command` (commands/coordinator) asks
+//! - when a pattern does reference keys, the commands' lock-plan hook (`sort_plan`) asks
 //!   [`pattern_lock`] and takes a whole-shard lock on every shard (shared for a read-only SORT,
 //!   exclusive with STORE), as for DBSIZE/KEYS/FLUSHALL. The handler then reads the elements,
 //!   fetches BY values with one parallel hop per shard, sorts on the connection's thread, fetches
@@ -18,8 +18,9 @@
 
 use damselfly_protocol::Reply;
 
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
@@ -27,47 +28,23 @@ use crate::types::compact::IntBuf;
 use crate::types::list::{Fill, List};
 use crate::types::{Value, ValueRef};
 
+const G: Group = Group::Generic;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "sort",
-        -2,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &[
-            "@write",
-            "@set",
-            "@sortedset",
-            "@list",
-            "@slow",
-            "@dangerous",
-        ],
-        "generic",
-        "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.",
-        Handler::Conn(sort),
-    )
-    .with_keys(sort_keys),
-    CommandSpec {
-        since: "7.0.0",
-        ..cmd(
-            "sort_ro",
-            -2,
-            READONLY,
-            (1, 1, 1),
-            &[
-                "@read",
-                "@set",
-                "@sortedset",
-                "@list",
-                "@slow",
-                "@dangerous",
-            ],
-            "generic",
-            "Returns the sorted elements of a list, a set, or a sorted set.",
-            Handler::Conn(sort_ro),
-        )
-        .with_keys(sort_ro_keys)
-    },
+    cmd("sort", -2, WRITE | DENYOOM, custom((1, 1, 1), sort_keys), Conn(sort)).plan(sort_plan).family(acl::SET | acl::SORTEDSET | acl::LIST).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result."),
+    cmd("sort_ro", -2, READONLY, range(1, 1, 1), Conn(sort_ro)).plan(sort_plan).family(acl::SET | acl::SORTEDSET | acl::LIST).acl(acl::DANGEROUS)
+        .doc(G, "7.0.0", "Returns the sorted elements of a list, a set, or a sorted set."),
 ];
+
+/// BY/GET patterns name keys nobody can know in advance: every shard is locked as a whole
+/// (exclusively with STORE). See [`pattern_lock`].
+fn sort_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
+    if let Some(excl) = pattern_lock(args) {
+        plan.lock_all_shards(excl);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Adapters to the other collection types (the only places SORT touches them).
@@ -113,10 +90,6 @@ fn sort_keys(args: &[&[u8]]) -> Vec<usize> {
     }
     keys.extend(store);
     keys
-}
-
-fn sort_ro_keys(_args: &[&[u8]]) -> Vec<usize> {
-    vec![1]
 }
 
 /// Does a BY/GET pattern reference keys (as opposed to `#` or a constant)?

@@ -9,234 +9,62 @@ use std::os::raw::{c_char, c_int};
 
 use damselfly_dash::Pos;
 
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
 use crate::types::compact::{IntBuf, MAX_LEN};
 use crate::types::{CompactStr, Value, ValueMut, ValueRef};
 
+const G: Group = Group::String;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "get",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@string", "@fast"],
-        "string",
-        "Returns the string value of a key.",
-        Handler::Shard(get),
-    ),
-    cmd(
-        "set",
-        -3,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
-        Handler::Shard(set),
-    ),
-    cmd(
-        "setnx",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Set the string value of a key only when the key doesn't exist.",
-        Handler::Shard(setnx),
-    ),
-    cmd(
-        "setex",
-        4,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.",
-        Handler::Shard(setex),
-    ),
-    cmd(
-        "psetex",
-        4,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.",
-        Handler::Shard(psetex),
-    ),
-    cmd(
-        "getex",
-        -2,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Returns the string value of a key after setting its expiration time.",
-        Handler::Shard(getex),
-    ),
-    cmd(
-        "getdel",
-        2,
-        WRITE | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Returns the string value of a key after deleting the key.",
-        Handler::Shard(getdel),
-    ),
-    cmd(
-        "getset",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Returns the previous string value of a key after setting it to a new value.",
-        Handler::Shard(getset),
-    ),
-    cmd(
-        "mget",
-        -2,
-        READONLY | FAST | TX_SINGLE_HOP,
-        (1, -1, 1),
-        &["@read", "@string", "@fast"],
-        "string",
-        "Atomically returns the string values of one or more keys.",
-        Handler::Conn(mget),
-    ),
-    cmd(
-        "mset",
-        -3,
-        WRITE | DENYOOM | TX_SINGLE_HOP,
-        (1, -1, 2),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Atomically creates or modifies the string values of one or more keys.",
-        Handler::Conn(mset),
-    ),
-    cmd(
-        "msetnx",
-        -3,
-        WRITE | DENYOOM,
-        (1, -1, 2),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Atomically modifies the string values of one or more keys only when all keys don't exist.",
-        Handler::Conn(msetnx),
-    ),
-    cmd(
-        "append",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Appends a string to the value of a key. Creates the key if it doesn't exist.",
-        Handler::Shard(append),
-    ),
-    cmd(
-        "strlen",
-        2,
-        READONLY | FAST,
-        (1, 1, 1),
-        &["@read", "@string", "@fast"],
-        "string",
-        "Returns the length of a string value.",
-        Handler::Shard(strlen),
-    ),
-    cmd(
-        "getrange",
-        4,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@string", "@slow"],
-        "string",
-        "Returns a substring of the string stored at a key.",
-        Handler::Shard(getrange),
-    ),
-    cmd(
-        "substr",
-        4,
-        READONLY,
-        (1, 1, 1),
-        &["@read", "@string", "@slow"],
-        "string",
-        "Returns a substring from a string value.",
-        Handler::Shard(getrange),
-    ),
-    cmd(
-        "setrange",
-        4,
-        WRITE | DENYOOM,
-        (1, 1, 1),
-        &["@write", "@string", "@slow"],
-        "string",
-        "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.",
-        Handler::Shard(setrange),
-    ),
-    cmd(
-        "incr",
-        2,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
-        Handler::Shard(incr),
-    ),
-    cmd(
-        "decr",
-        2,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
-        Handler::Shard(decr),
-    ),
-    cmd(
-        "incrby",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
-        Handler::Shard(incrby),
-    ),
-    cmd(
-        "decrby",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.",
-        Handler::Shard(decrby),
-    ),
-    cmd(
-        "incrbyfloat",
-        3,
-        WRITE | DENYOOM | FAST,
-        (1, 1, 1),
-        &["@write", "@string", "@fast"],
-        "string",
-        "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
-        Handler::Shard(incrbyfloat),
-    ),
-    cmd(
-        "lcs",
-        -3,
-        READONLY,
-        (1, 2, 1),
-        &["@read", "@string", "@slow"],
-        "string",
-        "Finds the longest common substring.",
-        Handler::Conn(lcs),
-    ),
+    cmd("get", 2, READONLY | FAST, range(1, 1, 1), Shard(get))
+        .doc(G, "1.0.0", "Returns the string value of a key."),
+    cmd("set", -3, WRITE | DENYOOM, range(1, 1, 1), Shard(set))
+        .doc(G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
+    cmd("setnx", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(setnx))
+        .doc(G, "1.0.0", "Set the string value of a key only when the key doesn't exist."),
+    cmd("setex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(setex))
+        .doc(G, "1.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
+    cmd("psetex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(psetex))
+        .doc(G, "1.0.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
+    cmd("getex", -2, WRITE | FAST, range(1, 1, 1), Shard(getex))
+        .doc(G, "1.0.0", "Returns the string value of a key after setting its expiration time."),
+    cmd("getdel", 2, WRITE | FAST, range(1, 1, 1), Shard(getdel))
+        .doc(G, "1.0.0", "Returns the string value of a key after deleting the key."),
+    cmd("getset", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(getset))
+        .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
+    cmd("mget", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(mget))
+        .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
+    cmd("mset", -3, WRITE | DENYOOM | TX_SINGLE_HOP, range(1, -1, 2), Conn(mset))
+        .doc(G, "1.0.0", "Atomically creates or modifies the string values of one or more keys."),
+    cmd("msetnx", -3, WRITE | DENYOOM, range(1, -1, 2), Conn(msetnx))
+        .doc(G, "1.0.0", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    cmd("append", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(append))
+        .doc(G, "1.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    cmd("strlen", 2, READONLY | FAST, range(1, 1, 1), Shard(strlen))
+        .doc(G, "1.0.0", "Returns the length of a string value."),
+    cmd("getrange", 4, READONLY, range(1, 1, 1), Shard(getrange))
+        .doc(G, "1.0.0", "Returns a substring of the string stored at a key."),
+    cmd("substr", 4, READONLY, range(1, 1, 1), Shard(getrange))
+        .doc(G, "1.0.0", "Returns a substring from a string value."),
+    cmd("setrange", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(setrange))
+        .doc(G, "1.0.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    cmd("incr", 2, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(incr))
+        .doc(G, "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    cmd("decr", 2, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(decr))
+        .doc(G, "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    cmd("incrby", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(incrby))
+        .doc(G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    cmd("decrby", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(decrby))
+        .doc(G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(incrbyfloat))
+        .doc(G, "1.0.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    cmd("lcs", -3, READONLY, range(1, 2, 1), Conn(lcs))
+        .doc(G, "1.0.0", "Finds the longest common substring."),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -15,8 +15,10 @@ use std::time::Duration;
 use damselfly_protocol::double::{fmt_g17, parse_f64};
 use damselfly_protocol::{Reply, RespVersion};
 
+use super::scan;
+use super::spec::prelude::*;
 use super::util::*;
-use super::{cmd, flags::*, BoxFut, CmdCtx, CommandSpec, ConnCtx, Handler};
+use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::shard_of;
@@ -25,125 +27,93 @@ use crate::types::zset::pack::cmp_entry;
 use crate::types::zset::{Limits, ZSet};
 use crate::types::{Kind, Value, ValueRef};
 
-const RW_FAST: &[&str] = &["@write", "@sortedset", "@fast"];
-const RW_SLOW: &[&str] = &["@write", "@sortedset", "@slow"];
-const RO_FAST: &[&str] = &["@read", "@sortedset", "@fast"];
-const RO_SLOW: &[&str] = &["@read", "@sortedset", "@slow"];
-const BLOCK_ACL: &[&str] = &["@write", "@sortedset", "@fast", "@blocking"];
-const BLOCK_SLOW_ACL: &[&str] = &["@write", "@sortedset", "@slow", "@blocking"];
-const G: &str = "sorted_set";
-
 /// (member, score) pairs in score order.
 type Items = Vec<(Vec<u8>, f64)>;
 
+const G: Group = Group::SortedSet;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("zadd", -4, WRITE | DENYOOM | FAST, (1, 1, 1), RW_FAST, G,
-        "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.",
-        Handler::Shard(zadd)),
-    cmd("zincrby", 4, WRITE | DENYOOM | FAST, (1, 1, 1), RW_FAST, G,
-        "Increments the score of a member in a sorted set.", Handler::Shard(zincrby)),
-    cmd("zrem", -3, WRITE | FAST, (1, 1, 1), RW_FAST, G,
-        "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.",
-        Handler::Shard(zrem)),
-    cmd("zcard", 2, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the number of members in a sorted set.", Handler::Shard(zcard)),
-    cmd("zscore", 3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the score of a member in a sorted set.", Handler::Shard(zscore)),
-    cmd("zmscore", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the score of one or more members in a sorted set.", Handler::Shard(zmscore)),
-    cmd("zrank", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the index of a member in a sorted set ordered by ascending scores.",
-        Handler::Shard(zrank)),
-    cmd("zrevrank", -3, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the index of a member in a sorted set ordered by descending scores.",
-        Handler::Shard(zrevrank)),
-    cmd("zcount", 4, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the count of members in a sorted set that have scores within a range.",
-        Handler::Shard(zcount)),
-    cmd("zlexcount", 4, READONLY | FAST, (1, 1, 1), RO_FAST, G,
-        "Returns the number of members in a sorted set within a lexicographical range.",
-        Handler::Shard(zlexcount)),
-    cmd("zrange", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a range of indexes.", Handler::Shard(zrange)),
-    cmd("zrangestore", -5, WRITE | DENYOOM, (1, 2, 1), RW_SLOW, G,
-        "Stores a range of members from sorted set in a key.", Handler::Conn(zrangestore)),
-    cmd("zrevrange", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a range of indexes in reverse order.",
-        Handler::Shard(zrevrange)),
-    cmd("zrangebyscore", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a range of scores.", Handler::Shard(zrangebyscore)),
-    cmd("zrevrangebyscore", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a range of scores in reverse order.",
-        Handler::Shard(zrevrangebyscore)),
-    cmd("zrangebylex", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a lexicographical range.", Handler::Shard(zrangebylex)),
-    cmd("zrevrangebylex", -4, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns members in a sorted set within a lexicographical range in reverse order.",
-        Handler::Shard(zrevrangebylex)),
-    cmd("zremrangebyrank", 4, WRITE, (1, 1, 1), RW_SLOW, G,
-        "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.",
-        Handler::Shard(zremrangebyrank)),
-    cmd("zremrangebyscore", 4, WRITE, (1, 1, 1), RW_SLOW, G,
-        "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.",
-        Handler::Shard(zremrangebyscore)),
-    cmd("zremrangebylex", 4, WRITE, (1, 1, 1), RW_SLOW, G,
-        "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.",
-        Handler::Shard(zremrangebylex)),
-    cmd("zpopmin", -2, WRITE | FAST, (1, 1, 1), RW_FAST, G,
-        "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        Handler::Shard(zpopmin)),
-    cmd("zpopmax", -2, WRITE | FAST, (1, 1, 1), RW_FAST, G,
-        "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.",
-        Handler::Shard(zpopmax)),
-    cmd("zmpop", -4, WRITE, (0, 0, 0), RW_SLOW, G,
-        "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.",
-        Handler::Conn(zmpop)).with_keys(keys_numkeys_1),
-    cmd("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), BLOCK_ACL, G,
-        "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
-        Handler::Conn(bzpopmin)),
-    cmd("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), BLOCK_ACL, G,
-        "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.",
-        Handler::Conn(bzpopmax)),
-    cmd("bzmpop", -5, WRITE | BLOCKING, (0, 0, 0), BLOCK_SLOW_ACL, G,
-        "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
-        Handler::Conn(bzmpop)).with_keys(keys_numkeys_2),
-    cmd("zrandmember", -2, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Returns one or more random members from a sorted set.", Handler::Shard(zrandmember)),
-    cmd("zunion", -3, READONLY, (0, 0, 0), RO_SLOW, G,
-        "Returns the union of multiple sorted sets.", Handler::Conn(zunion)).with_keys(keys_numkeys_1),
-    cmd("zinter", -3, READONLY, (0, 0, 0), RO_SLOW, G,
-        "Returns the intersect of multiple sorted sets.", Handler::Conn(zinter)).with_keys(keys_numkeys_1),
-    cmd("zdiff", -3, READONLY, (0, 0, 0), RO_SLOW, G,
-        "Returns the difference between multiple sorted sets.", Handler::Conn(zdiff)).with_keys(keys_numkeys_1),
-    cmd("zintercard", -3, READONLY, (0, 0, 0), RO_SLOW, G,
-        "Returns the number of members of the intersect of multiple sorted sets.",
-        Handler::Conn(zintercard)).with_keys(keys_numkeys_1),
-    cmd("zunionstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
-        "Stores the union of multiple sorted sets in a key.", Handler::Conn(zunionstore)).with_keys(keys_store),
-    cmd("zinterstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
-        "Stores the intersect of multiple sorted sets in a key.", Handler::Conn(zinterstore)).with_keys(keys_store),
-    cmd("zdiffstore", -4, WRITE | DENYOOM, (1, 1, 1), RW_SLOW, G,
-        "Stores the difference of multiple sorted sets in a key.", Handler::Conn(zdiffstore)).with_keys(keys_store),
-    cmd("zscan", -3, READONLY, (1, 1, 1), RO_SLOW, G,
-        "Iterates over members and scores of a sorted set.", Handler::Shard(zscan)),
+    cmd("zadd", -4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(zadd))
+        .doc(G, "1.0.0", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist."),
+    cmd("zincrby", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(zincrby))
+        .doc(G, "1.0.0", "Increments the score of a member in a sorted set."),
+    cmd("zrem", -3, WRITE | FAST, range(1, 1, 1), Shard(zrem))
+        .doc(G, "1.0.0", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed."),
+    cmd("zcard", 2, READONLY | FAST, range(1, 1, 1), Shard(zcard))
+        .doc(G, "1.0.0", "Returns the number of members in a sorted set."),
+    cmd("zscore", 3, READONLY | FAST, range(1, 1, 1), Shard(zscore))
+        .doc(G, "1.0.0", "Returns the score of a member in a sorted set."),
+    cmd("zmscore", -3, READONLY | FAST, range(1, 1, 1), Shard(zmscore))
+        .doc(G, "1.0.0", "Returns the score of one or more members in a sorted set."),
+    cmd("zrank", -3, READONLY | FAST, range(1, 1, 1), Shard(zrank))
+        .doc(G, "1.0.0", "Returns the index of a member in a sorted set ordered by ascending scores."),
+    cmd("zrevrank", -3, READONLY | FAST, range(1, 1, 1), Shard(zrevrank))
+        .doc(G, "1.0.0", "Returns the index of a member in a sorted set ordered by descending scores."),
+    cmd("zcount", 4, READONLY | FAST, range(1, 1, 1), Shard(zcount))
+        .doc(G, "1.0.0", "Returns the count of members in a sorted set that have scores within a range."),
+    cmd("zlexcount", 4, READONLY | FAST, range(1, 1, 1), Shard(zlexcount))
+        .doc(G, "1.0.0", "Returns the number of members in a sorted set within a lexicographical range."),
+    cmd("zrange", -4, READONLY, range(1, 1, 1), Shard(zrange))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a range of indexes."),
+    cmd("zrangestore", -5, WRITE | DENYOOM, range(1, 2, 1), Conn(zrangestore))
+        .doc(G, "1.0.0", "Stores a range of members from sorted set in a key."),
+    cmd("zrevrange", -4, READONLY, range(1, 1, 1), Shard(zrevrange))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a range of indexes in reverse order."),
+    cmd("zrangebyscore", -4, READONLY, range(1, 1, 1), Shard(zrangebyscore))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a range of scores."),
+    cmd("zrevrangebyscore", -4, READONLY, range(1, 1, 1), Shard(zrevrangebyscore))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a range of scores in reverse order."),
+    cmd("zrangebylex", -4, READONLY, range(1, 1, 1), Shard(zrangebylex))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a lexicographical range."),
+    cmd("zrevrangebylex", -4, READONLY, range(1, 1, 1), Shard(zrevrangebylex))
+        .doc(G, "1.0.0", "Returns members in a sorted set within a lexicographical range in reverse order."),
+    cmd("zremrangebyrank", 4, WRITE, range(1, 1, 1), Shard(zremrangebyrank))
+        .doc(G, "1.0.0", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed."),
+    cmd("zremrangebyscore", 4, WRITE, range(1, 1, 1), Shard(zremrangebyscore))
+        .doc(G, "1.0.0", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed."),
+    cmd("zremrangebylex", 4, WRITE, range(1, 1, 1), Shard(zremrangebylex))
+        .doc(G, "1.0.0", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed."),
+    cmd("zpopmin", -2, WRITE | FAST, range(1, 1, 1), Shard(zpopmin))
+        .doc(G, "1.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd("zpopmax", -2, WRITE | FAST, range(1, 1, 1), Shard(zpopmax))
+        .doc(G, "1.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
+    cmd("zmpop", -4, WRITE, keynum(1, 1, 1), Conn(zmpop))
+        .doc(G, "1.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
+    cmd("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmin))
+        .doc(G, "1.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    cmd("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmax))
+        .doc(G, "1.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
+    cmd("bzmpop", -5, WRITE | BLOCKING, keynum(2, 1, 1), Conn(bzmpop))
+        .doc(G, "1.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
+    cmd("zrandmember", -2, READONLY, range(1, 1, 1), Shard(zrandmember))
+        .doc(G, "1.0.0", "Returns one or more random members from a sorted set."),
+    cmd("zunion", -3, READONLY, keynum(1, 1, 1), Conn(zunion))
+        .doc(G, "1.0.0", "Returns the union of multiple sorted sets."),
+    cmd("zinter", -3, READONLY, keynum(1, 1, 1), Conn(zinter))
+        .doc(G, "1.0.0", "Returns the intersect of multiple sorted sets."),
+    cmd("zdiff", -3, READONLY, keynum(1, 1, 1), Conn(zdiff))
+        .doc(G, "1.0.0", "Returns the difference between multiple sorted sets."),
+    cmd("zintercard", -3, READONLY, keynum(1, 1, 1), Conn(zintercard))
+        .doc(G, "1.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
+    cmd("zunionstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zunionstore))
+        .doc(G, "1.0.0", "Stores the union of multiple sorted sets in a key."),
+    cmd("zinterstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zinterstore))
+        .doc(G, "1.0.0", "Stores the intersect of multiple sorted sets in a key."),
+    cmd("zdiffstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zdiffstore))
+        .doc(G, "1.0.0", "Stores the difference of multiple sorted sets in a key."),
+    cmd("zscan", -3, READONLY, range(1, 1, 1), Shard(zscan))
+        .doc(G, "1.0.0", "Iterates over members and scores of a sorted set."),
 ];
 
 // ---------------------------------------------------------------------------------------------
-// Key specs of the numkeys commands.
+// Key spec of ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE: dst numkeys key...
 
 fn numkeys_at(args: &[&[u8]], idx: usize) -> Vec<usize> {
     let n = args.get(idx).and_then(|a| parse_i64(a)).unwrap_or(0).max(0) as usize;
     let first = idx + 1;
     let last = (first + n).min(args.len());
     (first..last).collect()
-}
-
-fn keys_numkeys_1(args: &[&[u8]]) -> Vec<usize> {
-    numkeys_at(args, 1)
-}
-
-fn keys_numkeys_2(args: &[&[u8]]) -> Vec<usize> {
-    numkeys_at(args, 2)
 }
 
 fn keys_store(args: &[&[u8]]) -> Vec<usize> {
@@ -1348,13 +1318,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         count = Some(c);
     }
     let now = cx.now;
-    let mut seed = cx.shard.rand() | 1;
-    let mut rnd = move |n: usize| -> usize {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n.max(1) as u64) as usize
-    };
+    let mut rng = cx.shard.fork_rng();
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
         Err(()) => return reply.error(ERR_WRONGTYPE),
@@ -1369,7 +1333,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     let len = z.len();
     let Some(c) = count else {
-        match z.at(rnd(len)) {
+        match z.at(rng.index(len)) {
             Some((m, _)) => reply.bulk(&m),
             None => reply.null(),
         }
@@ -1383,7 +1347,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         let n = c.unsigned_abs() as usize;
         pairs_header(reply, n, withscores);
         for _ in 0..n {
-            if let Some((m, s)) = z.at(rnd(len)) {
+            if let Some((m, s)) = z.at(rng.index(len)) {
                 pair(reply, &m, s, withscores);
             }
         }
@@ -1399,17 +1363,14 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     // Distinct picks.
     let picks: Vec<usize> = if c * 3 > len {
         let mut idx: Vec<usize> = (0..len).collect();
-        for i in 0..c {
-            let j = i + rnd(len - i);
-            idx.swap(i, j);
-        }
+        rng.partial_shuffle(&mut idx, c);
         idx.truncate(c);
         idx
     } else {
         let mut seen = std::collections::HashSet::with_capacity(c);
         let mut v = Vec::with_capacity(c);
         while v.len() < c {
-            let r = rnd(len);
+            let r = rng.index(len);
             if seen.insert(r) {
                 v.push(r);
             }
@@ -1427,29 +1388,6 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 // ---------------------------------------------------------------------------------------------
 // ZSCAN
 
-/// Redis `parseScanCursorOrReply` (strtoul).
-fn parse_cursor(a: &[u8]) -> Option<u64> {
-    if a.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match a[0] {
-        b'-' => (true, &a[1..]),
-        b'+' => (false, &a[1..]),
-        _ => (false, a),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// How a listpack keeps a score (integral values as integers), as ZSCAN prints it.
 fn packed_score_text(s: f64) -> String {
     let half = (i64::MAX / 2) as f64;
@@ -1460,61 +1398,32 @@ fn packed_score_text(s: f64) -> String {
     }
 }
 
+/// ZSCAN (see [`scan`]).
 fn zscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        return cx.reply.error("ERR invalid cursor");
+    let Some(cursor) = scan::cursor_arg(cx.reply, args[2]) else {
+        return;
     };
     let now = cx.now;
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
         Err(()) => return reply.error(ERR_WRONGTYPE),
-        Ok(None) => {
-            reply.array(2);
-            reply.bulk(b"0");
-            reply.empty_array();
-            return;
-        }
+        Ok(None) => return scan::reply_empty(reply),
         Ok(Some(z)) => z,
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let left = args.len() - i;
-        if eq_ic(args[i], "count") && left >= 2 {
-            let Some(n) = parse_i64(args[i + 1]) else {
-                return reply.error(ERR_NOT_INT);
-            };
-            if n < 1 {
-                return reply.error(ERR_SYNTAX);
-            }
-            count = n.min(1 << 30) as usize;
-        } else if eq_ic(args[i], "match") && left >= 2 {
-            pattern = (args[i + 1] != b"*").then_some(args[i + 1]);
-        } else {
-            return reply.error(ERR_SYNTAX);
-        }
-        i += 2;
-    }
     let pack = z.is_pack();
-    let mut out: Vec<(Vec<u8>, String)> = Vec::new();
-    let next = z.scan(cursor, count, |m, s| {
-        if pattern.is_none_or(|p| crate::config::glob::matches(p, m, false)) {
-            let t = if pack {
-                packed_score_text(s)
-            } else {
-                fmt_g17(s)
-            };
-            out.push((m.to_vec(), t));
-        }
+    scan::scan_value(reply, args, scan::Target::ZSet, |o, items| {
+        z.scan(cursor, o.count, |m, s| {
+            if o.matches(m) {
+                items.push(m.to_vec());
+                let t = if pack {
+                    packed_score_text(s)
+                } else {
+                    fmt_g17(s)
+                };
+                items.push(t.into_bytes());
+            }
+        })
     });
-    reply.array(2);
-    reply.bulk(next.to_string().as_bytes());
-    reply.array(out.len() * 2);
-    for (m, t) in &out {
-        reply.bulk(m);
-        reply.bulk(t.as_bytes());
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

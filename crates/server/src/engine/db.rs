@@ -284,6 +284,28 @@ impl Db {
         }
     }
 
+    /// The three prefetch stages over a batch of `(key, damselfly_dash::hash_key(key))` pairs,
+    /// each stage across the whole batch (bucket metadata, then the matching slots, then the
+    /// values), so that the batch's cache misses overlap. Walks `keys` three times.
+    pub fn prefetch_hashed<'k>(&self, keys: impl Iterator<Item = (&'k [u8], u64)> + Clone) {
+        for (_, h) in keys.clone() {
+            self.prefetch_1(h);
+        }
+        for (_, h) in keys.clone() {
+            self.prefetch_2(h);
+        }
+        for (k, h) in keys {
+            self.prefetch_3(k, h);
+        }
+    }
+
+    /// [`Db::prefetch_hashed`] for keys not hashed yet (each key is hashed once).
+    pub fn prefetch_keys<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        let hashed: smallvec::SmallVec<[(&[u8], u64); 16]> =
+            keys.map(|k| (k, damselfly_dash::hash_key(k))).collect();
+        self.prefetch_hashed(hashed.iter().copied());
+    }
+
     /// Write hook for blocked clients: remember `key` if somebody is blocked on it (one branch
     /// when nobody is).
     #[inline]
@@ -556,6 +578,28 @@ impl Db {
     /// Iterates all entries (no expiry filtering). For snapshots/debug.
     pub fn iter(&self) -> impl Iterator<Item = (&KeyStr, &Value)> + '_ {
         self.prime.iter()
+    }
+    /// Active hash-field expiry (Redis 7.4 field TTLs): drops the due fields of up to `budget`
+    /// hashes whose earliest field deadline has passed, deleting hashes left empty. Returns the
+    /// number of fields removed.
+    pub fn active_expire_fields(&mut self, now: u64, budget: usize) -> usize {
+        let mut removed = 0;
+        for key in self.hfe.pop_due(now, budget) {
+            let Some(pos) = self.find(&key, now) else {
+                continue;
+            };
+            let Some(h) = self.at_mut_quiet(pos).as_hash_mut() else {
+                continue;
+            };
+            removed += h.expire_fields(now);
+            let next = h.next_field_deadline();
+            if h.is_empty() {
+                self.remove_at(pos);
+            } else {
+                self.hfe.set(&key, next);
+            }
+        }
+        removed
     }
 
     /// Active expiry: walks the expiry table from where it stopped last time, looking at up to

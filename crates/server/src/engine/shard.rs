@@ -2,6 +2,7 @@
 //! plain single-threaded state machine (no locks); everything else reaches it through messages.
 
 use super::db::Db;
+use crate::rand::Rng;
 
 /// Bounded work per active-expiry tick so a shard never stalls its connections.
 const EXPIRE_CHECKS_PER_TICK: usize = 2000;
@@ -11,7 +12,7 @@ pub struct Shard {
     pub dbs: Vec<Db>,
     /// DEBUG SET-ACTIVE-EXPIRE toggles this.
     pub active_expire: bool,
-    rng: u64,
+    rng: Rng,
     pub expire_cycles: u64,
     /// Waiter registrations made on this shard (an upper bound of live ones; reset by the
     /// sweep). Zero keeps the per-command blocking check to one branch.
@@ -24,7 +25,7 @@ impl Shard {
             id,
             dbs: (0..dbnum.max(1)).map(|_| Db::new()).collect(),
             active_expire: true,
-            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+            rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F)),
             expire_cycles: 0,
             block_waiters: 0,
         }
@@ -35,15 +36,16 @@ impl Shard {
         &mut self.dbs[i]
     }
 
-    /// xorshift64*: cheap randomness for sampling (RANDOMKEY, eviction), not for security.
+    /// Cheap randomness for sampling (RANDOMKEY, eviction), not for security.
     #[inline]
     pub fn rand(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.rng.next_u64()
+    }
+
+    /// A generator seeded from the shard's, for commands that draw while they borrow a db.
+    #[inline]
+    pub fn fork_rng(&mut self) -> Rng {
+        self.rng.fork()
     }
 
     /// Periodic work driven by `--hz`: active expiry over every db, bounded per tick. If a db had
@@ -68,7 +70,7 @@ impl Shard {
         let per_db = (EXPIRE_CHECKS_PER_TICK / self.dbs.len().max(1)).max(64);
         for db in self.dbs.iter_mut() {
             if !db.hfe.is_empty() {
-                crate::commands::hash::active_expire_fields(db, now, per_db);
+                db.active_expire_fields(now, per_db);
             }
             if db.expires_len() == 0 {
                 continue;

@@ -82,15 +82,10 @@ impl Shared {
 }
 
 fn make_run_id(seed: u64) -> String {
-    let mut x = seed ^ (std::process::id() as u64).rotate_left(32) ^ 0x517c_c1b7_2722_0a95;
-    let mut s = String::with_capacity(40);
-    for _ in 0..40 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.push(char::from_digit((x % 16) as u32, 16).unwrap_or('0'));
-    }
-    s
+    let mut rng = crate::rand::Rng::new(seed ^ crate::rand::entropy());
+    (0..40)
+        .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
+        .collect()
 }
 
 enum Slot {

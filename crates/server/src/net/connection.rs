@@ -489,7 +489,7 @@ fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut V
         let mut h = None;
         if r.len() >= 2 {
             if let Some(e) = reg.lookup(&rbuf[r[0].0..r[0].1]) {
-                if matches!(e.spec.handler, Handler::Shard(_)) && e.spec.first_key == 1 {
+                if matches!(e.spec.handler, Handler::Shard(_)) && e.spec.first_key() == 1 {
                     let key = &rbuf[r[1].0..r[1].1];
                     if threads == 1 || crate::engine::shard_of(key, threads) == me {
                         h = Some(damselfly_dash::hash_key(key));
@@ -505,15 +505,10 @@ fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut V
     let Some(db) = shard.dbs.get(cx.db) else {
         return;
     };
-    for h in hashes.iter().flatten() {
-        db.prefetch_1(*h);
-    }
-    for h in hashes.iter().flatten() {
-        db.prefetch_2(*h);
-    }
-    for (r, h) in batch.iter().zip(hashes.iter()) {
-        if let Some(h) = h {
-            db.prefetch_3(&rbuf[r[1].0..r[1].1], *h);
-        }
-    }
+    db.prefetch_hashed(
+        batch
+            .iter()
+            .zip(hashes.iter())
+            .filter_map(|(r, h)| Some((&rbuf[r[1].0..r[1].1], (*h)?))),
+    );
 }

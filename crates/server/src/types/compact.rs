@@ -215,10 +215,16 @@ impl CompactStr {
     /// Stores `b` verbatim (never int-encoded).
     #[inline]
     pub fn from_bytes(b: &[u8]) -> Self {
+        Self::verbatim(b, false)
+    }
+
+    /// Stores `b` verbatim, with the raw flag `raw`.
+    #[inline]
+    fn verbatim(b: &[u8], raw: bool) -> Self {
         if b.len() <= INLINE_CAP {
-            Self::inline(b, false)
+            Self::inline(b, raw)
         } else {
-            Self::heap(b, false)
+            Self::heap(b, raw)
         }
     }
 
@@ -237,11 +243,7 @@ impl CompactStr {
     /// Stores `b` verbatim and reports it as "raw" (value built by APPEND/SETRANGE, which Redis
     /// always leaves raw-encoded).
     pub fn from_value_raw(b: &[u8]) -> Self {
-        if b.len() <= INLINE_CAP {
-            Self::inline(b, true)
-        } else {
-            Self::heap(b, true)
-        }
+        Self::verbatim(b, true)
     }
 
     #[inline]
@@ -574,24 +576,11 @@ impl Default for CompactStr {
     }
 }
 
-/// Formats `v` into `buf`, returning the used tail.
+/// Formats `v` into `buf`, returning the used tail (the protocol crate's itoa).
 #[inline]
 pub fn fmt_i64(v: i64, buf: &mut IntBuf) -> &[u8] {
-    let mut n = v.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
+    let n = damselfly_protocol::double::write_i64(v, buf);
+    &buf[buf.len() - n..]
 }
 
 /// Redis `string2ll`: optional '-', digits, no leading zeros (except "0"), no '+', no spaces.

@@ -4,7 +4,8 @@
 //! - `listpack` ([`listpack::Lp`]): one contiguous buffer of field/value strings in insertion
 //!   order, for hashes of at most `hash-max-listpack-entries` fields whose fields and values
 //!   are at most `hash-max-listpack-value` bytes;
-//! - `hashtable` ([`table::Table`]): an open-addressing table of 8-byte `CompactStr` words.
+//! - `hashtable` ([`OaTable`]): an open-addressing table of (field, value) pairs of 8-byte
+//!   `CompactStr` words.
 //!
 //! A hash converts to the table when a write would break either limit and never converts
 //! back (like Redis). Per-field expiry (Redis 7.4 HEXPIRE & co) lives beside the encoding in
@@ -13,31 +14,43 @@
 //! before touching the hash and the shard's active-expiry step calls for registered hashes.
 
 pub mod listpack;
-pub mod table;
 
 use std::collections::{BTreeSet, HashMap};
 
 use listpack::Lp;
-use table::Table;
 
 use super::compact::IntBuf;
+use super::oatable::{self, OaTable, Policy};
 use super::CompactStr;
+use crate::rand::Rng;
+
+/// The `hashtable` encoding's entries: (field, value). Fields are stored with
+/// `CompactStr::from_bytes`, never int-encoded; values may be.
+pub type Table = OaTable<(CompactStr, CompactStr)>;
+
+const _: () = assert!(std::mem::size_of::<Option<(CompactStr, CompactStr)>>() == 16);
+
+impl oatable::Entry for (CompactStr, CompactStr) {
+    /// 17 bytes a slot at a load between 3/8 and 3/4; below 1/8 it shrinks to half full.
+    const POLICY: Policy = Policy::new((3, 4), 8, 2);
+
+    #[inline]
+    fn key_hash(&self) -> u64 {
+        oatable::hash_key(self.0.raw_bytes().unwrap_or_default())
+    }
+
+    #[inline]
+    fn key_is(&self, key: &[u8]) -> bool {
+        self.0.raw_bytes() == Some(key)
+    }
+
+    fn heap_size(&self) -> usize {
+        self.0.heap_size() + self.1.heap_size()
+    }
+}
 
 /// Encoding thresholds (`hash-max-listpack-entries` / `-value`).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub entries: usize,
-    pub value: usize,
-}
-
-impl Limits {
-    /// Redis 7.0's built-in defaults (its example redis.conf says 128 entries; the compiled-in
-    /// default, which a server started without a config file uses, is 512).
-    pub const DEFAULT: Limits = Limits {
-        entries: 512,
-        value: 64,
-    };
-}
+pub use super::Limits;
 
 #[derive(Clone)]
 enum Enc {
@@ -120,31 +133,27 @@ pub enum Sampler<'a> {
 
 impl<'a> Sampler<'a> {
     /// A uniformly random entry.
-    pub fn pick(&self, rnd: &mut impl FnMut() -> u64) -> Option<(&'a [u8], HVal<'a>)> {
+    pub fn pick(&self, rng: &mut Rng) -> Option<(&'a [u8], HVal<'a>)> {
         match self {
             Sampler::Lp(v) => {
                 if v.is_empty() {
                     return None;
                 }
-                let (f, val) = v[(rnd() % v.len() as u64) as usize];
+                let (f, val) = v[rng.index(v.len())];
                 Some((f, HVal::Bytes(val)))
             }
             Sampler::Table(t) => t
-                .random(rnd)
+                .random(rng)
                 .and_then(|(k, v)| Some((k.raw_bytes()?, HVal::Str(v)))),
         }
     }
 
     /// `count` distinct entries (count < len), in no particular order.
-    pub fn distinct(
-        &self,
-        count: usize,
-        rnd: &mut impl FnMut() -> u64,
-    ) -> Vec<(&'a [u8], HVal<'a>)> {
+    pub fn distinct(&self, count: usize, rng: &mut Rng) -> Vec<(&'a [u8], HVal<'a>)> {
         match self {
             Sampler::Lp(v) => {
                 let mut idx: Vec<usize> = (0..v.len()).collect();
-                partial_shuffle(&mut idx, count, rnd);
+                rng.partial_shuffle(&mut idx, count);
                 idx[..count.min(idx.len())]
                     .iter()
                     .map(|&i| (v[i].0, HVal::Bytes(v[i].1)))
@@ -156,7 +165,7 @@ impl<'a> Sampler<'a> {
                 if count.saturating_mul(3) > len {
                     // Dense request: shuffle the occupied slots.
                     slots = (0..t.capacity()).filter(|&i| t.slot(i).is_some()).collect();
-                    partial_shuffle(&mut slots, count, rnd);
+                    rng.partial_shuffle(&mut slots, count);
                     slots.truncate(count);
                 } else {
                     // Sparse request: rejection-sample distinct slots.
@@ -164,7 +173,7 @@ impl<'a> Sampler<'a> {
                     let mut seen = std::collections::HashSet::with_capacity(count);
                     slots = Vec::with_capacity(count);
                     while slots.len() < count {
-                        let i = rnd() as usize & mask;
+                        let i = rng.next_u64() as usize & mask;
                         if t.slot(i).is_some() && seen.insert(i) {
                             slots.push(i);
                         }
@@ -177,14 +186,6 @@ impl<'a> Sampler<'a> {
                     .collect()
             }
         }
-    }
-}
-
-fn partial_shuffle(v: &mut [usize], count: usize, rnd: &mut impl FnMut() -> u64) {
-    let n = v.len();
-    for i in 0..count.min(n) {
-        let j = i + (rnd() % (n - i) as u64) as usize;
-        v.swap(i, j);
     }
 }
 
@@ -227,7 +228,7 @@ impl Hash {
     pub fn get(&self, field: &[u8]) -> Option<HVal<'_>> {
         match &self.enc {
             Enc::Lp(lp) => lp.get(field).map(HVal::Bytes),
-            Enc::Table(t) => t.get(field).map(HVal::Str),
+            Enc::Table(t) => t.get(field).map(|(_, v)| HVal::Str(v)),
         }
     }
 
@@ -240,7 +241,7 @@ impl Hash {
         if let Enc::Lp(lp) = &self.enc {
             let mut t = Table::with_capacity(self.lp_len);
             for (f, v) in lp.iter() {
-                t.insert_new(CompactStr::from_bytes(f), CompactStr::from_value(v));
+                t.insert_new((CompactStr::from_bytes(f), CompactStr::from_value(v)));
             }
             self.enc = Enc::Table(Box::new(t));
             self.lp_len = 0;
@@ -279,7 +280,16 @@ impl Hash {
                     true
                 }
             }
-            Enc::Table(t) => t.insert(field, CompactStr::from_value(value)),
+            Enc::Table(t) => {
+                let value = CompactStr::from_value(value);
+                t.upsert(field, |e| match e {
+                    Some(e) => {
+                        e.1 = value;
+                        None
+                    }
+                    None => Some((CompactStr::from_bytes(field), value)),
+                })
+            }
         }
     }
 
@@ -317,7 +327,7 @@ impl Hash {
     }
 
     /// One HSCAN step: a listpack reports everything and ends the scan; a table follows the
-    /// reverse-binary cursor (see `table`).
+    /// reverse-binary cursor (see [`oatable`]).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], HVal<'_>)) -> u64 {
         match &self.enc {
             Enc::Lp(lp) => {
@@ -428,7 +438,7 @@ impl Hash {
 }
 
 /// Per-db index of the hashes that have field TTLs, by their earliest field deadline, for the
-/// active field-expiry step (`commands::hash::active_expire_fields`). Entries may go stale
+/// active field-expiry step (`engine::db::Db::active_expire_fields`). Entries may go stale
 /// (key deleted, renamed, overwritten); the expiry step checks each popped key and drops or
 /// re-files it, so staleness costs one lookup, never a wrong deletion.
 #[derive(Default)]
@@ -492,6 +502,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::HashMap;
+
+    /// Redis 7.0's built-in defaults (its example redis.conf says 128 entries; the compiled-in
+    /// default, which a server started without a config file uses, is 512).
+    const DEFAULT: Limits = Limits {
+        entries: 512,
+        value: 64,
+    };
 
     fn dump(h: &Hash) -> HashMap<Vec<u8>, Vec<u8>> {
         let mut m = HashMap::new();
@@ -604,7 +621,7 @@ mod tests {
         for big in [false, true] {
             let mut h = Hash::default();
             for i in 0..10 {
-                h.set(format!("f{i}").as_bytes(), b"v", Limits::DEFAULT, false);
+                h.set(format!("f{i}").as_bytes(), b"v", DEFAULT, false);
             }
             if big {
                 h.convert_to_table();
@@ -618,9 +635,9 @@ mod tests {
             assert_eq!(h.len(), 9);
             assert_eq!(h.next_field_deadline(), Some(200));
             // HSET drops the TTL; HINCRBY-style keep does not.
-            h.set(b"f2", b"w", Limits::DEFAULT, true);
+            h.set(b"f2", b"w", DEFAULT, true);
             assert_eq!(h.field_ttl(b"f2"), Some(200));
-            h.set(b"f2", b"w", Limits::DEFAULT, false);
+            h.set(b"f2", b"w", DEFAULT, false);
             assert_eq!(h.field_ttl(b"f2"), None);
             assert!(!h.has_field_ttls());
             assert_eq!(h.expire_fields(1000), 0);

@@ -202,30 +202,28 @@ impl KeyStr {
     }
 
     /// Stores `b` verbatim.
+    /// Up to 15 bytes in the two words (zero-padded), under `tag`.
+    #[inline]
+    fn in_words(b: &[u8], tag: Tag) -> Self {
+        let mut raw = [0u8; 15];
+        raw[..b.len()].copy_from_slice(b);
+        let mut w0 = [0u8; 8];
+        w0.copy_from_slice(&raw[..8]);
+        let mut w1 = [0u8; 7];
+        w1.copy_from_slice(&raw[8..15]);
+        KeyStr {
+            w0: Word { bytes: w0 },
+            w1,
+            tag,
+        }
+    }
+
     #[inline]
     pub fn from_bytes(b: &[u8]) -> Self {
         if b.len() <= INLINE_CAP {
-            let mut raw = [0u8; 15];
-            raw[..b.len()].copy_from_slice(b);
-            let mut w0 = [0u8; 8];
-            w0.copy_from_slice(&raw[..8]);
-            let mut w1 = [0u8; 7];
-            w1.copy_from_slice(&raw[8..15]);
-            KeyStr {
-                w0: Word { bytes: w0 },
-                w1,
-                tag: Tag::inline(b.len()),
-            }
+            Self::in_words(b, Tag::inline(b.len()))
         } else if b.len() == 16 && (PRINTABLE_FIRST..=PRINTABLE_LAST).contains(&b[15]) {
-            let mut w0 = [0u8; 8];
-            w0.copy_from_slice(&b[..8]);
-            let mut w1 = [0u8; 7];
-            w1.copy_from_slice(&b[8..15]);
-            KeyStr {
-                w0: Word { bytes: w0 },
-                w1,
-                tag: Tag::packed16(b[15]),
-            }
+            Self::in_words(&b[..15], Tag::packed16(b[15]))
         } else {
             Self::heap(b)
         }

@@ -169,6 +169,55 @@ impl Big {
     }
 }
 
+/// An end of the list, for the operations that mirror each other.
+#[derive(Clone, Copy)]
+enum End {
+    Front,
+    Back,
+}
+
+impl End {
+    #[inline]
+    fn push(self, n: &mut Node, e: &Enc) {
+        match self {
+            End::Front => n.push_front(e),
+            End::Back => n.push_back(e),
+        }
+    }
+
+    #[inline]
+    fn remove(self, n: &mut Node) {
+        match self {
+            End::Front => n.remove_first(),
+            End::Back => n.remove_last(),
+        }
+    }
+
+    #[inline]
+    fn node_mut(self, nodes: &mut VecDeque<Node>) -> Option<&mut Node> {
+        match self {
+            End::Front => nodes.front_mut(),
+            End::Back => nodes.back_mut(),
+        }
+    }
+
+    #[inline]
+    fn add_node(self, nodes: &mut VecDeque<Node>, n: Node) {
+        match self {
+            End::Front => nodes.push_front(n),
+            End::Back => nodes.push_back(n),
+        }
+    }
+
+    #[inline]
+    fn drop_node(self, nodes: &mut VecDeque<Node>) {
+        match self {
+            End::Front => nodes.pop_front(),
+            End::Back => nodes.pop_back(),
+        };
+    }
+}
+
 impl List {
     pub fn new() -> List {
         List {
@@ -245,65 +294,43 @@ impl List {
     }
 
     pub fn push_back(&mut self, v: &[u8], fill: Fill) {
-        let enc = Enc::new(v);
-        match &mut self.repr {
-            Repr::Small(n) => {
-                if fill.allows(n, enc.size()) {
-                    n.push_back(&enc);
-                    return;
-                }
-                let first = std::mem::take(n);
-                let mut second = Node::default();
-                second.push_back(&enc);
-                let len = first.count as usize + 1;
-                let mut nodes = VecDeque::with_capacity(4);
-                nodes.push_back(first);
-                nodes.push_back(second);
-                self.repr = Repr::Big(Box::new(Big { nodes, len }));
-            }
-            Repr::Big(b) => {
-                b.len += 1;
-                if let Some(last) = b.nodes.back_mut() {
-                    if fill.allows(last, enc.size()) {
-                        last.push_back(&enc);
-                        return;
-                    }
-                }
-                let mut n = Node::default();
-                n.push_back(&enc);
-                b.nodes.push_back(n);
-            }
-        }
+        self.push(v, fill, End::Back)
     }
 
     pub fn push_front(&mut self, v: &[u8], fill: Fill) {
+        self.push(v, fill, End::Front)
+    }
+
+    /// Adds `v` at `end`: into the end node while the fill allows, else into a new end node.
+    #[inline]
+    fn push(&mut self, v: &[u8], fill: Fill, end: End) {
         let enc = Enc::new(v);
         match &mut self.repr {
             Repr::Small(n) => {
                 if fill.allows(n, enc.size()) {
-                    n.push_front(&enc);
+                    end.push(n, &enc);
                     return;
                 }
-                let second = std::mem::take(n);
-                let mut first = Node::default();
-                first.push_front(&enc);
-                let len = second.count as usize + 1;
+                let old = std::mem::take(n);
+                let mut new = Node::default();
+                end.push(&mut new, &enc);
+                let len = old.count as usize + 1;
                 let mut nodes = VecDeque::with_capacity(4);
-                nodes.push_back(first);
-                nodes.push_back(second);
+                nodes.push_back(old);
+                end.add_node(&mut nodes, new);
                 self.repr = Repr::Big(Box::new(Big { nodes, len }));
             }
             Repr::Big(b) => {
                 b.len += 1;
-                if let Some(first) = b.nodes.front_mut() {
-                    if fill.allows(first, enc.size()) {
-                        first.push_front(&enc);
+                if let Some(n) = end.node_mut(&mut b.nodes) {
+                    if fill.allows(n, enc.size()) {
+                        end.push(n, &enc);
                         return;
                     }
                 }
                 let mut n = Node::default();
-                n.push_front(&enc);
-                b.nodes.push_front(n);
+                end.push(&mut n, &enc);
+                end.add_node(&mut b.nodes, n);
             }
         }
     }
@@ -325,47 +352,32 @@ impl List {
 
     /// Removes the first element; false when empty.
     pub fn pop_front(&mut self) -> bool {
-        match &mut self.repr {
-            Repr::Small(n) => {
-                if n.count == 0 {
-                    return false;
-                }
-                n.remove_first();
-                true
-            }
-            Repr::Big(b) => {
-                let Some(first) = b.nodes.front_mut() else {
-                    return false;
-                };
-                first.remove_first();
-                b.len -= 1;
-                if first.count == 0 {
-                    b.nodes.pop_front();
-                    self.maybe_small();
-                }
-                true
-            }
-        }
+        self.pop(End::Front)
     }
 
     /// Removes the last element; false when empty.
     pub fn pop_back(&mut self) -> bool {
+        self.pop(End::Back)
+    }
+
+    #[inline]
+    fn pop(&mut self, end: End) -> bool {
         match &mut self.repr {
             Repr::Small(n) => {
                 if n.count == 0 {
                     return false;
                 }
-                n.remove_last();
+                end.remove(n);
                 true
             }
             Repr::Big(b) => {
-                let Some(last) = b.nodes.back_mut() else {
+                let Some(n) = end.node_mut(&mut b.nodes) else {
                     return false;
                 };
-                last.remove_last();
+                end.remove(n);
                 b.len -= 1;
-                if last.count == 0 {
-                    b.nodes.pop_back();
+                if n.count == 0 {
+                    end.drop_node(&mut b.nodes);
                     self.maybe_small();
                 }
                 true

@@ -2,17 +2,47 @@
 //! - `intset`: every member is an integer (Redis `string2ll` syntax) and there are at most
 //!   `set-max-intset-entries` of them: sorted packed integers (see [`intset`]);
 //! - `hashtable`: anything else: an open-addressing table of 8-byte `CompactStr` words (see
-//!   [`table`]).
+//!   [`OaTable`]).
 //!
 //! Conversion is one-way (intset → hashtable), when a non-integer member is added or the intset
 //! grows past the limit, like Redis.
 
 pub mod intset;
-pub mod table;
 
+use crate::rand::Rng;
 use crate::types::compact::{fmt_i64, parse_strict_i64, CompactStr, IntBuf};
+use crate::types::oatable::{self, OaTable, Policy};
 use intset::IntSet;
-use table::Table;
+
+/// The `hashtable` encoding: member words (integers stay int-encoded and hash as their
+/// decimal text).
+pub type Table = OaTable<CompactStr>;
+
+impl oatable::Entry for CompactStr {
+    /// 9 bytes a slot at a load of at most 0.8; below 10% it shrinks (Redis's htNeedsResize).
+    const POLICY: Policy = Policy::new((4, 5), 10, 1);
+
+    #[inline]
+    fn key_hash(&self) -> u64 {
+        let mut buf: IntBuf = [0; 20];
+        oatable::hash_key(self.bytes(&mut buf))
+    }
+
+    #[inline]
+    fn key_is(&self, key: &[u8]) -> bool {
+        match self.raw_bytes() {
+            Some(r) => r == key,
+            None => {
+                let mut buf: IntBuf = [0; 20];
+                self.bytes(&mut buf) == key
+            }
+        }
+    }
+
+    fn heap_size(&self) -> usize {
+        CompactStr::heap_size(self)
+    }
+}
 
 /// See the module docs.
 #[derive(Clone)]
@@ -117,7 +147,7 @@ impl Set {
         if let Repr::Ints(i) = &self.repr {
             let mut t = Table::with_capacity(i.len() + extra);
             for v in i.iter() {
-                t.insert_new_int(v);
+                t.insert_new(CompactStr::from_int(v));
             }
             self.repr = Repr::Table(Box::new(t));
         }
@@ -139,12 +169,12 @@ impl Set {
                 None => {
                     self.convert(1);
                     if let Repr::Table(t) = &mut self.repr {
-                        t.insert(m);
+                        table_add(t, m);
                     }
                     true
                 }
             },
-            Repr::Table(t) => t.insert(m),
+            Repr::Table(t) => table_add(t, m),
         }
     }
 
@@ -155,7 +185,7 @@ impl Set {
                 Some(v) => i.remove(v),
                 None => false,
             },
-            Repr::Table(t) => t.remove(m),
+            Repr::Table(t) => t.remove(m).is_some(),
         }
     }
 
@@ -197,10 +227,10 @@ impl Set {
 
     /// A uniformly random position holding a member (the set must not be empty). Positions are
     /// stable until the set is modified.
-    pub fn random_pos(&self, rnd: &mut impl FnMut() -> u64) -> usize {
+    pub fn random_pos(&self, rng: &mut Rng) -> usize {
         match &self.repr {
-            Repr::Ints(i) => (rnd() % i.len().max(1) as u64) as usize,
-            Repr::Table(t) => t.random_slot(rnd),
+            Repr::Ints(i) => rng.index(i.len()),
+            Repr::Table(t) => t.random_slot(rng),
         }
     }
 
@@ -213,20 +243,20 @@ impl Set {
     }
 
     /// A uniformly random member (None when empty).
-    pub fn random(&self, rnd: &mut impl FnMut() -> u64) -> Option<Member<'_>> {
+    pub fn random(&self, rng: &mut Rng) -> Option<Member<'_>> {
         if self.is_empty() {
             return None;
         }
-        let p = self.random_pos(rnd);
+        let p = self.random_pos(rng);
         self.at_pos(p)
     }
 
     /// Removes and returns a uniformly random member.
-    pub fn pop_random(&mut self, rnd: &mut impl FnMut() -> u64) -> Option<Vec<u8>> {
+    pub fn pop_random(&mut self, rng: &mut Rng) -> Option<Vec<u8>> {
         if self.is_empty() {
             return None;
         }
-        let p = self.random_pos(rnd);
+        let p = self.random_pos(rng);
         match &mut self.repr {
             Repr::Ints(i) => {
                 let v = i.get(p);
@@ -239,7 +269,7 @@ impl Set {
     }
 
     /// One SSCAN step. Intsets return everything with cursor 0 (like Redis's compact
-    /// encodings); tables follow the reverse-binary cursor (see [`table`]).
+    /// encodings); tables follow the reverse-binary cursor (see [`oatable`]).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(Member<'_>)) -> u64 {
         match &self.repr {
             Repr::Ints(i) => {
@@ -261,6 +291,14 @@ impl Set {
             t.check();
         }
     }
+}
+
+/// Adds `m` to a table; false when already a member.
+fn table_add(t: &mut Table, m: &[u8]) -> bool {
+    t.upsert(m, |e| match e {
+        Some(_) => None,
+        None => Some(CompactStr::from_value(m)),
+    })
 }
 
 /// Iterator over a set's members.
@@ -293,16 +331,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
-
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed | 1;
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
 
     #[test]
     fn encodings_convert_at_the_limits() {
@@ -366,7 +394,7 @@ mod tests {
 
     #[test]
     fn random_members_cover_the_set() {
-        let mut r = rng(7);
+        let mut r = crate::rand::Rng::new(7);
         let mut s = Set::new();
         for i in 0..50 {
             s.add(format!("e{i}").as_bytes(), 512);
@@ -416,7 +444,7 @@ mod tests {
         fn matches_a_btreeset(ops in proptest::collection::vec(op(), 1..400), limit in 0usize..40) {
             let mut s = Set::new();
             let mut model: BTreeSet<Vec<u8>> = BTreeSet::new();
-            let mut r = rng(99);
+            let mut r = crate::rand::Rng::new(99);
             for o in ops {
                 match o {
                     Op::Add(m) => prop_assert_eq!(s.add(&m, limit), model.insert(m)),

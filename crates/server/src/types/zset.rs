@@ -22,20 +22,9 @@ use pack::Pack;
 
 use super::compact::CompactStr;
 
-/// Encoding thresholds (from the config at the time of the command).
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub entries: usize,
-    pub value: usize,
-}
-
-impl Limits {
-    /// Whether `n` members of at most `maxlen` bytes fit the compact encoding (any count: the
-    /// pack's header saturates instead of wrapping, see [`pack`]).
-    pub fn fits(&self, n: usize, maxlen: usize) -> bool {
-        n <= self.entries && maxlen <= self.value
-    }
-}
+/// Encoding thresholds (`zset-max-listpack-entries` / `-value`). Any count fits a pack: its
+/// header saturates instead of wrapping (see [`pack`]).
+pub use super::Limits;
 
 /// Order-preserving map of a score to u64 (-0 and 0 map alike: Redis treats them as equal).
 #[inline]

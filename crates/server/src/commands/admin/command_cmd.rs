@@ -3,6 +3,7 @@
 use damselfly_protocol::Reply;
 
 use crate::commands::connection::help_reply;
+use crate::commands::spec::acl;
 use crate::commands::util::*;
 use crate::commands::{flags, registry, CommandSpec, ConnCtx, Entry};
 use crate::config::glob;
@@ -38,15 +39,19 @@ fn write_info(r: &mut Reply, e: &Entry) {
     for f in fl {
         r.simple(f);
     }
-    r.int(s.first_key as i64);
-    r.int(s.last_key as i64);
-    r.int(s.step as i64);
-    r.set(s.acl.len());
-    for a in s.acl {
+    // The legacy triple, and one range key spec built from it (keynum and custom key specs are
+    // not described further).
+    let (first, last, step) = s.keys.legacy();
+    r.int(first as i64);
+    r.int(last as i64);
+    r.int(step as i64);
+    let cats = s.acl_categories();
+    r.set(acl::names(cats).count());
+    for a in acl::names(cats) {
         r.simple(a);
     }
     r.set(0);
-    if s.first_key > 0 {
+    if first > 0 {
         r.set(1);
         r.map(3);
         r.bulk_str("flags");
@@ -62,7 +67,7 @@ fn write_info(r: &mut Reply, e: &Entry) {
         r.bulk_str("spec");
         r.map(1);
         r.bulk_str("index");
-        r.int(s.first_key as i64);
+        r.int(first as i64);
         r.bulk_str("find_keys");
         r.map(2);
         r.bulk_str("type");
@@ -70,13 +75,13 @@ fn write_info(r: &mut Reply, e: &Entry) {
         r.bulk_str("spec");
         r.map(3);
         r.bulk_str("lastkey");
-        r.int(if s.last_key < 0 {
-            s.last_key as i64
+        r.int(if last < 0 {
+            last as i64
         } else {
-            (s.last_key - s.first_key) as i64
+            (last - first) as i64
         });
         r.bulk_str("keystep");
-        r.int(s.step as i64);
+        r.int(step as i64);
         r.bulk_str("limit");
         r.int(0);
     } else {
@@ -103,7 +108,7 @@ fn write_docs(r: &mut Reply, e: &Entry) {
     r.bulk_str("since");
     r.bulk_str(s.since);
     r.bulk_str("group");
-    r.bulk_str(s.group);
+    r.bulk_str(s.group.name());
     if has_subs {
         r.bulk_str("subcommands");
         let subs = sorted_subs(e);
@@ -190,10 +195,7 @@ pub fn command_list(cx: &mut ConnCtx, args: &[&[u8]]) {
     let keep = |e: &Entry| match &filter {
         Filter::None => true,
         Filter::Module => false,
-        Filter::Acl(cat) => e
-            .spec
-            .acl
-            .iter()
+        Filter::Acl(cat) => acl::names(e.spec.acl_categories())
             .any(|a| a.trim_start_matches('@').eq_ignore_ascii_case(cat)),
         Filter::Pattern(p) => glob::matches(p, e.fullname.as_bytes(), true),
     };
@@ -239,31 +241,11 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
             .error("ERR Invalid number of arguments specified for command");
         return None;
     }
-    if s.first_key <= 0 && s.keys_fn.is_none() {
+    if s.keys.is_none() {
         cx.reply.error("ERR The command has no key arguments");
         return None;
     }
-    if s.keys_fn.is_some() {
-        let pos = crate::commands::coordinator::key_positions(s, cmdargs);
-        if pos.is_empty() {
-            cx.reply
-                .error("ERR Invalid arguments specified for command");
-            return None;
-        }
-        return Some((e, pos));
-    }
-    let last = if s.last_key < 0 {
-        argc + s.last_key
-    } else {
-        s.last_key.min(argc - 1)
-    };
-    let step = s.step.max(1);
-    let mut pos = Vec::new();
-    let mut i = s.first_key;
-    while i <= last && i < argc {
-        pos.push(i as usize);
-        i += step;
-    }
+    let pos = s.keys.positions(cmdargs);
     if pos.is_empty() {
         cx.reply
             .error("ERR Invalid arguments specified for command");

@@ -9,419 +9,122 @@
 
 pub mod command_cmd;
 pub mod config_cmd;
+pub mod console;
 pub mod debug;
 pub mod info;
+pub mod metrics;
 pub mod misc;
+pub mod stats_snapshot;
+pub mod sysinfo;
 
-use super::{cmd, container, flags::*, CommandSpec, Handler};
+use super::spec::prelude::*;
 
-pub use info::{console_page, prometheus_metrics};
+pub use console::console_page;
+pub use metrics::prometheus_metrics;
 pub use misc::slowlog_record;
 
-const ADMIN_ACL: &[&str] = &["@admin", "@slow", "@dangerous"];
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 
+const G: Group = Group::Server;
+
+#[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "info",
-        -1,
-        LOADING | STALE | SENTINEL,
-        (0, 0, 0),
-        &["@slow", "@dangerous"],
-        "server",
-        "Returns information and statistics about the server.",
-        Handler::Conn(info::info),
-    ),
-    container(
-        "config",
-        -2,
-        &["@slow"],
-        "server",
-        "A container for server configuration commands.",
-        CONFIG_SUBS,
-    ),
-    CommandSpec {
-        arity: -1,
-        flags: LOADING | STALE | SENTINEL,
-        acl: &["@slow", "@connection"],
-        since: "2.8.13",
-        handler: Handler::Local(command_cmd::command),
-        ..container(
-            "command",
-            -1,
-            &["@slow", "@connection"],
-            "server",
-            "Returns detailed information about all commands.",
-            COMMAND_SUBS,
-        )
-    },
-    cmd(
-        "time",
-        1,
-        LOADING | STALE | FAST,
-        (0, 0, 0),
-        &["@fast"],
-        "server",
-        "Returns the server time.",
-        Handler::Local(misc::time),
-    ),
-    cmd(
-        "lastsave",
-        1,
-        LOADING | STALE | FAST,
-        (0, 0, 0),
-        &["@admin", "@fast", "@dangerous"],
-        "server",
-        "Returns the Unix timestamp of the last successful save to disk.",
-        Handler::Local(misc::lastsave),
-    ),
-    cmd(
-        "shutdown",
-        -1,
-        ADMIN_FLAGS | NO_MULTI | SENTINEL | ALLOW_BUSY,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Synchronously saves the database(s) to disk and shuts down the server.",
-        Handler::Local(misc::shutdown),
-    ),
-    cmd(
-        "debug",
-        -2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "A container for debugging commands.",
-        Handler::Conn(debug::debug),
-    ),
-    container(
-        "memory",
-        -2,
-        &["@slow"],
-        "server",
-        "A container for memory diagnostics commands.",
-        MEMORY_SUBS,
-    ),
-    container(
-        "slowlog",
-        -2,
-        &["@slow"],
-        "server",
-        "A container for slow log commands.",
-        SLOWLOG_SUBS,
-    ),
-    container(
-        "latency",
-        -2,
-        &["@slow"],
-        "server",
-        "A container for latency diagnostics commands.",
-        LATENCY_SUBS,
-    ),
+    cmd("info", -1, LOADING | STALE | SENTINEL, NOKEYS, Conn(info::info)).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Returns information and statistics about the server."),
+    container("config", -2, CONFIG_SUBS)
+        .doc(G, "2.0.0", "A container for server configuration commands."),
+    cmd("command", -1, LOADING | STALE | SENTINEL, NOKEYS, Local(command_cmd::command)).subs(COMMAND_SUBS).acl(acl::CONNECTION)
+        .doc(G, "2.8.13", "Returns detailed information about all commands."),
+    cmd("time", 1, LOADING | STALE | FAST, NOKEYS, Local(misc::time))
+        .doc(G, "1.0.0", "Returns the server time."),
+    cmd("lastsave", 1, LOADING | STALE | FAST, NOKEYS, Local(misc::lastsave)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    cmd("shutdown", -1, ADMIN_FLAGS | NO_MULTI | SENTINEL | ALLOW_BUSY, NOKEYS, Local(misc::shutdown))
+        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the server."),
+    cmd("debug", -2, ADMIN_FLAGS, NOKEYS, Conn(debug::debug))
+        .doc(G, "1.0.0", "A container for debugging commands."),
+    container("memory", -2, MEMORY_SUBS)
+        .doc(G, "2.0.0", "A container for memory diagnostics commands."),
+    container("slowlog", -2, SLOWLOG_SUBS)
+        .doc(G, "2.0.0", "A container for slow log commands."),
+    container("latency", -2, LATENCY_SUBS)
+        .doc(G, "2.0.0", "A container for latency diagnostics commands."),
 ];
 
+#[rustfmt::skip]
 static CONFIG_SUBS: &[CommandSpec] = &[
-    cmd(
-        "get",
-        -3,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns the effective values of configuration parameters.",
-        Handler::Local(config_cmd::config_get),
-    ),
-    cmd(
-        "set",
-        -4,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Sets configuration parameters in-flight.",
-        Handler::Local(config_cmd::config_set),
-    ),
-    cmd(
-        "resetstat",
-        2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Resets the server's statistics.",
-        Handler::Conn(config_cmd::config_resetstat),
-    ),
-    cmd(
-        "rewrite",
-        2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Persists the effective configuration to file.",
-        Handler::Local(config_cmd::config_rewrite),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Returns helpful text about the different subcommands.",
-        Handler::Local(config_cmd::config_help),
-    ),
+    cmd("get", -3, ADMIN_FLAGS, NOKEYS, Local(config_cmd::config_get))
+        .doc(G, "1.0.0", "Returns the effective values of configuration parameters."),
+    cmd("set", -4, ADMIN_FLAGS, NOKEYS, Local(config_cmd::config_set))
+        .doc(G, "1.0.0", "Sets configuration parameters in-flight."),
+    cmd("resetstat", 2, ADMIN_FLAGS, NOKEYS, Conn(config_cmd::config_resetstat))
+        .doc(G, "1.0.0", "Resets the server's statistics."),
+    cmd("rewrite", 2, ADMIN_FLAGS, NOKEYS, Local(config_cmd::config_rewrite))
+        .doc(G, "1.0.0", "Persists the effective configuration to file."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(config_cmd::config_help))
+        .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static COMMAND_SUBS: &[CommandSpec] = &[
-    cmd(
-        "count",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Returns a count of commands.",
-        Handler::Local(command_cmd::command_count),
-    ),
-    cmd(
-        "list",
-        -2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Returns a list of command names.",
-        Handler::Local(command_cmd::command_list),
-    ),
-    cmd(
-        "info",
-        -2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Returns information about one, multiple or all commands.",
-        Handler::Local(command_cmd::command_info),
-    ),
-    cmd(
-        "docs",
-        -2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Returns documentary information about one, multiple or all commands.",
-        Handler::Local(command_cmd::command_docs),
-    ),
-    cmd(
-        "getkeys",
-        -3,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Extracts the key names from an arbitrary command.",
-        Handler::Local(command_cmd::command_getkeys),
-    ),
-    cmd(
-        "getkeysandflags",
-        -3,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Extracts the key names and access flags for an arbitrary command.",
-        Handler::Local(command_cmd::command_getkeysandflags),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow", "@connection"],
-        "server",
-        "Returns helpful text about the different subcommands.",
-        Handler::Local(command_cmd::command_help),
-    ),
+    cmd("count", 2, LOADING | STALE, NOKEYS, Local(command_cmd::command_count)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Returns a count of commands."),
+    cmd("list", -2, LOADING | STALE, NOKEYS, Local(command_cmd::command_list)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Returns a list of command names."),
+    cmd("info", -2, LOADING | STALE, NOKEYS, Local(command_cmd::command_info)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Returns information about one, multiple or all commands."),
+    cmd("docs", -2, LOADING | STALE, NOKEYS, Local(command_cmd::command_docs)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Returns documentary information about one, multiple or all commands."),
+    cmd("getkeys", -3, LOADING | STALE, NOKEYS, Local(command_cmd::command_getkeys)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Extracts the key names from an arbitrary command."),
+    cmd("getkeysandflags", -3, LOADING | STALE, NOKEYS, Local(command_cmd::command_getkeysandflags)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Extracts the key names and access flags for an arbitrary command."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(command_cmd::command_help)).acl(acl::CONNECTION)
+        .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static MEMORY_SUBS: &[CommandSpec] = &[
-    cmd(
-        "usage",
-        -3,
-        READONLY,
-        (2, 2, 1),
-        &["@read", "@slow"],
-        "server",
-        "Estimates the memory usage of a key.",
-        Handler::Shard(debug::memory_usage),
-    ),
-    cmd(
-        "stats",
-        2,
-        0,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Returns details about memory usage.",
-        Handler::Conn(debug::memory_stats),
-    ),
-    cmd(
-        "doctor",
-        2,
-        0,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Outputs a memory problems report.",
-        Handler::Local(debug::memory_doctor),
-    ),
-    cmd(
-        "malloc-stats",
-        2,
-        0,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Returns the allocator statistics.",
-        Handler::Local(debug::memory_malloc_stats),
-    ),
-    cmd(
-        "purge",
-        2,
-        0,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Asks the allocator to release memory.",
-        Handler::Local(debug::memory_purge),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Returns helpful text about the different subcommands.",
-        Handler::Local(debug::memory_help),
-    ),
+    cmd("usage", -3, READONLY, range(2, 2, 1), Shard(debug::memory_usage))
+        .doc(G, "1.0.0", "Estimates the memory usage of a key."),
+    cmd("stats", 2, 0, NOKEYS, Conn(debug::memory_stats))
+        .doc(G, "1.0.0", "Returns details about memory usage."),
+    cmd("doctor", 2, 0, NOKEYS, Local(debug::memory_doctor))
+        .doc(G, "1.0.0", "Outputs a memory problems report."),
+    cmd("malloc-stats", 2, 0, NOKEYS, Local(debug::memory_malloc_stats))
+        .doc(G, "1.0.0", "Returns the allocator statistics."),
+    cmd("purge", 2, 0, NOKEYS, Local(debug::memory_purge))
+        .doc(G, "1.0.0", "Asks the allocator to release memory."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(debug::memory_help))
+        .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static SLOWLOG_SUBS: &[CommandSpec] = &[
-    cmd(
-        "get",
-        -2,
-        ADMIN | LOADING | STALE,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns the slow log's entries.",
-        Handler::Conn(misc::slowlog_get),
-    ),
-    cmd(
-        "len",
-        2,
-        ADMIN | LOADING | STALE,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns the number of entries in the slow log.",
-        Handler::Conn(misc::slowlog_len),
-    ),
-    cmd(
-        "reset",
-        2,
-        ADMIN | LOADING | STALE,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Clears all entries from the slow log.",
-        Handler::Conn(misc::slowlog_reset),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Show helpful text about the different subcommands.",
-        Handler::Local(misc::slowlog_help),
-    ),
+    cmd("get", -2, ADMIN | LOADING | STALE, NOKEYS, Conn(misc::slowlog_get))
+        .doc(G, "1.0.0", "Returns the slow log's entries."),
+    cmd("len", 2, ADMIN | LOADING | STALE, NOKEYS, Conn(misc::slowlog_len))
+        .doc(G, "1.0.0", "Returns the number of entries in the slow log."),
+    cmd("reset", 2, ADMIN | LOADING | STALE, NOKEYS, Conn(misc::slowlog_reset))
+        .doc(G, "1.0.0", "Clears all entries from the slow log."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(misc::slowlog_help))
+        .doc(G, "1.0.0", "Show helpful text about the different subcommands."),
 ];
 
+#[rustfmt::skip]
 static LATENCY_SUBS: &[CommandSpec] = &[
-    cmd(
-        "doctor",
-        2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns a human-readable latency analysis report.",
-        Handler::Local(misc::latency_doctor),
-    ),
-    cmd(
-        "latest",
-        2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns the latest latency samples for all events.",
-        Handler::Local(misc::latency_empty),
-    ),
-    cmd(
-        "history",
-        3,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns timestamp-latency samples for an event.",
-        Handler::Local(misc::latency_empty),
-    ),
-    cmd(
-        "graph",
-        3,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns a latency graph for an event.",
-        Handler::Local(misc::latency_graph),
-    ),
-    cmd(
-        "reset",
-        -2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Resets the latency data for one or more events.",
-        Handler::Local(misc::latency_reset),
-    ),
-    cmd(
-        "histogram",
-        -2,
-        ADMIN_FLAGS,
-        (0, 0, 0),
-        ADMIN_ACL,
-        "server",
-        "Returns the cumulative distribution of latencies of a subset or all commands.",
-        Handler::Local(misc::latency_histogram),
-    ),
-    cmd(
-        "help",
-        2,
-        LOADING | STALE,
-        (0, 0, 0),
-        &["@slow"],
-        "server",
-        "Returns helpful text about the different subcommands.",
-        Handler::Local(misc::latency_help),
-    ),
+    cmd("doctor", 2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_doctor))
+        .doc(G, "1.0.0", "Returns a human-readable latency analysis report."),
+    cmd("latest", 2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_empty))
+        .doc(G, "1.0.0", "Returns the latest latency samples for all events."),
+    cmd("history", 3, ADMIN_FLAGS, NOKEYS, Local(misc::latency_empty))
+        .doc(G, "1.0.0", "Returns timestamp-latency samples for an event."),
+    cmd("graph", 3, ADMIN_FLAGS, NOKEYS, Local(misc::latency_graph))
+        .doc(G, "1.0.0", "Returns a latency graph for an event."),
+    cmd("reset", -2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_reset))
+        .doc(G, "1.0.0", "Resets the latency data for one or more events."),
+    cmd("histogram", -2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_histogram))
+        .doc(G, "1.0.0", "Returns the cumulative distribution of latencies of a subset or all commands."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(misc::latency_help))
+        .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),
 ];

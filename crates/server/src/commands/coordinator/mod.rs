@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use smallvec::SmallVec;
 
-use super::{flags, CommandSpec, ConnCtx};
+use super::{flags, CommandSpec, ConnCtx, PlanSink};
 use crate::engine::router::route;
 use crate::engine::vll::{self, KeyLock, Locks, Sched, ShardLock};
 use crate::engine::worker::Call;
@@ -58,67 +58,52 @@ pub struct Deferred {
 pub struct LockPlan {
     pub keys: Vec<(usize, KeyLock)>,
     pub global: Option<ShardLock>,
+    /// Planning context: the number of shards, the db the next command's keys are in (EXEC: a
+    /// queued SELECT switches it for the commands after it) and the number of dbs.
+    threads: usize,
+    db: usize,
+    dbnum: usize,
 }
 
 impl LockPlan {
-    pub fn add_command(&mut self, spec: &CommandSpec, args: &[&[u8]], db: usize, threads: usize) {
+    pub fn new(threads: usize, db: usize, dbnum: usize) -> Self {
+        LockPlan {
+            threads,
+            db,
+            dbnum,
+            ..Default::default()
+        }
+    }
+
+    /// Adds the locks of one command: its key spec's keys (in the current db), the whole-shard
+    /// lock of a global command, then whatever its `plan` hook adds (keys in another db, all
+    /// shards for SORT's BY/GET patterns, SELECT's db switch).
+    pub fn add_command(&mut self, spec: &CommandSpec, args: &[&[u8]]) {
         let excl = spec.flags & flags::WRITE != 0;
         if spec.flags & flags::TX_GLOBAL_WRITE != 0 {
             self.global = Some(ShardLock::Excl);
         } else if spec.flags & flags::TX_GLOBAL_READ != 0 && self.global.is_none() {
             self.global = Some(ShardLock::Shared);
         }
+        let (db, threads) = (self.db, self.threads);
         let lock = |k: &[u8]| {
             let (s, h) = route(k, threads);
             (s, KeyLock::with_hash(db, h, excl))
         };
-        if spec.keys_fn.is_some() {
-            for i in key_positions(spec, args) {
-                self.keys.push(lock(args[i]));
-            }
-        } else {
-            // The common case, without key_positions' Vec.
-            let (first, last, step) = legacy_range(spec, args.len());
+        if let Some((first, last, step)) = spec.keys.range(args.len()) {
+            // The common case, without `positions`' Vec.
             self.keys
                 .reserve((last + 1).saturating_sub(first).div_ceil(step));
             for i in (first..=last).step_by(step) {
                 self.keys.push(lock(args[i]));
             }
+        } else {
+            for i in spec.keys.positions(args) {
+                self.keys.push(lock(args[i]));
+            }
         }
-        // Keys in another db than the key spec says: MOVE key db, COPY src dst DB n.
-        let other_db = |a: &[u8]| super::util::parse_i64(a).filter(|&n| n >= 0);
-        match spec.name {
-            "move" if args.len() == 3 => {
-                if let Some(n) = other_db(args[2]) {
-                    let k = args[1];
-                    self.keys
-                        .push((shard_of(k, threads), KeyLock::new(n as usize, k, true)));
-                }
-            }
-            "copy" if args.len() >= 5 => {
-                let mut j = 3;
-                while j + 1 < args.len() {
-                    if super::util::eq_ic(args[j], "db") {
-                        if let Some(n) = other_db(args[j + 1]) {
-                            let k = args[2];
-                            self.keys
-                                .push((shard_of(k, threads), KeyLock::new(n as usize, k, true)));
-                        }
-                    }
-                    j += 1;
-                }
-            }
-            // BY/GET patterns name keys nobody can know in advance: lock every shard.
-            "sort" | "sort_ro" => {
-                if let Some(excl) = super::sort::pattern_lock(args) {
-                    if excl {
-                        self.global = Some(ShardLock::Excl);
-                    } else if self.global.is_none() {
-                        self.global = Some(ShardLock::Shared);
-                    }
-                }
-            }
-            _ => {}
+        if let Some(hook) = spec.plan {
+            hook(args, self);
         }
     }
 
@@ -153,31 +138,27 @@ impl LockPlan {
     }
 }
 
-/// Argument indices of a command's keys from its (legacy) key spec.
-pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> Vec<usize> {
-    if let Some(f) = spec.keys_fn {
-        let mut v = f(args);
-        v.retain(|&i| i >= 1 && i < args.len());
-        return v;
+/// The commands' `plan` hooks add their extra locks here (after the key spec's keys).
+impl PlanSink for LockPlan {
+    fn lock_key(&mut self, db: usize, key: &[u8], excl: bool) {
+        self.keys
+            .push((shard_of(key, self.threads), KeyLock::new(db, key, excl)));
     }
-    let (first, last, step) = legacy_range(spec, args.len());
-    (first..=last).step_by(step).collect()
-}
 
-/// The key argument range `first..=last` (empty when first > last) and step of a legacy key spec,
-/// clipped to the arguments present.
-fn legacy_range(spec: &CommandSpec, argc: usize) -> (usize, usize, usize) {
-    let first = spec.first_key.max(0) as usize;
-    let last = if spec.last_key < 0 {
-        argc as i64 + spec.last_key as i64
-    } else {
-        spec.last_key as i64
-    };
-    let step = spec.step.max(1) as usize;
-    if first == 0 || last < first as i64 || first >= argc {
-        (1, 0, step)
-    } else {
-        (first, last.min(argc as i64 - 1) as usize, step)
+    fn lock_all_shards(&mut self, excl: bool) {
+        if excl {
+            self.global = Some(ShardLock::Excl);
+        } else if self.global.is_none() {
+            self.global = Some(ShardLock::Shared);
+        }
+    }
+
+    fn select_db(&mut self, db: usize) {
+        self.db = db;
+    }
+
+    fn dbnum(&self) -> usize {
+        self.dbnum
     }
 }
 
@@ -199,12 +180,11 @@ impl Routes {
         self.shards.clear();
     }
 
-    /// Records the plan's key shards when they are exactly the legacy key range of `spec`.
+    /// Records the plan's key shards when they are exactly the key range of `spec`.
     fn record(&mut self, spec: &CommandSpec, args: &[&[u8]], plan: &LockPlan) {
-        if spec.keys_fn.is_some() {
+        let Some((first, last, step)) = spec.keys.range(args.len()) else {
             return;
-        }
-        let (first, last, step) = legacy_range(spec, args.len());
+        };
         let n = (last + 1).saturating_sub(first).div_ceil(step);
         // Extra locks (MOVE's and COPY's other db) come after the range's keys.
         if n == 0 || plan.keys.len() < n {
@@ -456,8 +436,8 @@ pub fn plan_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> Opt
         // Single shard with no transaction anywhere: nothing to lock or check.
         return None;
     }
-    let mut plan = LockPlan::default();
-    plan.add_command(spec, args, cx.db, threads);
+    let mut plan = LockPlan::new(threads, cx.db, cx.shared().config.dbnum());
+    plan.add_command(spec, args);
     cx.routes.record(spec, args, &plan);
     let multi_shard =
         global || plan.global.is_some() || plan.keys.iter().any(|(s, _)| *s != plan.keys[0].0);

@@ -11,7 +11,8 @@ use smallvec::SmallVec;
 use damselfly_protocol::Reply;
 
 use crate::commands::{
-    flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, ReplyMode, ShardFn,
+    flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, KeySpec, ReplyMode,
+    ShardFn,
 };
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
@@ -49,14 +50,16 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
         (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
     let auth_ok =
         cx.authed || spec.flags & flags::NO_AUTH != 0 || !cx.worker.shared.config.has_password();
-    let single_key = spec.keys_fn.is_none()
-        && spec.first_key > 0
-        && spec.last_key == spec.first_key
-        && (spec.first_key as usize) < args.len();
+    let single_key = match spec.keys {
+        KeySpec::Range { first, last, .. } => {
+            first > 0 && last == first && (first as usize) < args.len()
+        }
+        _ => false,
+    };
     if !spec.subcommands.is_empty() || !arity_ok || !auth_ok || !single_key {
         return None;
     }
-    let shard = shard_of(args[spec.first_key as usize], cx.threads());
+    let shard = shard_of(args[spec.first_key() as usize], cx.threads());
     Some(Route { entry, f, shard })
 }
 
@@ -87,7 +90,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             idxs.iter().map(|&i| run[i].how.entry.static_name).collect();
         let kpos: SmallVec<[usize; 16]> = idxs
             .iter()
-            .map(|&i| run[i].how.entry.spec.first_key as usize)
+            .map(|&i| run[i].how.entry.spec.first_key() as usize)
             .collect();
         let locks: Locks = idxs
             .iter()
@@ -95,7 +98,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 let c = &run[i];
                 KeyLock::new(
                     db,
-                    c.args[c.how.entry.spec.first_key as usize],
+                    c.args[c.how.entry.spec.first_key() as usize],
                     c.how.entry.spec.flags & flags::WRITE != 0,
                 )
             })

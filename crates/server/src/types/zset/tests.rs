@@ -37,6 +37,12 @@ const LIM: Limits = Limits {
     value: 8,
 };
 
+/// Limits under which every zset uses the tree encoding.
+const ALWAYS_BIG: Limits = Limits {
+    entries: 0,
+    value: 0,
+};
+
 #[derive(Debug, Clone)]
 enum Op {
     Add(u8, i16, u8),
@@ -167,19 +173,11 @@ proptest! {
 #[test]
 fn big_tree_many_ops() {
     // Enough members for several tree levels; random order, deletes, score changes.
-    let lim = Limits {
-        entries: 0,
-        value: 0,
-    };
+    let lim = ALWAYS_BIG;
     let mut z = ZSet::with_hint(&lim, 1, 0);
     let mut m = Model::default();
-    let mut x: u64 = 12345;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = crate::rand::Rng::new(12345);
+    let mut rnd = || rng.next_u64();
     for step in 0..60_000u64 {
         let k = format!("member:{}", rnd() % 20_000).into_bytes();
         let s = (rnd() % 1000) as f64 / 8.0;
@@ -217,10 +215,7 @@ fn big_tree_many_ops() {
 
 #[test]
 fn sequential_inserts_fill_leaves() {
-    let lim = Limits {
-        entries: 0,
-        value: 0,
-    };
+    let lim = ALWAYS_BIG;
     let mut z = ZSet::with_hint(&lim, 1, 0);
     for i in 0..100_000 {
         z.insert(format!("m{i}").as_bytes(), i as f64, &lim);

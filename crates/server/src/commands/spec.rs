@@ -1,0 +1,717 @@
+//! Command declarations as data: one `CommandSpec` per command (and subcommand), built with the
+//! const builders below in each family's `COMMANDS` table, e.g.
+//!
+//! ```ignore
+//! cmd("mset", -3, WRITE | DENYOOM, range(1, -1, 2), Conn(mset))
+//!     .doc(G, "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
+//! ```
+//!
+//! - name, arity (Redis's: N exact, -N at least N, the name counts), flags (`flags::*`: the Redis
+//!   flags COMMAND INFO prints plus internal ones it never prints), where the keys are
+//!   ([`KeySpec`]) and how it runs ([`Handler`]);
+//! - `.doc(group, since, summary)`: what COMMAND DOCS prints;
+//! - `.acl(..)`: ACL categories beyond the derived ones (see [`CommandSpec::acl_categories`]);
+//!   `.family(..)` replaces the group's data-type category (SORT: @set @sortedset @list);
+//! - `.plan(hook)`: locks the key spec cannot express (see [`PlanSink`]);
+//! - `.subs(..)`: subcommands (`container` for a command that is nothing but its subcommands).
+
+use super::flags;
+use super::util::parse_i64;
+use super::{ConnFn, LocalFn, ShardFn};
+
+/// How a command runs (see the `commands` module docs).
+#[derive(Clone, Copy)]
+pub enum Handler {
+    Shard(ShardFn),
+    Local(LocalFn),
+    Conn(ConnFn),
+    /// Only dispatches to `subcommands`.
+    Container,
+}
+
+/// Argument indices (into the full argv, name at 0) of a command's keys, for the commands whose
+/// keys no other [`KeySpec`] form describes. Malformed arguments may yield fewer positions (the
+/// handler reports the error).
+pub type KeysFn = fn(&[&[u8]]) -> Vec<usize>;
+
+/// Where a command's keys are. Drives the transaction framework's lock plan
+/// (`coordinator::LockPlan`), the routing of single-shard commands, pipeline squashing, COMMAND
+/// GETKEYS and COMMAND INFO.
+#[derive(Clone, Copy)]
+pub enum KeySpec {
+    /// No keys.
+    None,
+    /// Redis's legacy key spec: keys at `first, first + step, ...` up to `last` (1-based argument
+    /// indices; a negative `last` counts from the end: -1 is the last argument).
+    Range { first: i32, last: i32, step: i32 },
+    /// `numkeys` at argument `numkeys_at`, then that many keys from `numkeys_at + first`, every
+    /// `step` arguments (ZUNION numkeys key..., LMPOP numkeys key..., BLMPOP timeout numkeys
+    /// key...). A `numkeys` that is not a positive integer gives no keys; keys past the end of the
+    /// arguments are left out.
+    Keynum {
+        numkeys_at: usize,
+        first: usize,
+        step: usize,
+    },
+    /// Keys found by a function (SORT ... STORE dst, ZUNIONSTORE dst numkeys key...). `legacy` is
+    /// the (first, last, step) COMMAND INFO prints; its `first` also names the routing key.
+    Custom {
+        legacy: (i32, i32, i32),
+        keys: KeysFn,
+    },
+}
+
+/// No keys.
+pub const NOKEYS: KeySpec = KeySpec::None;
+
+/// Keys at `first, first + step, ...` up to `last` (negative: from the end).
+pub const fn range(first: i32, last: i32, step: i32) -> KeySpec {
+    assert!(
+        first > 0 && step > 0,
+        "a key range starts at argument 1 or later"
+    );
+    KeySpec::Range { first, last, step }
+}
+
+/// `numkeys` at `numkeys_at`, the keys from `numkeys_at + first` every `step`.
+pub const fn keynum(numkeys_at: usize, first: usize, step: usize) -> KeySpec {
+    assert!(numkeys_at > 0 && first > 0 && step > 0);
+    KeySpec::Keynum {
+        numkeys_at,
+        first,
+        step,
+    }
+}
+
+/// Keys found by `keys`; `legacy` is what COMMAND INFO prints as (first, last, step).
+pub const fn custom(legacy: (i32, i32, i32), keys: KeysFn) -> KeySpec {
+    KeySpec::Custom { legacy, keys }
+}
+
+impl KeySpec {
+    /// Redis's legacy (first, last, step) triple, as COMMAND INFO prints it: the range for a
+    /// range, (0, 0, 0) for keynum commands, as declared for custom ones.
+    pub const fn legacy(&self) -> (i32, i32, i32) {
+        match *self {
+            KeySpec::None | KeySpec::Keynum { .. } => (0, 0, 0),
+            KeySpec::Range { first, last, step } => (first, last, step),
+            KeySpec::Custom { legacy, .. } => legacy,
+        }
+    }
+
+    /// The routing key's argument index (the legacy first key), 0 when there is none.
+    #[inline]
+    pub const fn first_key(&self) -> i32 {
+        self.legacy().0
+    }
+
+    /// True for `KeySpec::None`.
+    #[inline]
+    pub const fn is_none(&self) -> bool {
+        matches!(self, KeySpec::None)
+    }
+
+    /// For a range (or no keys): the key argument range `first..=last` (empty when first > last)
+    /// and its step, clipped to the `argc` arguments present. `None` for the forms whose keys
+    /// depend on the arguments' values (use `positions`).
+    #[inline]
+    pub fn range(&self, argc: usize) -> Option<(usize, usize, usize)> {
+        let (first, last, step) = match *self {
+            KeySpec::None => return Some((1, 0, 1)),
+            KeySpec::Range { first, last, step } => (first, last, step),
+            KeySpec::Keynum { .. } | KeySpec::Custom { .. } => return None,
+        };
+        let first = first.max(0) as usize;
+        let last = if last < 0 {
+            argc as i64 + last as i64
+        } else {
+            last as i64
+        };
+        let step = step.max(1) as usize;
+        Some(if first == 0 || last < first as i64 || first >= argc {
+            (1, 0, step)
+        } else {
+            (first, last.min(argc as i64 - 1) as usize, step)
+        })
+    }
+
+    /// Argument indices (into the full argv, name at 0) of the keys in `args`, clipped to the
+    /// arguments present.
+    pub fn positions(&self, args: &[&[u8]]) -> Vec<usize> {
+        match *self {
+            KeySpec::None | KeySpec::Range { .. } => {
+                let (first, last, step) = self.range(args.len()).unwrap_or((1, 0, 1));
+                (first..=last).step_by(step).collect()
+            }
+            KeySpec::Keynum {
+                numkeys_at,
+                first,
+                step,
+            } => {
+                let Some(n) = args
+                    .get(numkeys_at)
+                    .and_then(|a| parse_i64(a))
+                    .filter(|&n| n >= 1)
+                else {
+                    return Vec::new();
+                };
+                (numkeys_at + first..args.len())
+                    .step_by(step)
+                    .take(n as usize)
+                    .collect()
+            }
+            KeySpec::Custom { keys, .. } => {
+                let mut v = keys(args);
+                v.retain(|&i| i >= 1 && i < args.len());
+                v
+            }
+        }
+    }
+}
+
+/// Where a command's `plan` hook puts the locks its key spec cannot express. Implemented by the
+/// transaction framework's `coordinator::LockPlan`.
+pub trait PlanSink {
+    /// Lock `key` in db `db` (exclusively when `excl`) in addition to the key spec's keys.
+    fn lock_key(&mut self, db: usize, key: &[u8], excl: bool);
+    /// Lock every shard as a whole (shared, or exclusive when `excl`).
+    fn lock_all_shards(&mut self, excl: bool);
+    /// EXEC planning: the commands queued after this one run in db `db`.
+    fn select_db(&mut self, db: usize);
+    /// The number of databases.
+    fn dbnum(&self) -> usize;
+}
+
+/// A command's lock-plan hook: called with the command's arguments after its key spec's keys
+/// were planned (see `CommandSpec::plan`).
+pub type PlanFn = fn(&[&[u8]], &mut dyn PlanSink);
+
+/// ACL categories (a bit set), in the order Redis prints them.
+pub mod acl {
+    pub const KEYSPACE: u32 = 1;
+    pub const READ: u32 = 1 << 1;
+    pub const WRITE: u32 = 1 << 2;
+    pub const SET: u32 = 1 << 3;
+    pub const SORTEDSET: u32 = 1 << 4;
+    pub const LIST: u32 = 1 << 5;
+    pub const HASH: u32 = 1 << 6;
+    pub const STRING: u32 = 1 << 7;
+    pub const BITMAP: u32 = 1 << 8;
+    pub const HYPERLOGLOG: u32 = 1 << 9;
+    pub const GEO: u32 = 1 << 10;
+    pub const STREAM: u32 = 1 << 11;
+    pub const PUBSUB: u32 = 1 << 12;
+    pub const ADMIN: u32 = 1 << 13;
+    pub const FAST: u32 = 1 << 14;
+    pub const SLOW: u32 = 1 << 15;
+    pub const BLOCKING: u32 = 1 << 16;
+    pub const DANGEROUS: u32 = 1 << 17;
+    pub const CONNECTION: u32 = 1 << 18;
+    pub const TRANSACTION: u32 = 1 << 19;
+    pub const SCRIPTING: u32 = 1 << 20;
+
+    /// Every category with its name, in Redis's order (`ACLCommandCategories`).
+    pub const NAMES: &[(u32, &str)] = &[
+        (KEYSPACE, "@keyspace"),
+        (READ, "@read"),
+        (WRITE, "@write"),
+        (SET, "@set"),
+        (SORTEDSET, "@sortedset"),
+        (LIST, "@list"),
+        (HASH, "@hash"),
+        (STRING, "@string"),
+        (BITMAP, "@bitmap"),
+        (HYPERLOGLOG, "@hyperloglog"),
+        (GEO, "@geo"),
+        (STREAM, "@stream"),
+        (PUBSUB, "@pubsub"),
+        (ADMIN, "@admin"),
+        (FAST, "@fast"),
+        (SLOW, "@slow"),
+        (BLOCKING, "@blocking"),
+        (DANGEROUS, "@dangerous"),
+        (CONNECTION, "@connection"),
+        (TRANSACTION, "@transaction"),
+        (SCRIPTING, "@scripting"),
+    ];
+
+    /// The names of the categories in `cats`, in Redis's order.
+    pub fn names(cats: u32) -> impl Iterator<Item = &'static str> {
+        NAMES
+            .iter()
+            .filter(move |(bit, _)| cats & bit != 0)
+            .map(|(_, n)| *n)
+    }
+}
+
+/// Redis's command groups (COMMAND DOCS "group").
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Group {
+    Generic,
+    String,
+    List,
+    Set,
+    SortedSet,
+    Hash,
+    Pubsub,
+    Transactions,
+    Connection,
+    Server,
+    Scripting,
+    Hyperloglog,
+    Cluster,
+    Sentinel,
+    Geo,
+    Stream,
+    Bitmap,
+}
+
+impl Group {
+    /// The name COMMAND DOCS prints. (Redis 7.0 prints "sorted-set"; Damselfly has always
+    /// printed "sorted_set".)
+    pub const fn name(self) -> &'static str {
+        match self {
+            Group::Generic => "generic",
+            Group::String => "string",
+            Group::List => "list",
+            Group::Set => "set",
+            Group::SortedSet => "sorted_set",
+            Group::Hash => "hash",
+            Group::Pubsub => "pubsub",
+            Group::Transactions => "transactions",
+            Group::Connection => "connection",
+            Group::Server => "server",
+            Group::Scripting => "scripting",
+            Group::Hyperloglog => "hyperloglog",
+            Group::Cluster => "cluster",
+            Group::Sentinel => "sentinel",
+            Group::Geo => "geo",
+            Group::Stream => "stream",
+            Group::Bitmap => "bitmap",
+        }
+    }
+
+    /// The family ACL category of the group's commands (none for server, cluster, sentinel).
+    pub const fn acl(self) -> u32 {
+        match self {
+            Group::Generic => acl::KEYSPACE,
+            Group::String => acl::STRING,
+            Group::List => acl::LIST,
+            Group::Set => acl::SET,
+            Group::SortedSet => acl::SORTEDSET,
+            Group::Hash => acl::HASH,
+            Group::Pubsub => acl::PUBSUB,
+            Group::Transactions => acl::TRANSACTION,
+            Group::Connection => acl::CONNECTION,
+            Group::Scripting => acl::SCRIPTING,
+            Group::Hyperloglog => acl::HYPERLOGLOG,
+            Group::Geo => acl::GEO,
+            Group::Stream => acl::STREAM,
+            Group::Bitmap => acl::BITMAP,
+            Group::Server | Group::Cluster | Group::Sentinel => 0,
+        }
+    }
+}
+
+pub struct CommandSpec {
+    /// Lowercase name (for subcommands: the subcommand word, e.g. "get" under "config").
+    pub name: &'static str,
+    /// Redis arity: N exact, -N at least N (the name counts).
+    pub arity: i32,
+    /// `flags::*`.
+    pub flags: u32,
+    pub keys: KeySpec,
+    /// Locks beyond the key spec's (keys in another db, whole shards) and EXEC's db switches:
+    /// MOVE, COPY ... DB n, SORT BY/GET patterns, SELECT.
+    pub plan: Option<PlanFn>,
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+    pub group: Group,
+    pub since: &'static str,
+    pub summary: &'static str,
+    /// ACL categories that do not follow from the flags and the group.
+    pub acl_extra: u32,
+    /// Replaces the group's family category when set.
+    pub acl_family: Option<u32>,
+}
+
+/// A command: name, arity, flags, keys, handler. Documented with `.doc(...)`.
+pub const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: KeySpec,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        keys,
+        plan: None,
+        handler,
+        subcommands: &[],
+        group: Group::Generic,
+        since: "",
+        summary: "",
+        acl_extra: 0,
+        acl_family: None,
+    }
+}
+
+/// A command that only dispatches to its subcommands (CONFIG, CLIENT, OBJECT...).
+pub const fn container(
+    name: &'static str,
+    arity: i32,
+    subcommands: &'static [CommandSpec],
+) -> CommandSpec {
+    cmd(name, arity, 0, NOKEYS, Handler::Container).subs(subcommands)
+}
+
+impl CommandSpec {
+    /// COMMAND DOCS: group, the version that introduced the command, summary.
+    pub const fn doc(mut self, group: Group, since: &'static str, summary: &'static str) -> Self {
+        self.group = group;
+        self.since = since;
+        self.summary = summary;
+        self
+    }
+
+    /// ACL categories beyond the derived ones (`acl::*`).
+    pub const fn acl(mut self, extra: u32) -> Self {
+        self.acl_extra |= extra;
+        self
+    }
+
+    /// Data-type categories replacing the group's (`acl::*`).
+    pub const fn family(mut self, cats: u32) -> Self {
+        self.acl_family = Some(cats);
+        self
+    }
+
+    /// A lock-plan hook (see `PlanSink`).
+    pub const fn plan(mut self, hook: PlanFn) -> Self {
+        self.plan = Some(hook);
+        self
+    }
+
+    pub const fn subs(mut self, subcommands: &'static [CommandSpec]) -> Self {
+        self.subcommands = subcommands;
+        self
+    }
+
+    /// The routing key's argument index (0: none).
+    #[inline]
+    pub const fn first_key(&self) -> i32 {
+        self.keys.first_key()
+    }
+
+    /// The command's ACL categories, derived as Redis's `setImplicitACLCategories` does from the
+    /// flags (write: @write, readonly: @read, admin: @admin @dangerous, pubsub: @pubsub,
+    /// fast: @fast, otherwise @slow, blocking: @blocking), plus the family category of its group
+    /// (generic: @keyspace, string: @string, ...; none for a container, whose subcommands carry
+    /// theirs), plus the declared extras.
+    pub const fn acl_categories(&self) -> u32 {
+        let f = self.flags;
+        let mut c = self.acl_extra;
+        if f & flags::WRITE != 0 {
+            c |= acl::WRITE;
+        }
+        if f & flags::READONLY != 0 {
+            c |= acl::READ;
+        }
+        if f & flags::ADMIN != 0 {
+            c |= acl::ADMIN | acl::DANGEROUS;
+        }
+        if f & flags::PUBSUB != 0 {
+            c |= acl::PUBSUB;
+        }
+        c |= if f & flags::FAST != 0 {
+            acl::FAST
+        } else {
+            acl::SLOW
+        };
+        if f & flags::BLOCKING != 0 {
+            c |= acl::BLOCKING;
+        }
+        if self.subcommands.is_empty() {
+            c |= match self.acl_family {
+                Some(cats) => cats,
+                None => self.group.acl(),
+            };
+        }
+        c
+    }
+}
+
+/// What the family tables import.
+pub mod prelude {
+    pub use super::super::flags::*;
+    pub use super::Handler::{Conn, Local, Shard};
+    pub use super::{
+        acl, cmd, container, custom, keynum, range, CommandSpec, Group, PlanSink, NOKEYS,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::registry::{registry, Entry};
+    use super::*;
+
+    fn entry(fullname: &str) -> &'static Entry {
+        let reg = registry();
+        let e = match fullname.split_once('|') {
+            Some((top, sub)) => reg
+                .lookup(top.as_bytes())
+                .and_then(|t| t.sub(sub.as_bytes())),
+            None => reg.lookup(fullname.as_bytes()),
+        };
+        e.unwrap_or_else(|| panic!("no command {fullname}"))
+    }
+
+    fn args(line: &str) -> Vec<&[u8]> {
+        line.split(' ').map(str::as_bytes).collect()
+    }
+
+    /// What Redis 7.0.15 prints as the ACL categories in COMMAND INFO: every command whose
+    /// declaration carries extra categories, and a representative set of the others.
+    const REDIS_7_0: &[(&str, &str)] = &[
+        // Declared extras (or a replaced family).
+        ("keys", "@keyspace @read @slow @dangerous"),
+        ("dbsize", "@keyspace @read @fast"),
+        ("flushdb", "@keyspace @write @slow @dangerous"),
+        ("flushall", "@keyspace @write @slow @dangerous"),
+        ("swapdb", "@keyspace @write @fast @dangerous"),
+        ("info", "@slow @dangerous"),
+        ("command", "@slow @connection"),
+        ("command|count", "@slow @connection"),
+        ("command|list", "@slow @connection"),
+        ("command|info", "@slow @connection"),
+        ("command|docs", "@slow @connection"),
+        ("command|getkeys", "@slow @connection"),
+        ("command|getkeysandflags", "@slow @connection"),
+        ("command|help", "@slow @connection"),
+        ("lastsave", "@admin @fast @dangerous"),
+        ("sort", "@write @set @sortedset @list @slow @dangerous"),
+        ("sort_ro", "@read @set @sortedset @list @slow @dangerous"),
+        // Derived from the flags and the group only.
+        ("get", "@read @string @fast"),
+        ("set", "@write @string @slow"),
+        ("setnx", "@write @string @fast"),
+        ("mset", "@write @string @slow"),
+        ("incrbyfloat", "@write @string @fast"),
+        ("append", "@write @string @fast"),
+        ("getrange", "@read @string @slow"),
+        ("lcs", "@read @string @slow"),
+        ("setbit", "@write @bitmap @slow"),
+        ("bitcount", "@read @bitmap @slow"),
+        ("bitfield", "@write @bitmap @slow"),
+        ("bitfield_ro", "@read @bitmap @fast"),
+        ("bitop", "@write @bitmap @slow"),
+        ("bitpos", "@read @bitmap @slow"),
+        ("del", "@keyspace @write @slow"),
+        ("unlink", "@keyspace @write @fast"),
+        ("exists", "@keyspace @read @fast"),
+        ("touch", "@keyspace @read @fast"),
+        ("type", "@keyspace @read @fast"),
+        ("expire", "@keyspace @write @fast"),
+        ("ttl", "@keyspace @read @fast"),
+        ("persist", "@keyspace @write @fast"),
+        ("rename", "@keyspace @write @slow"),
+        ("copy", "@keyspace @write @slow"),
+        ("move", "@keyspace @write @fast"),
+        ("scan", "@keyspace @read @slow"),
+        ("randomkey", "@keyspace @read @slow"),
+        ("object", "@slow"),
+        ("object|encoding", "@keyspace @read @slow"),
+        ("object|help", "@keyspace @slow"),
+        ("lpush", "@write @list @fast"),
+        ("lrange", "@read @list @slow"),
+        ("lmove", "@write @list @slow"),
+        ("blpop", "@write @list @slow @blocking"),
+        ("blmove", "@write @list @slow @blocking"),
+        ("lmpop", "@write @list @slow"),
+        ("blmpop", "@write @list @slow @blocking"),
+        ("hset", "@write @hash @fast"),
+        ("hgetall", "@read @hash @slow"),
+        ("hscan", "@read @hash @slow"),
+        ("sadd", "@write @set @fast"),
+        ("smembers", "@read @set @slow"),
+        ("sintercard", "@read @set @slow"),
+        ("sunionstore", "@write @set @slow"),
+        ("zadd", "@write @sortedset @fast"),
+        ("zrange", "@read @sortedset @slow"),
+        ("zrangestore", "@write @sortedset @slow"),
+        ("zunionstore", "@write @sortedset @slow"),
+        ("zmpop", "@write @sortedset @slow"),
+        ("bzpopmin", "@write @sortedset @fast @blocking"),
+        ("bzmpop", "@write @sortedset @slow @blocking"),
+        ("multi", "@fast @transaction"),
+        ("exec", "@slow @transaction"),
+        ("discard", "@fast @transaction"),
+        ("watch", "@fast @transaction"),
+        ("unwatch", "@fast @transaction"),
+        ("ping", "@fast @connection"),
+        ("echo", "@fast @connection"),
+        ("quit", "@fast @connection"),
+        ("select", "@fast @connection"),
+        ("hello", "@fast @connection"),
+        ("auth", "@fast @connection"),
+        ("reset", "@fast @connection"),
+        ("client", "@slow"),
+        ("client|list", "@admin @slow @dangerous @connection"),
+        ("client|kill", "@admin @slow @dangerous @connection"),
+        ("client|id", "@slow @connection"),
+        ("client|help", "@slow @connection"),
+        ("config", "@slow"),
+        ("config|get", "@admin @slow @dangerous"),
+        ("config|help", "@slow"),
+        ("time", "@fast"),
+        ("shutdown", "@admin @slow @dangerous"),
+        ("debug", "@admin @slow @dangerous"),
+        ("memory", "@slow"),
+        ("memory|usage", "@read @slow"),
+        ("memory|stats", "@slow"),
+        ("memory|help", "@slow"),
+        ("slowlog", "@slow"),
+        ("slowlog|get", "@admin @slow @dangerous"),
+        ("slowlog|help", "@slow"),
+        ("latency", "@slow"),
+        ("latency|doctor", "@admin @slow @dangerous"),
+        ("latency|help", "@slow"),
+    ];
+
+    fn categories(e: &Entry) -> String {
+        acl::names(e.spec.acl_categories())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn acl_categories_as_redis_7_0() {
+        for (name, want) in REDIS_7_0 {
+            assert_eq!(categories(entry(name)), *want, "{name}");
+        }
+        // Every declaration with extras has its Redis expectation above (the test-only FAULT.*
+        // commands are no Redis commands).
+        for e in registry().by_id() {
+            let s = e.spec;
+            if (s.acl_extra != 0 || s.acl_family.is_some()) && !s.name.starts_with("fault.") {
+                assert!(
+                    REDIS_7_0.iter().any(|(n, _)| *n == e.fullname),
+                    "{} declares extra ACL categories: add what Redis 7.0 prints for it",
+                    e.fullname
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_command_documented() {
+        for e in registry().by_id() {
+            assert!(!e.spec.summary.is_empty(), "{}", e.fullname);
+            assert!(!e.spec.since.is_empty(), "{}", e.fullname);
+        }
+    }
+
+    #[test]
+    fn key_positions() {
+        let none = NOKEYS;
+        assert!(none.positions(&args("ping x")).is_empty());
+        assert_eq!(none.legacy(), (0, 0, 0));
+        let mset = range(1, -1, 2);
+        assert_eq!(mset.positions(&args("mset a 1 b 2")), vec![1, 3]);
+        assert_eq!(mset.positions(&args("mset a 1 b")), vec![1, 3]);
+        assert_eq!(mset.range(5), Some((1, 4, 2)));
+        assert_eq!(mset.legacy(), (1, -1, 2));
+        let bzpop = range(1, -2, 1);
+        assert_eq!(bzpop.positions(&args("bzpopmin a b 0")), vec![1, 2]);
+        let sub = range(2, 2, 1);
+        assert_eq!(sub.positions(&args("object encoding k")), vec![2]);
+        assert!(sub.positions(&args("object encoding")).is_empty());
+        let zunion = keynum(1, 1, 1);
+        assert_eq!(
+            zunion.positions(&args("zunion 2 a b withscores")),
+            vec![2, 3]
+        );
+        // Clipped to the arguments present; no keys without a positive numkeys.
+        assert_eq!(zunion.positions(&args("zunion 5 a b")), vec![2, 3]);
+        assert!(zunion.positions(&args("zunion 0 a")).is_empty());
+        assert!(zunion.positions(&args("zunion x a")).is_empty());
+        assert_eq!(zunion.range(4), None);
+        assert_eq!(zunion.legacy(), (0, 0, 0));
+        let blmpop = keynum(2, 1, 1);
+        assert_eq!(blmpop.positions(&args("blmpop 0 2 a b left")), vec![3, 4]);
+        let pairs = keynum(1, 1, 2);
+        assert_eq!(pairs.positions(&args("x 2 a 1 b 2")), vec![2, 4]);
+        let store = custom((1, 1, 1), |_| vec![1, 0, 3, 9]);
+        assert_eq!(store.positions(&args("c d 2 a")), vec![1, 3]);
+        assert_eq!(store.first_key(), 1);
+    }
+
+    /// Records what a `plan` hook asks for.
+    #[derive(Default, Debug, PartialEq)]
+    struct Sink {
+        keys: Vec<(usize, Vec<u8>, bool)>,
+        all: Option<bool>,
+        db: Option<usize>,
+    }
+
+    impl PlanSink for Sink {
+        fn lock_key(&mut self, db: usize, key: &[u8], excl: bool) {
+            self.keys.push((db, key.to_vec(), excl));
+        }
+        fn lock_all_shards(&mut self, excl: bool) {
+            self.all = Some(excl || self.all == Some(true));
+        }
+        fn select_db(&mut self, db: usize) {
+            self.db = Some(db);
+        }
+        fn dbnum(&self) -> usize {
+            16
+        }
+    }
+
+    fn plan(line: &str) -> Sink {
+        let a = args(line);
+        let mut sink = Sink::default();
+        if let Some(hook) = entry(&line.split(' ').next().unwrap().to_lowercase())
+            .spec
+            .plan
+        {
+            hook(&a, &mut sink);
+        }
+        sink
+    }
+
+    #[test]
+    fn plan_hooks() {
+        let key = |db, k: &str| (db, k.as_bytes().to_vec(), true);
+        assert_eq!(plan("move k 3").keys, vec![key(3, "k")]);
+        assert!(plan("move k -1").keys.is_empty());
+        assert_eq!(plan("copy a b db 2 replace").keys, vec![key(2, "b")]);
+        assert!(plan("copy a b replace").keys.is_empty());
+        assert_eq!(plan("sort k by w_*").all, Some(false));
+        assert_eq!(plan("sort k get o_* store d").all, Some(true));
+        assert_eq!(plan("sort k by nosort get #").all, None);
+        assert_eq!(plan("sort_ro k get o_*").all, Some(false));
+        assert_eq!(plan("select 5").db, Some(5));
+        assert_eq!(plan("select 16").db, None);
+        assert_eq!(plan("get k"), Sink::default());
+    }
+
+    #[test]
+    fn transaction_flags() {
+        for name in ["exec", "discard", "multi", "watch", "quit", "reset"] {
+            assert!(entry(name).spec.flags & flags::RUNS_IN_MULTI != 0, "{name}");
+        }
+        assert!(entry("unwatch").spec.flags & flags::RUNS_IN_MULTI == 0);
+        assert!(entry("exec").spec.flags & flags::REJECT_EXECABORT != 0);
+        let aborting = registry()
+            .by_id()
+            .iter()
+            .filter(|e| e.spec.flags & flags::REJECT_EXECABORT != 0)
+            .count();
+        assert_eq!(aborting, 1);
+    }
+}
