@@ -5,7 +5,7 @@
 //! bitmap does not copy it.
 
 use super::spec::prelude::*;
-use super::string::{cstr, on_key_shard, opt_is, read_strings, ReadStr};
+use super::string::{cstr, in_order, opt_is, read_strings, ReadStr};
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
@@ -396,27 +396,20 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .error("ERR BITOP NOT must be called with a single source key.");
             return;
         }
-        // Hop 1: read every source on its shard. Hop 2: write the destination on its shard.
-        // Not atomic across shards yet; the transaction framework will schedule both hops.
-        let vals = read_strings(cx, &args[3..]).await;
-        let mut srcs: Vec<Vec<u8>> = Vec::with_capacity(vals.len());
-        for v in vals {
-            match v {
-                ReadStr::Missing => srcs.push(Vec::new()),
-                ReadStr::Str(b) => srcs.push(b),
-                ReadStr::WrongType => {
-                    cx.reply.error(ERR_WRONGTYPE);
-                    return;
+        // Read every source on its shard, then compute and write on the destination's.
+        let n = args.len() - 3;
+        let dest = args[2].to_vec();
+        let written = read_strings(cx.hops(), &args[3..])
+            .on_key(args[2], move |c: &mut CmdCtx<'_>, parts| {
+                let mut srcs: Vec<Vec<u8>> = Vec::with_capacity(n);
+                for v in in_order(parts, n) {
+                    match v {
+                        ReadStr::Missing => srcs.push(Vec::new()),
+                        ReadStr::Str(b) => srcs.push(b),
+                        ReadStr::WrongType => return None,
+                    }
                 }
-            }
-        }
-        let res = compute_bitop(op, &srcs);
-        drop(srcs);
-        let len = res.len();
-        let dest = args[2];
-        on_key_shard(cx, dest, {
-            let dest = dest.to_vec();
-            move |c: &mut CmdCtx<'_>| {
+                let res = compute_bitop(op, &srcs);
                 let now = c.now;
                 let db = c.db();
                 if res.is_empty() {
@@ -429,10 +422,14 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                         now,
                     );
                 }
-            }
-        })
-        .await;
-        cx.reply.int(len as i64);
+                Some(res.len())
+            })
+            .run()
+            .await;
+        match written {
+            Some(len) => cx.reply.int(len as i64),
+            None => cx.reply.error(ERR_WRONGTYPE),
+        }
     })
 }
 

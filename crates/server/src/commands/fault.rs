@@ -11,7 +11,6 @@
 //!   the process must exit with `guard::FATAL_EXIT_STATUS`.
 
 use super::spec::prelude::*;
-use super::util::fan_out;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
 use crate::types::compact::CompactStr;
@@ -43,21 +42,23 @@ fn shard_panic(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
 fn keys_panic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let first = args[1].to_vec();
-        fan_out(cx, args, 1, 1, move |c, keys| {
-            let now = c.now;
-            for k in keys {
-                c.db().set(
-                    k,
-                    Value::str(CompactStr::from_bytes(b"written-before-fault")),
-                    TtlMode::Clear,
-                    now,
-                );
-            }
-            if keys.contains(&&first[..]) {
-                panic!("fault injection: FAULT.KEYS hop on shard {}", c.shard.id);
-            }
-        })
-        .await;
+        cx.hops()
+            .per_shard(args, move |c, keys, ()| {
+                let now = c.now;
+                for k in keys {
+                    c.db().set(
+                        k,
+                        Value::str(CompactStr::from_bytes(b"written-before-fault")),
+                        TtlMode::Clear,
+                        now,
+                    );
+                }
+                if keys.contains(&&first[..]) {
+                    panic!("fault injection: FAULT.KEYS hop on shard {}", c.shard.id);
+                }
+            })
+            .run()
+            .await;
         cx.reply.ok();
     })
 }

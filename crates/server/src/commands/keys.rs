@@ -18,7 +18,6 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::glob;
 use crate::engine::db::Db;
-use crate::engine::shard_of;
 use crate::types::{KeyStr, Value};
 
 const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
@@ -39,13 +38,13 @@ const G: Group = Group::Generic;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, WRITE | TX_SINGLE_HOP, range(1, -1, 1), Conn(del))
+    cmd("del", -2, WRITE, range(1, -1, 1), Conn(del))
         .doc(G, "1.0.0", "Delete a key"),
-    cmd("unlink", -2, WRITE | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(del))
+    cmd("unlink", -2, WRITE | FAST, range(1, -1, 1), Conn(del))
         .doc(G, "4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
-    cmd("exists", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(exists))
+    cmd("exists", -2, READONLY | FAST, range(1, -1, 1), Conn(exists))
         .doc(G, "1.0.0", "Determine if a key exists"),
-    cmd("touch", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(touch))
+    cmd("touch", -2, READONLY | FAST, range(1, -1, 1), Conn(touch))
         .doc(G, "3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     cmd("type", 2, READONLY | FAST, range(1, 1, 1), Shard(type_cmd))
         .doc(G, "1.0.0", "Determine the type stored at key"),
@@ -132,19 +131,6 @@ fn copy_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Hops
-
-/// Runs `f` on shard `shard` (inline when it is this thread) and returns its result. One step of a
-/// multi-shard command; it owns everything it needs so it can later be scheduled transactionally.
-async fn hop<R, F>(cx: &ConnCtx, shard: usize, f: F) -> R
-where
-    R: Send + 'static,
-    F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
-{
-    on_shard(cx, shard, f).await
-}
-
 /// Parses a DB index argument like Redis's `getIntFromObjectOrReply` (32-bit int).
 fn parse_int32(a: &[u8]) -> Option<i64> {
     parse_i64(a).filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v))
@@ -176,12 +162,15 @@ fn valid_db(cx: &ConnCtx, id: i64) -> bool {
 
 fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let parts = fan_out(cx, args, 1, 1, |c, keys| {
-            let now = c.now;
-            let db = c.db();
-            keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
-        })
-        .await;
+        let parts = cx
+            .hops()
+            .per_shard(args, |c, keys, ()| {
+                let now = c.now;
+                let db = c.db();
+                keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
+            })
+            .run()
+            .await;
         cx.reply.int(parts.iter().map(|p| p.result).sum());
     })
 }
@@ -189,14 +178,17 @@ fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 /// EXISTS counts every argument that names a live key, duplicates included.
 fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let parts = fan_out(cx, args, 1, 1, |c, keys| {
-            let now = c.now;
-            let db = c.db();
-            keys.iter()
-                .filter(|k| db.find_read(k, now).is_some())
-                .count() as i64
-        })
-        .await;
+        let parts = cx
+            .hops()
+            .per_shard(args, |c, keys, ()| {
+                let now = c.now;
+                let db = c.db();
+                keys.iter()
+                    .filter(|k| db.find_read(k, now).is_some())
+                    .count() as i64
+            })
+            .run()
+            .await;
         cx.reply.int(parts.iter().map(|p| p.result).sum());
     })
 }
@@ -378,27 +370,6 @@ enum RenameErr {
     Exists,
 }
 
-/// RENAME/RENAMENX with both keys in one db (same shard).
-fn rename_in_db(db: &mut Db, src: &[u8], dst: &[u8], nx: bool, now: u64) -> Result<(), RenameErr> {
-    if db.find(src, now).is_none() {
-        return Err(RenameErr::NoSuchKey);
-    }
-    if src == dst {
-        return if nx { Err(RenameErr::Exists) } else { Ok(()) };
-    }
-    if db.exists(dst, now) {
-        if nx {
-            return Err(RenameErr::Exists);
-        }
-        db.remove(dst, now);
-    }
-    let Some((_, value, at)) = db.remove(src, now) else {
-        return Err(RenameErr::NoSuchKey);
-    };
-    db.insert_new_owned(KeyStr::from_bytes(dst), value, at);
-    Ok(())
-}
-
 /// Writes `value` under `key`, replacing any current value and TTL.
 fn put_replace(db: &mut Db, key: &[u8], value: Value, at: Option<u64>, now: u64) {
     db.remove(key, now);
@@ -422,83 +393,42 @@ fn renamenx<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(rename_generic(cx, args, true))
 }
 
+/// RENAME/RENAMENX: look at the destination, take the source off its shard, write it at the
+/// destination (one message when both keys share a shard, a transaction otherwise).
 async fn rename_generic(cx: &mut ConnCtx, args: &[&[u8]], nx: bool) {
-    let threads = cx.threads();
-    let (s_shard, d_shard) = (shard_of(args[1], threads), shard_of(args[2], threads));
-    let src = args[1].to_vec();
-    let dst = args[2].to_vec();
-    if s_shard == d_shard {
-        let r = hop(cx, s_shard, move |c| {
-            let now = c.now;
-            rename_in_db(c.db(), &src, &dst, nx, now)
-        })
-        .await;
-        rename_reply(&mut cx.reply, r, nx);
-        return;
-    }
-    if nx {
-        // The destination's existence decides between 0 and a move, but a missing source is
-        // reported first, so only peek at the source when the destination exists.
-        let d = dst.clone();
-        let dst_exists = hop(cx, d_shard, move |c| {
+    let (src, dst) = (args[1].to_vec(), args[2].to_vec());
+    let d = dst.clone();
+    let r = cx
+        .hops()
+        .on_key(args[2], move |c, ()| {
             let now = c.now;
             c.db().exists(&d, now)
         })
+        .on_key(args[1], move |c, dst_exists| {
+            let now = c.now;
+            let db = c.db();
+            if db.find(&src, now).is_none() {
+                return Err(RenameErr::NoSuchKey);
+            }
+            if src == dst {
+                // Redis answers without touching the key.
+                return if nx { Err(RenameErr::Exists) } else { Ok(None) };
+            }
+            if nx && dst_exists {
+                return Err(RenameErr::Exists);
+            }
+            Ok(db.remove(&src, now).map(|(_, v, at)| (v, at, dst)))
+        })
+        .on_key(args[2], move |c, taken| {
+            if let Some((value, at, dst)) = taken? {
+                let now = c.now;
+                put_replace(c.db(), &dst, value, at, now);
+            }
+            Ok(())
+        })
+        .run()
         .await;
-        if dst_exists {
-            let s = src.clone();
-            let src_exists = hop(cx, s_shard, move |c| {
-                let now = c.now;
-                c.db().exists(&s, now)
-            })
-            .await;
-            let r = if src_exists {
-                Err(RenameErr::Exists)
-            } else {
-                Err(RenameErr::NoSuchKey)
-            };
-            rename_reply(&mut cx.reply, r, nx);
-            return;
-        }
-    }
-    // Hop 1: take the source (value + deadline) off its shard.
-    let s = src.clone();
-    let taken = hop(cx, s_shard, move |c| {
-        let now = c.now;
-        c.db().remove(&s, now).map(|(_, v, at)| (v, at))
-    })
-    .await;
-    let Some((value, at)) = taken else {
-        rename_reply(&mut cx.reply, Err(RenameErr::NoSuchKey), nx);
-        return;
-    };
-    // Hop 2: write it at the destination.
-    let d = dst.clone();
-    let back = hop(cx, d_shard, move |c| {
-        let now = c.now;
-        let db = c.db();
-        if nx && db.exists(&d, now) {
-            return Some((value, at));
-        }
-        put_replace(db, &d, value, at, now);
-        None
-    })
-    .await;
-    match back {
-        None => rename_reply(&mut cx.reply, Ok(()), nx),
-        Some((value, at)) => {
-            // RENAMENX lost a race with a writer of the destination: restore the source.
-            hop(cx, s_shard, move |c| {
-                let now = c.now;
-                let db = c.db();
-                if !db.exists(&src, now) {
-                    db.insert_new_owned(KeyStr::from_bytes(&src), value, at);
-                }
-            })
-            .await;
-            rename_reply(&mut cx.reply, Err(RenameErr::Exists), nx);
-        }
-    }
+    rename_reply(&mut cx.reply, r, nx);
 }
 
 fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
@@ -532,53 +462,34 @@ fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             cx.reply.error(ERR_SAME_OBJECT);
             return;
         }
-        let threads = cx.threads();
-        let (s_shard, d_shard) = (shard_of(args[1], threads), shard_of(args[2], threads));
-        let src = args[1].to_vec();
-        let dst = args[2].to_vec();
-        let copied = if s_shard == d_shard {
-            hop(cx, s_shard, move |c| {
+        // Look at the destination, read the source (a keyspace hit or miss), write the copy.
+        let (src, dst) = (args[1].to_vec(), args[2].to_vec());
+        let d = dst.clone();
+        let copied = cx
+            .hops()
+            .on_key(args[2], move |c, ()| {
                 let now = c.now;
-                let db = &mut c.shard.dbs[src_db];
-                let Some(pos) = db.find_read(&src, now) else {
-                    return false;
-                };
-                let at = db.expire_at(pos);
-                let value = db.at(pos).1.clone();
-                let ddb = &mut c.shard.dbs[dst_db];
-                if !replace && ddb.exists(&dst, now) {
-                    return false;
-                }
-                put_replace(ddb, &dst, value, at, now);
-                true
+                c.shard.dbs[dst_db].exists(&d, now)
             })
-            .await
-        } else {
-            // Hop 1: read the source on its shard.
-            let got = hop(cx, s_shard, move |c| {
+            .on_key(args[1], move |c, dst_exists| {
                 let now = c.now;
                 let db = &mut c.shard.dbs[src_db];
                 let pos = db.find_read(&src, now)?;
+                if !replace && dst_exists {
+                    return None;
+                }
                 Some((db.at(pos).1.clone(), db.expire_at(pos)))
             })
+            .on_key(args[2], move |c, got| {
+                let Some((value, at)) = got else {
+                    return false;
+                };
+                let now = c.now;
+                put_replace(&mut c.shard.dbs[dst_db], &dst, value, at, now);
+                true
+            })
+            .run()
             .await;
-            match got {
-                None => false,
-                // Hop 2: write the copy on the destination shard.
-                Some((value, at)) => {
-                    hop(cx, d_shard, move |c| {
-                        let now = c.now;
-                        let ddb = &mut c.shard.dbs[dst_db];
-                        if !replace && ddb.exists(&dst, now) {
-                            return false;
-                        }
-                        put_replace(ddb, &dst, value, at, now);
-                        true
-                    })
-                    .await
-                }
-            }
-        };
         cx.reply.int(copied as i64);
     })
 }
@@ -623,28 +534,31 @@ fn keys<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let limit = cx.shared().config.keys_output_limit();
         let pattern: Arc<Vec<u8>> = Arc::new(args[1].to_vec());
         let all = pattern.as_slice() == b"*";
-        let per_shard = on_all_shards(cx, move |c| {
-            let now = c.now;
-            let db = c.db();
-            let mut out: Vec<Vec<u8>> = Vec::new();
-            let mut cur = 0u64;
-            loop {
-                cur = db.scan(cur, |k, _, at| {
-                    if out.len() >= limit || at.is_some_and(|t| t <= now) {
-                        return;
+        let per_shard = cx
+            .hops()
+            .all_shards(move |c, ()| {
+                let now = c.now;
+                let db = c.db();
+                let mut out: Vec<Vec<u8>> = Vec::new();
+                let mut cur = 0u64;
+                loop {
+                    cur = db.scan(cur, |k, _, at| {
+                        if out.len() >= limit || at.is_some_and(|t| t <= now) {
+                            return;
+                        }
+                        let key = k.key();
+                        if all || glob::matches(&pattern, key, false) {
+                            out.push(key.to_vec());
+                        }
+                    });
+                    if cur == 0 || out.len() >= limit {
+                        break;
                     }
-                    let key = k.key();
-                    if all || glob::matches(&pattern, key, false) {
-                        out.push(key.to_vec());
-                    }
-                });
-                if cur == 0 || out.len() >= limit {
-                    break;
                 }
-            }
-            out
-        })
-        .await;
+                out
+            })
+            .run()
+            .await;
         let total: usize = per_shard.iter().map(|v| v.len()).sum::<usize>().min(limit);
         cx.reply.array(total);
         for k in per_shard.iter().flatten().take(total) {
@@ -720,16 +634,20 @@ fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             let p = pattern.clone();
             let t = type_name.clone();
             let left = budget - visited;
-            let step = hop(cx, sid, move |c| {
-                let opts = scan::Opts {
-                    count: left,
-                    pattern: p.as_deref(),
-                    type_name: t.as_deref(),
-                    novalues: false,
-                };
-                scan_shard(c, cur, &opts)
-            })
-            .await;
+            // (A keyless command: its hops run unlocked, so `run_more` costs nothing.)
+            let step = cx
+                .hops()
+                .on_shard(sid, move |c, ()| {
+                    let opts = scan::Opts {
+                        count: left,
+                        pattern: p.as_deref(),
+                        type_name: t.as_deref(),
+                        novalues: false,
+                    };
+                    scan_shard(c, cur, &opts)
+                })
+                .run_more()
+                .await;
             visited += step.visited;
             keys.extend(step.keys);
             cur = step.next;
@@ -753,13 +671,18 @@ fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 
 fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        let mut rng = crate::rand::Rng::from_entropy();
         for _ in 0..8 {
-            let sizes = on_all_shards(cx, |c| c.db().len() as u64).await;
+            let sizes = cx
+                .hops()
+                .all_shards(|c, ()| c.db().len() as u64)
+                .run_more()
+                .await;
             let total: u64 = sizes.iter().sum();
             if total == 0 {
                 break;
             }
-            let mut r = cx.worker.shard.borrow_mut().rand() % total;
+            let mut r = rng.below(total);
             let mut target = 0;
             for (i, &n) in sizes.iter().enumerate() {
                 if r < n {
@@ -768,14 +691,17 @@ fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 }
                 r -= n;
             }
-            let key = hop(cx, target, |c| {
-                let now = c.now;
-                let mut rng = c.shard.fork_rng();
-                c.db()
-                    .random_key(|| rng.next_u64(), now)
-                    .map(|k| k.key().to_vec())
-            })
-            .await;
+            let key = cx
+                .hops()
+                .on_shard(target, |c, ()| {
+                    let now = c.now;
+                    let mut rng = c.shard.fork_rng();
+                    c.db()
+                        .random_key(|| rng.next_u64(), now)
+                        .map(|k| k.key().to_vec())
+                })
+                .run_more()
+                .await;
             if let Some(k) = key {
                 cx.reply.bulk(&k);
                 return;
@@ -886,7 +812,11 @@ fn object_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 
 fn dbsize<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let sizes = on_all_shards(cx, |c| c.db().len() as i64).await;
+        let sizes = cx
+            .hops()
+            .all_shards(|c, ()| c.db().len() as i64)
+            .run()
+            .await;
         cx.reply.int(sizes.iter().sum());
     })
 }
@@ -908,7 +838,7 @@ fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !flush_flags_ok(&mut cx.reply, args) {
             return;
         }
-        on_all_shards(cx, |c| c.db().clear()).await;
+        cx.hops().all_shards(|c, ()| c.db().clear()).run().await;
         cx.reply.ok();
     })
 }
@@ -918,12 +848,14 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !flush_flags_ok(&mut cx.reply, args) {
             return;
         }
-        on_all_shards(cx, |c| {
-            for db in c.shard.dbs.iter_mut() {
-                db.clear();
-            }
-        })
-        .await;
+        cx.hops()
+            .all_shards(|c, ()| {
+                for db in c.shard.dbs.iter_mut() {
+                    db.clear();
+                }
+            })
+            .run()
+            .await;
         cx.reply.ok();
     })
 }
@@ -944,48 +876,14 @@ fn swapdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         if a != b {
             let (lo, hi) = (a.min(b) as usize, a.max(b) as usize);
-            on_all_shards(cx, move |c| {
-                let (l, r) = c.shard.dbs.split_at_mut(hi);
-                l[lo].swap(&mut r[0]);
-            })
-            .await;
+            cx.hops()
+                .all_shards(move |c, ()| {
+                    let (l, r) = c.shard.dbs.split_at_mut(hi);
+                    l[lo].swap(&mut r[0]);
+                })
+                .run()
+                .await;
         }
         cx.reply.ok();
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::types::CompactStr;
-
-    fn s(v: &[u8]) -> Value {
-        Value::str(CompactStr::from_value(v))
-    }
-
-    #[test]
-    fn rename_within_db() {
-        let mut db = Db::new();
-        db.set(b"a", s(b"1"), crate::engine::db::TtlMode::At(5000), 0);
-        db.set(b"b", s(b"2"), crate::engine::db::TtlMode::Clear, 0);
-        assert_eq!(
-            rename_in_db(&mut db, b"a", b"b", true, 0),
-            Err(RenameErr::Exists)
-        );
-        assert_eq!(
-            rename_in_db(&mut db, b"x", b"b", false, 0),
-            Err(RenameErr::NoSuchKey)
-        );
-        assert_eq!(rename_in_db(&mut db, b"a", b"a", false, 0), Ok(()));
-        assert_eq!(
-            rename_in_db(&mut db, b"a", b"a", true, 0),
-            Err(RenameErr::Exists)
-        );
-        assert_eq!(rename_in_db(&mut db, b"a", b"b", false, 0), Ok(()));
-        assert!(!db.exists(b"a", 0));
-        let pos = db.find(b"b", 0).expect("b");
-        assert_eq!(db.expire_at(pos), Some(5000));
-        assert_eq!(db.len(), 1);
-        assert_eq!(db.expires_len(), 1);
-    }
 }

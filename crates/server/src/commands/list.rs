@@ -26,7 +26,6 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::shard_of;
 use crate::engine::waiters::Serve;
 use crate::types::list::{Entry, Fill, List, Needle};
 use crate::types::{Value, ValueRef};
@@ -199,18 +198,6 @@ fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
         return Ok(None);
     }
     Ok(Some(Duration::from_millis(ms as u64)))
-}
-
-/// True while EXEC runs the queued commands: blocking commands must not block.
-fn in_exec(cx: &ConnCtx) -> bool {
-    cx.client.info.borrow().multi >= 0
-}
-
-/// Reply bytes of a single error.
-fn err_bytes(ver: RespVersion, msg: &str) -> Vec<u8> {
-    let mut r = Reply::new(ver);
-    r.error(msg);
-    r.take()
 }
 
 /// The data of an encoded bulk string reply (`$n\r\n...\r\n`).
@@ -779,6 +766,15 @@ fn brpoplpush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
+/// Where an LMOVE got to.
+enum Moved {
+    Missing,
+    WrongType,
+    /// Popped from the source, not pushed yet (the destination is on another shard).
+    Popped(Vec<u8>),
+    Done(Vec<u8>),
+}
+
 /// LMOVE family. `block`: Some(timeout) for BLMOVE/BRPOPLPUSH.
 async fn move_generic(
     cx: &mut ConnCtx,
@@ -788,65 +784,58 @@ async fn move_generic(
     wt: End,
     block: Option<Option<Duration>>,
 ) {
-    let threads = cx.threads();
-    let (ss, ds) = (shard_of(src, threads), shard_of(dst, threads));
     let fill = conn_fill(cx);
-    let missing = if ss == ds {
-        let (s, d) = (src.to_vec(), dst.to_vec());
-        let (missing, bytes) = on_shard(cx, ss, move |c| {
-            let now = c.now;
-            let db = &mut c.shard.dbs[c.db];
-            let m = lmove_in_db(db, &s, &d, wf, wt, fill, now, c.reply);
-            (matches!(m, MoveOutcome::Missing), c.reply.take())
-        })
-        .await;
-        cx.reply.raw(&bytes);
-        missing
-    } else {
-        // Keys on two shards (inside the command's transaction): check the destination's type,
-        // pop from the source, push to the destination.
-        let d = dst.to_vec();
-        let dst_wrong = on_shard(cx, ds, move |c| {
+    // The destination's type, then pop from the source, then push to the destination (one
+    // message when both keys share a shard, a transaction otherwise).
+    let (s, d, d2) = (src.to_vec(), dst.to_vec(), dst.to_vec());
+    let same_key = src == dst;
+    let moved = cx
+        .hops()
+        .on_key(dst, move |c, ()| {
             let now = c.now;
             list_kind(c.db(), &d, now) == Some(false)
         })
-        .await;
-        let s = src.to_vec();
-        let popped = on_shard(cx, ss, move |c| {
+        .on_key(src, move |c, dst_wrong| {
             let now = c.now;
             let db = c.db();
             match list_kind(db, &s, now) {
-                None => Err(false),
-                Some(false) => Err(true),
-                Some(true) if dst_wrong => Err(true),
-                Some(true) => {
-                    let v = db
-                        .get_mut(&s, now)
-                        .and_then(|v| v.as_list_mut())
-                        .and_then(|l| pop_owned(l, wf));
-                    drop_if_empty(db, &s, now);
-                    v.ok_or(false)
-                }
+                None => return Moved::Missing,
+                Some(false) => return Moved::WrongType,
+                Some(true) if dst_wrong => return Moved::WrongType,
+                Some(true) => {}
             }
+            let Some(l) = db.get_mut(&s, now).and_then(|v| v.as_list_mut()) else {
+                return Moved::Missing;
+            };
+            let Some(v) = pop_owned(l, wf) else {
+                return Moved::Missing;
+            };
+            if same_key {
+                push_end(l, wt, &v, fill);
+                return Moved::Done(v);
+            }
+            drop_if_empty(db, &s, now);
+            Moved::Popped(v)
         })
+        .on_key(dst, move |c, moved| match moved {
+            Moved::Popped(v) => {
+                let now = c.now;
+                push_create(c.db(), &d2, wt, &v, fill, now);
+                Moved::Done(v)
+            }
+            other => other,
+        })
+        .run()
         .await;
-        match popped {
-            Err(true) => {
-                cx.reply.error(ERR_WRONGTYPE);
-                false
-            }
-            Err(false) => true,
-            Ok(v) => {
-                let d = dst.to_vec();
-                let v = on_shard(cx, ds, move |c| {
-                    let now = c.now;
-                    push_create(c.db(), &d, wt, &v, fill, now);
-                    v
-                })
-                .await;
-                cx.reply.bulk(&v);
-                false
-            }
+    let missing = match moved {
+        Moved::Missing => true,
+        Moved::WrongType => {
+            cx.reply.error(ERR_WRONGTYPE);
+            false
+        }
+        Moved::Done(v) | Moved::Popped(v) => {
+            cx.reply.bulk(&v);
+            false
         }
     };
     if !missing {
@@ -856,24 +845,26 @@ async fn move_generic(
         cx.reply.null();
         return;
     };
-    if in_exec(cx) {
+    if cx.coord.in_exec() {
         cx.reply.null();
         return;
     }
-    cx.tx_end();
+    // With both keys on one shard the wake-up moves the element itself (atomically, as Redis
+    // does); otherwise it pops, and the push follows here.
+    let one_shard = cx.keys_on_one_shard();
     let serve = Arc::new(BMove {
         dst: dst.to_vec(),
         wf,
         wt,
         fill,
-        same_shard: ss == ds,
+        same_shard: one_shard,
         ver: cx.reply.ver,
     });
     let Some(bytes) = serve_or_block(cx, &[src], serve, timeout).await else {
         cx.reply.null_array();
         return;
     };
-    if ss == ds {
+    if one_shard {
         cx.reply.raw(&bytes);
         return;
     }
@@ -881,32 +872,35 @@ async fn move_generic(
         cx.reply.raw(&bytes);
         return;
     };
-    // Popped on the source shard by the wake-up: push it to the destination now.
-    let d = dst.to_vec();
-    let pushed = on_shard(cx, ds, move |c| {
-        let now = c.now;
-        let db = c.db();
-        if list_kind(db, &d, now) == Some(false) {
-            return Err(v);
-        }
-        push_create(db, &d, wt, &v, fill, now);
-        Ok(v)
-    })
-    .await;
-    match pushed {
-        Ok(v) => cx.reply.bulk(&v),
-        Err(v) => {
-            let s = src.to_vec();
-            on_shard(cx, ss, move |c| {
+    // Popped on the source shard by the wake-up: push it to the destination now, or back to
+    // the source if the destination became something else meanwhile.
+    let (d, s) = (dst.to_vec(), src.to_vec());
+    let pushed = cx
+        .hops()
+        .on_key(dst, move |c, ()| {
+            let now = c.now;
+            let db = c.db();
+            if list_kind(db, &d, now) == Some(false) {
+                return Err(v);
+            }
+            push_create(db, &d, wt, &v, fill, now);
+            Ok(v)
+        })
+        .on_key(src, move |c, pushed| {
+            if let Err(v) = &pushed {
                 let now = c.now;
                 let db = c.db();
                 if list_kind(db, &s, now) != Some(false) {
-                    push_create(db, &s, wf, &v, fill, now);
+                    push_create(db, &s, wf, v, fill, now);
                 }
-            })
-            .await;
-            cx.reply.error(ERR_WRONGTYPE);
-        }
+            }
+            pushed
+        })
+        .run()
+        .await;
+    match pushed {
+        Ok(v) => cx.reply.bulk(&v),
+        Err(_) => cx.reply.error(ERR_WRONGTYPE),
     }
 }
 
@@ -991,105 +985,31 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     true
 }
 
-/// What the first interesting key of a shard's share holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum First {
-    /// A non-empty list at this argument ordinal.
-    Ready(usize),
-    /// A key of another type at this ordinal (WRONGTYPE if nothing ready comes before it).
-    Wrong(usize),
-}
-
-impl First {
-    fn ord(self) -> usize {
-        match self {
-            First::Ready(i) | First::Wrong(i) => i,
-        }
-    }
-}
-
-fn first_in_db(db: &mut Db, keys: &[(usize, Vec<u8>)], now: u64) -> Option<First> {
-    for (i, k) in keys {
-        match list_kind(db, k, now) {
-            None => continue,
-            Some(true) => return Some(First::Ready(*i)),
-            Some(false) => return Some(First::Wrong(*i)),
-        }
-    }
-    None
-}
-
-/// The non-blocking multi-key pop, in argument order: Some(reply bytes) when a key was ready
-/// (or WRONGTYPE), None when no key holds a list.
-async fn mpop_now(cx: &ConnCtx, keys: &[&[u8]], end: End, style: PopStyle) -> Option<Vec<u8>> {
-    let threads = cx.threads();
-    let mut per: Vec<Vec<(usize, Vec<u8>)>> = vec![Vec::new(); threads];
-    for (i, k) in keys.iter().enumerate() {
-        per[shard_of(k, threads)].push((i, k.to_vec()));
-    }
-    let used: Vec<usize> = (0..threads).filter(|&s| !per[s].is_empty()).collect();
-    if used.len() == 1 {
-        let ks = std::mem::take(&mut per[used[0]]);
-        return on_shard(cx, used[0], move |c| {
-            let now = c.now;
-            let db = &mut c.shard.dbs[c.db];
-            match first_in_db(db, &ks, now)? {
-                First::Wrong(_) => c.reply.error(ERR_WRONGTYPE),
-                First::Ready(i) => {
-                    pop_reply(db, &ks[i_pos(&ks, i)].1, now, end, style, c.reply);
-                }
-            }
-            Some(c.reply.take())
-        })
-        .await;
-    }
-    // Several shards (inside the command's transaction): find each shard's first interesting
-    // key, then pop from the overall first one.
-    let mut calls = Vec::new();
-    for &s in &used {
-        let ks = std::mem::take(&mut per[s]);
-        calls.push((
-            s,
-            on_shard(cx, s, move |c| {
+/// The non-blocking multi-key pop, in argument order: Some(reply bytes) when a key holds a
+/// list (or another type: WRONGTYPE), None when no key exists.
+async fn mpop_now(cx: &mut ConnCtx, keys: &[&[u8]], end: End, style: PopStyle) -> Option<Vec<u8>> {
+    cx.hops()
+        .first_of(
+            keys,
+            |c, k| {
                 let now = c.now;
-                first_in_db(c.db(), &ks, now).map(|f| (f, ks))
-            }),
-        ));
-    }
-    let mut best: Option<(usize, First, KeyList)> = None;
-    for (s, call) in calls {
-        if let Some((f, ks)) = call.await {
-            if best.as_ref().is_none_or(|b| f.ord() < b.1.ord()) {
-                best = Some((s, f, ks));
-            }
-        }
-    }
-    let (s, f, ks) = best?;
-    match f {
-        First::Wrong(_) => Some(err_bytes(cx.reply.ver, ERR_WRONGTYPE)),
-        First::Ready(i) => {
-            let key = ks[i_pos(&ks, i)].1.clone();
-            Some(
-                on_shard(cx, s, move |c| {
+                list_kind(c.db(), k, now)
+            },
+            move |c, key, is_list| {
+                if is_list {
                     let now = c.now;
                     let db = &mut c.shard.dbs[c.db];
-                    if !pop_reply(db, &key, now, end, style, c.reply) {
+                    if !pop_reply(db, key, now, end, style, c.reply) {
                         c.reply.null_array();
                     }
-                    c.reply.take()
-                })
-                .await,
-            )
-        }
-    }
-}
-
-/// Keys of one shard with their argument ordinals.
-type KeyList = Vec<(usize, Vec<u8>)>;
-
-/// Index in `ks` of argument ordinal `ord`.
-fn i_pos(ks: &[(usize, Vec<u8>)], ord: usize) -> usize {
-    ks.iter().position(|(i, _)| *i == ord).unwrap_or(0)
+                } else {
+                    c.reply.error(ERR_WRONGTYPE);
+                }
+                c.reply.take()
+            },
+        )
+        .run()
+        .await
 }
 
 /// BLPOP/BRPOP/BLMPOP waiter.
@@ -1125,11 +1045,10 @@ async fn bpop_generic(
         cx.reply.raw(&bytes);
         return;
     }
-    if in_exec(cx) {
+    if cx.coord.in_exec() {
         cx.reply.null_array();
         return;
     }
-    cx.tx_end();
     let serve = Arc::new(BPop {
         end,
         style,

@@ -37,6 +37,7 @@ use crate::engine::clock;
 use crate::engine::db::Db;
 use crate::engine::guard;
 use crate::engine::shard::Shard;
+use crate::engine::vll;
 use crate::engine::{shard_of, Shared, Worker};
 use crate::net::client::ClientHandle;
 pub use registry::{registry, Entry};
@@ -65,9 +66,6 @@ pub mod flags {
     /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
     pub const TX_GLOBAL_READ: u32 = 1 << 24;
     pub const TX_GLOBAL_WRITE: u32 = 1 << 25;
-    /// Not a Redis flag: the handler touches each of its shards exactly once (one `fan_out`), so
-    /// its own transaction can conclude inside that hop instead of with a separate message.
-    pub const TX_SINGLE_HOP: u32 = 1 << 26;
     /// Not a Redis flag: inside MULTI the command runs at once instead of being queued (EXEC
     /// DISCARD MULTI WATCH QUIT RESET).
     pub const RUNS_IN_MULTI: u32 = 1 << 27;
@@ -111,6 +109,13 @@ pub struct CmdCtx<'a> {
 }
 
 impl CmdCtx<'_> {
+    /// Does this shard own `key`? (DEBUG POPULATE generates every key on every shard and keeps
+    /// its own.)
+    #[inline]
+    pub fn owns(&self, key: &[u8]) -> bool {
+        shard_of(key, self.shared.threads) == self.shard.id
+    }
+
     #[inline]
     pub fn db(&mut self) -> &mut Db {
         &mut self.shard.dbs[self.db]
@@ -144,13 +149,9 @@ pub struct ConnCtx {
     /// Unix ms snapshot taken once per batch of pipelined commands (Redis also evaluates expiry
     /// against a per-command-call time snapshot rather than re-reading the clock per lookup).
     pub now_ms: u64,
-    /// The transaction the current command (or EXEC) runs in.
-    pub tx: Option<coordinator::TxState>,
-    /// Key locks of the current single-shard command, checked against transactions' locks.
-    pub cmd_locks: smallvec::SmallVec<[(usize, crate::engine::vll::KeyLock); 2]>,
-    pub cmd_shard_lock: crate::engine::vll::ShardLock,
-    /// Shards of the current command's keys, computed by its lock plan and reused by `fan_out`.
-    pub routes: coordinator::Routes,
+    /// The current command's lock plan and transaction (see `coordinator`); command code
+    /// reaches shards through `hops()`.
+    pub(crate) coord: coordinator::Coord,
     /// Commands queued since MULTI (None outside MULTI).
     pub multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
@@ -173,6 +174,12 @@ impl ConnCtx {
         }
     }
 
+    /// Do all of the current command's keys live on one shard? (Work there is atomic without a
+    /// transaction: BLMOVE's wake-up moves the element in one step when it is.)
+    pub fn keys_on_one_shard(&self) -> bool {
+        self.threads() == 1 || self.coord.plan().single_shard().is_some()
+    }
+
     /// True while the connection is in a state where commands must not be squashed (MULTI
     /// queueing and the like; extended by the transaction commands).
     #[inline]
@@ -191,39 +198,44 @@ impl ConnCtx {
         self.worker.shared.threads
     }
 
-    /// Runs a shard handler on the shard owning `key` (this thread's inline, else by message).
-    pub async fn run_on_key_shard(&mut self, f: ShardFn, key: &[u8], args: &[&[u8]]) {
-        let target = shard_of(key, self.threads());
-        self.run_on_shard(f, target, args).await
-    }
-
+    /// Runs single-key shard handler `f` on shard `target`: inline when it is this thread's and
+    /// none of the command's keys is locked there, otherwise by message (waiting there for the
+    /// keys), or as a hop of the transaction running the command (EXEC).
     pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
         let name = self.cmd_name;
-        if target == self.worker.id && self.tx.is_none() {
-            let w = &self.worker;
-            let free = {
-                let t = w.tx.borrow();
-                t.idle() || {
-                    let locks: crate::engine::vll::Locks =
-                        self.cmd_locks.iter().map(|(_, l)| *l).collect();
-                    t.quick_ok(&locks, self.cmd_shard_lock)
-                }
-            };
-            if free {
-                run_shard_cmd(w, name, f, self.db, self.now_ms, &mut self.reply, args);
-                w.serve_blocked();
-                return;
-            }
+        let w = self.worker.clone();
+        let (db, now, ver) = (self.db, self.now_ms, self.reply.ver);
+        if self.coord.in_transaction() {
+            let owned = util::OwnedArgs::new(args);
+            let bytes = self
+                .coord
+                .hop(&w, target, false, move |w| {
+                    let mut reply = Reply::new(ver);
+                    run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
+                    reply.take()
+                })
+                .await;
+            self.reply.raw(&bytes);
+            return;
         }
+        let plan = self.coord.plan();
+        if target == w.id && {
+            let t = w.tx.borrow();
+            t.idle() || t.quick_ok(&plan.locks_for(target), plan.shard_lock())
+        } {
+            run_shard_cmd(&w, name, f, db, now, &mut self.reply, args);
+            w.serve_blocked();
+            return;
+        }
+        let (locks, sl) = (plan.locks_for(target), plan.shard_lock());
         let owned = util::OwnedArgs::new(args);
-        let ver = self.reply.ver;
-        let db = self.db;
-        let now = self.now_ms;
-        let bytes = self
-            .shard_exec(target, move |w| {
-                let mut reply = Reply::new(ver);
-                run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
-                reply.take()
+        let bytes = w
+            .call_deferred::<Vec<u8>, _>(target, move |w, resp| {
+                vll::quick(w, locks, sl, move |w| {
+                    let mut reply = Reply::new(ver);
+                    run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
+                    resp.send(w, reply.take());
+                })
             })
             .await;
         self.reply.raw(&bytes);
@@ -341,61 +353,47 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
-    let own_tx = if cx.tx.is_none() {
-        coordinator::plan_command(cx, spec, args)
-    } else {
-        None
-    };
-    // The common case first: a single-shard command outside a transaction. Its handler runs
-    // inside `run_shard_cmd`, which is its own command boundary.
-    if let (Handler::Shard(f), None) = (spec.handler, &own_tx) {
+    let plan = coordinator::plan_command(cx, spec, args);
+    cx.coord.begin_command(spec, plan);
+    let target = |cx: &ConnCtx| {
         let fk = spec.first_key();
-        let target = if fk > 0 && (fk as usize) < args.len() {
+        if fk > 0 && (fk as usize) < args.len() {
             shard_of(args[fk as usize], cx.threads())
         } else {
             cx.worker.id
-        };
-        cx.run_on_shard(f, target, args).await;
-        cx.routes.clear();
-        let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
-        record_call(cx, entry, args, start_len, usec);
-        return;
-    }
-    // The coordinator's command boundary: a panic in the handler (or re-raised from one of its
-    // hops on another shard) ends this command only (see `engine::guard`).
-    let run = guard::CatchUnwind::new(async {
-        if let Some(plan) = &own_tx {
-            if spec.flags & flags::TX_SINGLE_HOP != 0 {
-                cx.tx_begin_single_hop(plan).await;
-            } else {
-                cx.tx_begin(plan).await;
+        }
+    };
+    match spec.handler {
+        // The common case: a single-key command outside a transaction. Its handler runs inside
+        // `run_shard_cmd`, which is its own command boundary.
+        Handler::Shard(f) if !cx.coord.in_transaction() => {
+            let t = target(cx);
+            cx.run_on_shard(f, t, args).await;
+        }
+        _ => {
+            // The coordinator's command boundary: a panic in the handler (or re-raised from
+            // one of its hops on another shard) ends this command only (see `engine::guard`).
+            let run = guard::CatchUnwind::new(async {
+                match spec.handler {
+                    Handler::Shard(f) => {
+                        let t = target(cx);
+                        cx.run_on_shard(f, t, args).await;
+                    }
+                    Handler::Local(f) => f(cx, args),
+                    Handler::Conn(f) => f(cx, args).await,
+                    Handler::Container => {}
+                }
+            })
+            .await;
+            if let Err(fault) = run {
+                cx.reply.buf.truncate(start_len);
+                let w = cx.worker.clone();
+                internal_error(&w, &mut cx.reply, entry.static_name, &fault);
             }
         }
-        match spec.handler {
-            Handler::Shard(f) => {
-                let fk = spec.first_key();
-                let target = if fk > 0 && (fk as usize) < args.len() {
-                    shard_of(args[fk as usize], cx.threads())
-                } else {
-                    cx.worker.id
-                };
-                cx.run_on_shard(f, target, args).await;
-            }
-            Handler::Local(f) => f(cx, args),
-            Handler::Conn(f) => f(cx, args).await,
-            Handler::Container => {}
-        }
-    })
-    .await;
-    if let Err(fault) = run {
-        cx.reply.buf.truncate(start_len);
-        let w = cx.worker.clone();
-        internal_error(&w, &mut cx.reply, entry.static_name, &fault);
     }
-    if own_tx.is_some() {
-        cx.tx_end();
-    }
-    cx.routes.clear();
+    let w = cx.worker.clone();
+    cx.coord.end_command(&w);
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
 }

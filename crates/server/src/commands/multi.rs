@@ -15,15 +15,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use super::coordinator::LockPlan;
 use super::spec::prelude::*;
-use super::util::{fan_out, OwnedArgs};
+use super::util::OwnedArgs;
 use super::{flags, BoxFut, ConnCtx, Entry, Handler};
 use crate::engine::db::WatchFlag;
-use crate::engine::shard_of;
-use crate::engine::vll::KeyLock;
 
 const G: Group = Group::Transactions;
 
@@ -190,17 +186,16 @@ fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             ws.keys.push((db, (*k).into()));
         }
         let flag = ws.flag.clone();
-        let mut wargs: Vec<&[u8]> = Vec::with_capacity(fresh.len() + 1);
-        wargs.push(args[0]);
-        wargs.extend(fresh);
-        fan_out(cx, &wargs, 1, 1, move |c, keys| {
-            let now = c.now;
-            let db = c.db();
-            for k in keys {
-                db.watch(k, &flag, now);
-            }
-        })
-        .await;
+        cx.hops()
+            .per_shard_of(&fresh, 1, move |c, keys, ()| {
+                let now = c.now;
+                let db = c.db();
+                for k in keys {
+                    db.watch(k, &flag, now);
+                }
+            })
+            .run()
+            .await;
         cx.reply.ok();
     })
 }
@@ -227,8 +222,7 @@ fn exec_plan(cx: &ConnCtx, cmds: &[(OwnedArgs, &'static CommandSpec)]) -> LockPl
     }
     if let Some(w) = &cx.watch {
         for (wdb, k) in &w.keys {
-            plan.keys
-                .push((shard_of(k, threads), KeyLock::new(*wdb, k, false)));
+            plan.lock_key(*wdb, k, false);
         }
     }
     plan
@@ -254,47 +248,38 @@ fn exec<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
             return;
         }
         let plan = exec_plan(cx, &m.cmds);
-        cx.tx_begin(&plan).await;
-        let shards: SmallVec<[usize; 4]> =
-            cx.tx.as_ref().map(|t| t.shards.clone()).unwrap_or_default();
-        // Barrier: run on every shard of the transaction, i.e. after every earlier conflicting
-        // transaction there. Also checks watched keys that expired since WATCH.
-        let threads = cx.threads();
+        let w = cx.worker.clone();
+        cx.coord.begin_exec(&w, plan).await;
+        // Barrier: a hop on every shard of the transaction, i.e. after every earlier
+        // conflicting transaction there. It also checks watched keys that expired since WATCH
+        // (only the shard holding a watched key knows it).
         let now = cx.now_ms;
-        let mut calls = Vec::with_capacity(shards.len());
-        for &s in &shards {
-            let check: Option<(WatchFlag, WatchedKeys)> = cx.watch.as_ref().map(|w| {
-                (
-                    w.flag.clone(),
-                    w.keys
-                        .iter()
-                        .filter(|(_, k)| shard_of(k, threads) == s)
-                        .cloned()
-                        .collect(),
-                )
-            });
-            calls.push(cx.shard_exec(s, move |w| match check {
-                Some((flag, keys)) => {
-                    let sh = w.shard.borrow();
-                    keys.iter().any(|(db, k)| {
-                        sh.dbs
-                            .get(*db)
-                            .is_some_and(|d| d.watched_key_expired(k, &flag, now))
-                    })
-                }
+        let watched: Option<(WatchFlag, Arc<WatchedKeys>)> = cx
+            .watch
+            .as_ref()
+            .map(|w| (w.flag.clone(), Arc::new(w.keys.clone())));
+        let shards = cx.coord.exec_shards();
+        let expired = cx
+            .hops()
+            .on_shards(&shards, move |c, ()| match &watched {
+                Some((flag, keys)) => keys.iter().any(|(db, k)| {
+                    c.shard
+                        .dbs
+                        .get(*db)
+                        .is_some_and(|d| d.watched_key_expired(k, flag, now))
+                }),
                 None => false,
-            }));
-        }
-        let mut expired = false;
-        for c in calls {
-            expired |= c.await;
-        }
+            })
+            .run_more()
+            .await
+            .into_iter()
+            .any(|e| e);
         let dirty = expired || cx.watch.as_ref().is_some_and(|w| w.dirty());
         // Unwatch as soon as possible: our own writes need not mark anything.
         cx.watch = None;
         if dirty {
             set_client_multi(cx, -1);
-            cx.tx_end();
+            cx.coord.end_exec(&w);
             cx.reply.null_array();
             return;
         }
@@ -309,7 +294,7 @@ fn exec<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.null();
             }
         }
-        cx.tx_end();
+        cx.coord.end_exec(&w);
         cx.cmd_name = name;
         set_client_multi(cx, -1);
     })

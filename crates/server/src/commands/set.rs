@@ -12,13 +12,13 @@ use std::collections::HashSet;
 
 use damselfly_protocol::Reply;
 
+use super::coordinator::ShardPart;
 use super::scan;
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::shard_of;
 use crate::types::compact::{parse_strict_i64, IntBuf};
 use crate::types::set::{Member, Set};
 use crate::types::Value;
@@ -466,59 +466,45 @@ fn smove_put(db: &mut Db, dst: &[u8], member: &[u8], max: usize, now: u64) {
 
 fn smove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let threads = cx.threads();
-        let (ss, ds) = (shard_of(args[1], threads), shard_of(args[2], threads));
+        // The destination's type, then take the member off the source, then add it to the
+        // destination (one message when both keys share a shard, a transaction otherwise).
         let (src, dst, member) = (args[1].to_vec(), args[2].to_vec(), args[3].to_vec());
-        let r: Result<i64, ()> = if ss == ds {
-            on_shard(cx, ss, move |c| {
-                let now = c.now;
-                let max = intset_limit(c.shared);
-                let db = c.db();
-                let d = dst_state(db, &dst, now);
-                if src == dst {
-                    // Same key: a membership test (after the type checks).
-                    return match lookup_read(db, &src, now) {
-                        Found::Missing => Ok(0),
-                        Found::Wrong => Err(()),
-                        Found::Set(s) => Ok(s.contains(&member) as i64),
-                    };
-                }
-                match smove_take(db, &src, &member, d, now)? {
-                    false => Ok(0),
-                    true => {
-                        smove_put(db, &dst, &member, max, now);
-                        Ok(1)
-                    }
-                }
-            })
-            .await
-        } else {
-            let d = dst.clone();
-            let state = on_shard(cx, ds, move |c| {
+        let (d, m, dst_key) = (dst.clone(), member.clone(), dst.clone());
+        let r: Result<i64, ()> = cx
+            .hops()
+            .on_key(args[2], move |c, ()| {
                 let now = c.now;
                 dst_state(c.db(), &d, now)
             })
-            .await;
-            let m = member.clone();
-            let taken = on_shard(cx, ss, move |c| {
+            .on_key(args[1], move |c, state| {
                 let now = c.now;
-                smove_take(c.db(), &src, &m, state, now)
+                let db = c.db();
+                if src == dst_key {
+                    // Same key: a membership test (after the type checks).
+                    return match lookup_read(db, &src, now) {
+                        Found::Missing => Ok(Some(0)),
+                        Found::Wrong => Err(()),
+                        Found::Set(s) => Ok(Some(s.contains(&m) as i64)),
+                    };
+                }
+                Ok(match smove_take(db, &src, &m, state, now)? {
+                    false => Some(0),
+                    true => None,
+                })
             })
-            .await;
-            match taken {
-                Err(()) => Err(()),
-                Ok(false) => Ok(0),
-                Ok(true) => {
-                    on_shard(cx, ds, move |c| {
+            .on_key(args[2], move |c, taken| {
+                Ok(match taken? {
+                    Some(n) => n,
+                    None => {
                         let now = c.now;
                         let max = intset_limit(c.shared);
                         smove_put(c.db(), &dst, &member, max, now);
-                    })
-                    .await;
-                    Ok(1)
-                }
-            }
-        };
+                        1
+                    }
+                })
+            })
+            .run()
+            .await;
         match r {
             Ok(n) => cx.reply.int(n),
             Err(()) => cx.reply.error(ERR_WRONGTYPE),
@@ -646,122 +632,110 @@ fn store(db: &mut Db, dst: &[u8], result: Option<Set>, now: u64) {
     }
 }
 
-/// A source as fetched from its shard.
-enum Fetched {
-    Missing,
+/// One shard's share of a set-algebra command: what it makes of the sources it holds, so
+/// that only results travel, never the sources (with every key on one shard, its partial is the
+/// answer).
+enum Partial {
+    /// A source of another type: the command fails with WRONGTYPE.
     Wrong,
-    Set(Set),
+    /// SINTER with a missing source: the intersection is empty.
+    Empty,
+    /// The combination of this shard's sources: their intersection (SINTER), union (SUNION,
+    /// and SDIFF's shards that do not hold the first key) or the first key minus the others
+    /// held here (SDIFF, on the first key's shard).
+    Set { first: bool, set: Set },
 }
 
-/// Runs an algebra command over `keys`, storing into `dst` for `Mode::Store`.
-async fn algebra(cx: &mut ConnCtx, op: Op, mode: Mode, keys: &[&[u8]], dst: Option<&[u8]>) {
-    let threads = cx.threads();
-    let first_shard = shard_of(keys[0], threads);
-    let one_shard = keys
-        .iter()
-        .chain(dst.iter())
-        .all(|k| shard_of(k, threads) == first_shard);
-    let outcome = if one_shard {
-        let owned = OwnedArgs::new(keys);
-        let dst = dst.map(|d| d.to_vec());
-        on_shard(cx, first_shard, move |c| {
-            let now = c.now;
-            let max = intset_limit(c.shared);
-            let keys = owned.slices();
-            let db = c.db();
-            // Expire/lookup first (mutable), then borrow every source at once.
-            let mut pos = Vec::with_capacity(keys.len());
-            for k in &keys {
-                pos.push(if mode == Mode::Store {
-                    db.find(k, now)
-                } else {
-                    db.find_read(k, now)
-                });
-            }
-            let mut sets: Vec<Option<&Set>> = Vec::with_capacity(keys.len());
-            for p in &pos {
-                match p {
-                    None => sets.push(None),
-                    Some(p) => match db.at(*p).1.as_set() {
-                        Some(s) => sets.push(Some(s)),
-                        None => return Outcome::WrongType,
-                    },
+/// Computes a shard's `Partial` over its sources `keys` (in argument order); `first_key` is the
+/// command's first source.
+fn partial(c: &mut CmdCtx<'_>, op: Op, read: bool, keys: &[&[u8]], first_key: &[u8]) -> Partial {
+    let now = c.now;
+    let max = intset_limit(c.shared);
+    let db = c.db();
+    // Expire/lookup first (mutable), then borrow every source at once.
+    let mut pos = Vec::with_capacity(keys.len());
+    for k in keys {
+        pos.push(if read {
+            db.find_read(k, now)
+        } else {
+            db.find(k, now)
+        });
+    }
+    let mut sets: Vec<Option<&Set>> = Vec::with_capacity(keys.len());
+    for p in &pos {
+        match p {
+            None => sets.push(None),
+            Some(p) => match db.at(*p).1.as_set() {
+                Some(s) => sets.push(Some(s)),
+                None => return Partial::Wrong,
+            },
+        }
+    }
+    let first = keys.first().is_some_and(|k| *k == first_key);
+    let local_op = match op {
+        Op::Inter if sets.iter().any(|s| s.is_none()) => return Partial::Empty,
+        Op::Diff if !first => Op::Union,
+        op => op,
+    };
+    let (_, set) = compute(local_op, Mode::Store, &sets, max);
+    Partial::Set {
+        first,
+        set: set.unwrap_or_default(),
+    }
+}
+
+/// Combines the shards' partials into the command's outcome (and STORE's set).
+fn merge(op: Op, mode: Mode, parts: &[ShardPart<Partial>], max: usize) -> (Outcome, Option<Set>) {
+    if parts.iter().any(|p| matches!(p.result, Partial::Wrong)) {
+        return (Outcome::WrongType, None);
+    }
+    let empty = parts.iter().any(|p| matches!(p.result, Partial::Empty));
+    let mut sets: Vec<Option<&Set>> = Vec::with_capacity(parts.len());
+    // SDIFF: the first key's partial first, the sets to subtract after it.
+    for want_first in [true, false] {
+        for p in parts {
+            if let Partial::Set { first, set } = &p.result {
+                if *first == want_first {
+                    sets.push(Some(set));
                 }
             }
-            let (out, result) = compute(op, mode, &sets, max);
-            drop(sets);
-            if let Some(d) = dst {
-                store(db, &d, result, now);
-            }
-            out
-        })
-        .await
-    } else {
-        // Read every source shard in parallel (one hop each), compute here, then write.
-        let mut per: Vec<Vec<usize>> = vec![Vec::new(); threads];
-        for (i, k) in keys.iter().enumerate() {
-            per[shard_of(k, threads)].push(i);
         }
-        let mut calls = Vec::new();
-        for (s, idx) in per.into_iter().enumerate() {
-            if idx.is_empty() {
-                continue;
-            }
-            let owned = OwnedArgs::collect(idx.iter().map(|&i| keys[i]));
-            let read = mode != Mode::Store;
-            calls.push((
-                idx,
-                on_shard(cx, s, move |c| {
+    }
+    if empty {
+        // (Only SINTER reports Empty: a missing source empties the intersection.)
+        sets.push(None);
+    }
+    compute(op, mode, &sets, max)
+}
+
+/// Runs an algebra command over `keys`, storing into `dst` for `Mode::Store`: every source
+/// shard computes its partial where its sources are, then the partials are combined (and the
+/// result written on the destination's shard).
+async fn algebra(cx: &mut ConnCtx, op: Op, mode: Mode, keys: &[&[u8]], dst: Option<&[u8]>) {
+    let read = mode != Mode::Store;
+    let first_key = keys[0].to_vec();
+    let max = intset_limit(cx.shared());
+    let hops = cx.hops().per_shard_of(keys, 1, move |c, ks, ()| {
+        partial(c, op, read, ks, &first_key)
+    });
+    let outcome = match dst {
+        None => {
+            hops.map(move |parts| merge(op, mode, &parts, max).0)
+                .run()
+                .await
+        }
+        Some(d) => {
+            let dst = d.to_vec();
+            hops.on_key(d, move |c, parts| {
+                let (out, result) = merge(op, mode, &parts, max);
+                if !matches!(out, Outcome::WrongType) {
                     let now = c.now;
-                    let db = c.db();
-                    owned
-                        .slices()
-                        .iter()
-                        .map(|k| {
-                            let v = if read {
-                                db.get_read(k, now)
-                            } else {
-                                db.get(k, now)
-                            };
-                            match v {
-                                None => Fetched::Missing,
-                                Some(v) => match v.as_set() {
-                                    Some(s) => Fetched::Set(s.clone()),
-                                    None => Fetched::Wrong,
-                                },
-                            }
-                        })
-                        .collect::<Vec<Fetched>>()
-                }),
-            ));
-        }
-        let mut fetched: Vec<Option<Fetched>> = (0..keys.len()).map(|_| None).collect();
-        for (idx, call) in calls {
-            for (i, f) in idx.into_iter().zip(call.await) {
-                fetched[i] = Some(f);
-            }
-        }
-        if fetched.iter().any(|f| matches!(f, Some(Fetched::Wrong))) {
-            Outcome::WrongType
-        } else {
-            let max = intset_limit(cx.shared());
-            let sets: Vec<Option<&Set>> = fetched
-                .iter()
-                .map(|f| match f {
-                    Some(Fetched::Set(s)) => Some(s),
-                    _ => None,
-                })
-                .collect();
-            let (out, result) = compute(op, mode, &sets, max);
-            if let Some(d) = dst {
-                let d = d.to_vec();
-                on_shard(cx, shard_of(&d, threads), move |c| {
-                    let now = c.now;
-                    store(c.db(), &d, result, now);
-                })
-                .await;
-            }
-            out
+                    store(c.db(), &dst, result, now);
+                }
+                out
+            })
+            .run()
+            .await
         }
     };
     match outcome {

@@ -23,7 +23,6 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::shard_of;
 use crate::types::compact::IntBuf;
 use crate::types::list::{Fill, List};
 use crate::types::{Value, ValueRef};
@@ -221,34 +220,50 @@ fn resolve_all(db: &mut Db, reqs: &[Option<Req>], now: u64) -> Vec<Option<Vec<u8
         .collect()
 }
 
-/// Resolves requests on their shards: one parallel hop per shard involved.
-async fn resolve_remote(cx: &ConnCtx, reqs: Vec<Option<Req>>) -> Vec<Option<Vec<u8>>> {
-    let threads = cx.threads();
-    let mut per: Vec<Vec<(usize, Req)>> = vec![Vec::new(); threads];
+/// Resolves requests on their shards (one parallel hop per shard involved), inside the
+/// command's transaction (a SORT with lookups locks every shard); more hops follow.
+async fn resolve_remote(cx: &mut ConnCtx, reqs: Vec<Option<Req>>) -> Vec<Option<Vec<u8>>> {
     let n = reqs.len();
+    // Each request as two arguments: the key, then a marker byte and the hash field if any.
+    let mut at: Vec<usize> = Vec::new();
+    let mut items: Vec<Vec<u8>> = Vec::new();
     for (i, r) in reqs.into_iter().enumerate() {
         if let Some(r) = r {
-            per[shard_of(&r.key, threads)].push((i, r));
+            at.push(i);
+            items.push(r.key);
+            items.push(match r.field {
+                Some(f) => [&b"1"[..], &f].concat(),
+                None => b"0".to_vec(),
+            });
         }
     }
-    let mut calls = Vec::new();
-    for (s, batch) in per.into_iter().enumerate() {
-        if batch.is_empty() {
-            continue;
-        }
-        calls.push(on_shard(cx, s, move |c| {
+    let refs: Vec<&[u8]> = items.iter().map(|v| &v[..]).collect();
+    let parts = cx
+        .hops()
+        .per_shard_of(&refs, 2, |c, pairs, ()| {
             let now = c.now;
             let db = c.db();
-            batch
-                .into_iter()
-                .map(|(i, r)| (i, resolve(db, &r, now)))
+            pairs
+                .chunks_exact(2)
+                .map(|p| {
+                    let field = (p[1][0] == b'1').then(|| p[1][1..].to_vec());
+                    resolve(
+                        db,
+                        &Req {
+                            key: p[0].to_vec(),
+                            field,
+                        },
+                        now,
+                    )
+                })
                 .collect::<Vec<_>>()
-        }));
-    }
+        })
+        .run_more()
+        .await;
     let mut out: Vec<Option<Vec<u8>>> = vec![None; n];
-    for c in calls {
-        for (i, v) in c.await {
-            out[i] = v;
+    for p in parts {
+        for (g, v) in p.groups.into_iter().zip(p.result) {
+            out[at[g]] = v;
         }
     }
     out
@@ -529,7 +544,6 @@ fn list_fill(shared: &crate::engine::Shared) -> i64 {
 /// The whole command on one shard (no pattern lookups elsewhere, destination local).
 fn run_local(c: &mut CmdCtx<'_>, key: &[u8], opts: Opts) -> Done {
     let now = c.now;
-    let fill = list_fill(c.shared);
     let db = c.db();
     let (kind, items) = match load(db, key, now) {
         Source::Wrong => return Done::Error(ERR_WRONGTYPE),
@@ -541,22 +555,23 @@ fn run_local(c: &mut CmdCtx<'_>, key: &[u8], opts: Opts) -> Done {
         return Done::Error(e);
     }
     let gets = resolve_all(db, &job.get_requests(), now);
-    let out = job.output(gets);
-    match job.opts.store.take() {
-        Some(dst) => Done::Stored(store(db, &dst, out, fill, now)),
-        None => Done::Reply(out),
-    }
+    // (A STORE destination is written by the caller's next hop, on its own shard.)
+    Done::Reply(job.output(gets))
 }
 
-/// The command across shards, inside its transaction (see the module docs).
-async fn run_spread(cx: &mut ConnCtx, key: &[u8], opts: Opts) -> Done {
-    let threads = cx.threads();
+/// A SORT whose BY/GET patterns name other keys, inside its transaction (which locks every
+/// shard, see the module docs): load the source, resolve BY lookups, sort, resolve GET lookups,
+/// store.
+async fn sort_with_lookups(cx: &mut ConnCtx, key: &[u8], opts: Opts) -> Done {
     let k = key.to_vec();
-    let src = on_shard(cx, shard_of(key, threads), move |c| {
-        let now = c.now;
-        load(c.db(), &k, now)
-    })
-    .await;
+    let src = cx
+        .hops()
+        .on_key(key, move |c, ()| {
+            let now = c.now;
+            load(c.db(), &k, now)
+        })
+        .run_more()
+        .await;
     let (kind, items) = match src {
         Source::Wrong => return Done::Error(ERR_WRONGTYPE),
         Source::Items(k, v) => (k, v),
@@ -578,12 +593,16 @@ async fn run_spread(cx: &mut ConnCtx, key: &[u8], opts: Opts) -> Done {
     let out = job.output(gets);
     match job.opts.store.take() {
         Some(dst) => {
-            let n = on_shard(cx, shard_of(&dst, threads), move |c| {
-                let now = c.now;
-                let fill = list_fill(c.shared);
-                store(c.db(), &dst, out, fill, now)
-            })
-            .await;
+            let d = dst.clone();
+            let n = cx
+                .hops()
+                .on_key(&d, move |c, ()| {
+                    let now = c.now;
+                    let fill = list_fill(c.shared);
+                    store(c.db(), &dst, out, fill, now)
+                })
+                .run()
+                .await;
             Done::Stored(n)
         }
         None => Done::Reply(out),
@@ -614,20 +633,34 @@ async fn sort_generic(cx: &mut ConnCtx, args: &[&[u8]], readonly: bool) {
             return;
         }
     };
-    let threads = cx.threads();
     let key = args[1];
-    let src_shard = shard_of(key, threads);
     let lookups = opts.by.as_deref().is_some_and(|p| refs_keys(p, false))
         || opts.gets.iter().any(|g| refs_keys(g, true));
-    let dst_local = opts
-        .store
-        .as_deref()
-        .is_none_or(|d| shard_of(d, threads) == src_shard);
-    let done = if threads == 1 || (!lookups && dst_local) {
-        let k = key.to_vec();
-        on_shard(cx, src_shard, move |c| run_local(c, &k, opts)).await
+    let done = if lookups {
+        sort_with_lookups(cx, key, opts).await
     } else {
-        run_spread(cx, key, opts).await
+        // Everything but the STORE happens on the source's shard (one message, with the store,
+        // when the destination lives there too).
+        let k = key.to_vec();
+        let store_to = opts.store.clone();
+        let sorted = cx.hops().on_key(key, move |c, ()| run_local(c, &k, opts));
+        match store_to {
+            None => sorted.run().await,
+            Some(dst) => {
+                let d = dst.clone();
+                sorted
+                    .on_key(&d, move |c, done| match done {
+                        Done::Reply(out) => {
+                            let now = c.now;
+                            let fill = list_fill(c.shared);
+                            Done::Stored(store(c.db(), &dst, out, fill, now))
+                        }
+                        other => other,
+                    })
+                    .run()
+                    .await
+            }
+        }
     };
     reply_done(&mut cx.reply, done);
 }

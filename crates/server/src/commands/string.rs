@@ -9,11 +9,11 @@ use std::os::raw::{c_char, c_int};
 
 use damselfly_dash::Pos;
 
+use super::coordinator::{Hops, ShardPart};
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::shard_of;
 use crate::types::compact::{IntBuf, MAX_LEN};
 use crate::types::{CompactStr, Value, ValueMut, ValueRef};
 
@@ -37,9 +37,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the string value of a key after deleting the key."),
     cmd("getset", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(getset))
         .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    cmd("mget", -2, READONLY | FAST | TX_SINGLE_HOP, range(1, -1, 1), Conn(mget))
+    cmd("mget", -2, READONLY | FAST, range(1, -1, 1), Conn(mget))
         .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
-    cmd("mset", -3, WRITE | DENYOOM | TX_SINGLE_HOP, range(1, -1, 2), Conn(mset))
+    cmd("mset", -3, WRITE | DENYOOM, range(1, -1, 2), Conn(mset))
         .doc(G, "1.0.0", "Atomically creates or modifies the string values of one or more keys."),
     cmd("msetnx", -3, WRITE | DENYOOM, range(1, -1, 2), Conn(msetnx))
         .doc(G, "1.0.0", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
@@ -98,16 +98,6 @@ pub(super) fn check_string_length(cx: &mut CmdCtx<'_>, size: u64, append: u64) -
             false
         }
     }
-}
-
-/// Runs `f` with a shard context on the shard owning `key` (inline when it is this thread) and
-/// returns its result. Used for the write hop of commands that gathered data elsewhere (BITOP).
-pub(super) async fn on_key_shard<R, F>(cx: &ConnCtx, key: &[u8], f: F) -> R
-where
-    R: Send + 'static,
-    F: FnOnce(&mut CmdCtx<'_>) -> R + Send + 'static,
-{
-    on_shard(cx, shard_of(key, cx.threads()), f).await
 }
 
 /// Stores `value` at `key`, given the result of a previous `find` (`pos`).
@@ -398,24 +388,27 @@ fn mget<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         // Each shard encodes its keys' replies into one buffer and says where each one ends;
         // the coordinator stitches them together in argument order.
-        let parts = fan_out(cx, args, 1, 1, |c, keys| {
-            let now = c.now;
-            let db = &mut c.shard.dbs[c.db];
-            let mut ends = Vec::with_capacity(keys.len());
-            for k in keys {
-                match db.get_read(k, now).map(|v| v.view()) {
-                    Some(ValueRef::Str(s)) => {
-                        let mut b: IntBuf = [0u8; 20];
-                        c.reply.bulk(s.bytes(&mut b));
+        let parts = cx
+            .hops()
+            .per_shard(args, |c, keys, ()| {
+                let now = c.now;
+                let db = &mut c.shard.dbs[c.db];
+                let mut ends = Vec::with_capacity(keys.len());
+                for k in keys {
+                    match db.get_read(k, now).map(|v| v.view()) {
+                        Some(ValueRef::Str(s)) => {
+                            let mut b: IntBuf = [0u8; 20];
+                            c.reply.bulk(s.bytes(&mut b));
+                        }
+                        // Missing keys and keys of other types are nil.
+                        _ => c.reply.null(),
                     }
-                    // Missing keys and keys of other types are nil.
-                    _ => c.reply.null(),
+                    ends.push(c.reply.len());
                 }
-                ends.push(c.reply.len());
-            }
-            (c.reply.take(), ends)
-        })
-        .await;
+                (c.reply.take(), ends)
+            })
+            .run()
+            .await;
         let n = args.len() - 1;
         let mut slot: Vec<(usize, usize)> = vec![(0, 0); n];
         for (pi, p) in parts.iter().enumerate() {
@@ -460,7 +453,10 @@ fn mset<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !mset_arity(cx, args, "mset") {
             return;
         }
-        fan_out(cx, args, 1, 2, mset_pairs).await;
+        cx.hops()
+            .per_shard(args, |c, kv, ()| mset_pairs(c, kv))
+            .run()
+            .await;
         cx.reply.ok();
     })
 }
@@ -470,42 +466,26 @@ fn msetnx<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !mset_arity(cx, args, "msetnx") {
             return;
         }
-        let threads = cx.threads();
-        let first = shard_of(args[1], threads);
-        let single = args[1..]
-            .chunks_exact(2)
-            .all(|p| shard_of(p[0], threads) == first);
-        if single {
-            // One shard owns every key: check and set in one hop (atomic on that shard).
-            let parts = fan_out(cx, args, 1, 2, |c, kv| {
+        // Check every key's shard, then set them all if none exists (on one shard: one
+        // message; across shards: one transaction, so nobody slips in between).
+        let parts = cx
+            .hops()
+            .per_shard(args, |c, kv, ()| {
                 let now = c.now;
                 let db = c.db();
-                if kv.chunks_exact(2).any(|p| db.exists(p[0], now)) {
-                    return false;
-                }
-                mset_pairs(c, kv);
-                true
+                kv.chunks_exact(2).any(|p| db.exists(p[0], now))
             })
+            .map(|parts| !parts.iter().any(|p| p.result))
+            .per_shard(args, |c, kv, free| {
+                if free {
+                    mset_pairs(c, kv);
+                }
+                free
+            })
+            .run()
             .await;
-            let ok = parts.first().map(|p| p.result).unwrap_or(false);
-            cx.reply.int(ok as i64);
-            return;
-        }
-        // Keys on several shards: hop 1 checks existence everywhere, hop 2 sets. Another client
-        // can slip in between the hops; the transaction framework (VLL) will schedule both hops
-        // under the keys' locks and make this atomic.
-        let parts = fan_out(cx, args, 1, 2, |c, kv| {
-            let now = c.now;
-            let db = c.db();
-            kv.chunks_exact(2).any(|p| db.exists(p[0], now))
-        })
-        .await;
-        if parts.iter().any(|p| p.result) {
-            cx.reply.int(0);
-            return;
-        }
-        fan_out(cx, args, 1, 2, mset_pairs).await;
-        cx.reply.int(1);
+        let set = parts.first().is_some_and(|p| p.result);
+        cx.reply.int(set as i64);
     })
 }
 
@@ -816,10 +796,13 @@ pub(super) enum ReadStr {
     WrongType,
 }
 
-/// Reads the string values of `keys` on their shards (counting keyspace hits/misses) and
-/// returns them in argument order.
-pub(super) async fn read_strings(cx: &mut ConnCtx, keys: &[&[u8]]) -> Vec<ReadStr> {
-    let parts = fan_out(cx, keys, 0, 1, |c, ks| {
+/// Adds a step reading the string values of `keys` on their shards (counting keyspace
+/// hits/misses); `in_order` puts them back in argument order.
+pub(super) fn read_strings<'c>(
+    hops: Hops<'c, ()>,
+    keys: &[&[u8]],
+) -> Hops<'c, Vec<ShardPart<Vec<ReadStr>>>> {
+    hops.per_shard_of(keys, 1, |c, ks, ()| {
         let now = c.now;
         let db = c.db();
         ks.iter()
@@ -830,8 +813,11 @@ pub(super) async fn read_strings(cx: &mut ConnCtx, keys: &[&[u8]]) -> Vec<ReadSt
             })
             .collect::<Vec<_>>()
     })
-    .await;
-    let mut out: Vec<ReadStr> = (0..keys.len()).map(|_| ReadStr::Missing).collect();
+}
+
+/// The values `read_strings` read, in argument order.
+pub(super) fn in_order(parts: Vec<ShardPart<Vec<ReadStr>>>, n: usize) -> Vec<ReadStr> {
+    let mut out: Vec<ReadStr> = (0..n).map(|_| ReadStr::Missing).collect();
     for p in parts {
         for (g, v) in p.groups.into_iter().zip(p.result) {
             out[g] = v;
@@ -842,7 +828,7 @@ pub(super) async fn read_strings(cx: &mut ConnCtx, keys: &[&[u8]]) -> Vec<ReadSt
 
 fn lcs<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let vals = read_strings(cx, &args[1..3]).await;
+        let vals = in_order(read_strings(cx.hops(), &args[1..3]).run().await, 2);
         let mut it = vals.into_iter();
         let (a, b) = match (it.next(), it.next()) {
             (Some(a), Some(b)) => (a, b),

@@ -21,7 +21,6 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::engine::shard_of;
 use crate::engine::waiters::Serve;
 use crate::types::zset::pack::cmp_entry;
 use crate::types::zset::{Limits, ZSet};
@@ -877,36 +876,21 @@ fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             Err(e) => return cx.reply.error(&e),
         };
         let lim = limits_of(cx.shared());
-        let threads = cx.threads();
         let (dst, src) = (args[1].to_vec(), args[2].to_vec());
-        let (ds, ss) = (shard_of(&dst, threads), shard_of(&src, threads));
-        let r: Result<usize, ()> = if ds == ss {
-            on_shard(cx, ss, move |c| {
-                let now = c.now;
-                let db = c.db();
-                let items = range_collect(db, &src, &req, now)?;
-                store_sorted(db, &dst, &items, &lim, now);
-                Ok(items.len())
-            })
-            .await
-        } else {
-            let got = on_shard(cx, ss, move |c| {
+        let r: Result<usize, ()> = cx
+            .hops()
+            .on_key(args[2], move |c, ()| {
                 let now = c.now;
                 range_collect(c.db(), &src, &req, now)
             })
+            .on_key(args[1], move |c, got| {
+                let items = got?;
+                let now = c.now;
+                store_sorted(c.db(), &dst, &items, &lim, now);
+                Ok(items.len())
+            })
+            .run()
             .await;
-            match got {
-                Err(()) => Err(()),
-                Ok(items) => {
-                    on_shard(cx, ds, move |c| {
-                        let now = c.now;
-                        store_sorted(c.db(), &dst, &items, &lim, now);
-                        Ok(items.len())
-                    })
-                    .await
-                }
-            }
-        };
         match r {
             Err(()) => cx.reply.error(ERR_WRONGTYPE),
             Ok(n) => cx.reply.int(n as i64),
@@ -1087,42 +1071,36 @@ enum Popped {
     Got(Vec<u8>, Vec<(Vec<u8>, f64)>),
 }
 
-/// Tries `keys` (all on this shard) in order: the first zset gets popped.
-fn try_pop_keys(db: &mut Db, keys: &[Vec<u8>], max: bool, count: u64, now: u64) -> Popped {
-    for k in keys {
-        match pop_from(db, k, max, count, now) {
-            Err(()) => return Popped::WrongType,
-            Ok(None) => continue,
-            Ok(Some(items)) if items.is_empty() => continue,
-            Ok(Some(items)) => return Popped::Got(k.clone(), items),
-        }
-    }
-    Popped::None
-}
-
-/// Tries the keys in argument order across shards (one hop when they share a shard).
-async fn pop_first(cx: &ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) -> Popped {
-    let threads = cx.threads();
-    let shards: Vec<usize> = keys.iter().map(|k| shard_of(k, threads)).collect();
-    let mut i = 0;
-    while i < keys.len() {
-        // A run of consecutive keys on the same shard goes in one hop.
-        let mut j = i + 1;
-        while j < keys.len() && shards[j] == shards[i] {
-            j += 1;
-        }
-        let run: Vec<Vec<u8>> = keys[i..j].to_vec();
-        let r = on_shard(cx, shards[i], move |c| {
-            let now = c.now;
-            try_pop_keys(c.db(), &run, max, count, now)
-        })
-        .await;
-        if !matches!(r, Popped::None) {
-            return r;
-        }
-        i = j;
-    }
-    Popped::None
+/// Pops from the first of `keys` (argument order) that exists, wherever the keys live
+/// (WRONGTYPE if that key is not a zset).
+async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) -> Popped {
+    let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    cx.hops()
+        .first_of(
+            &refs,
+            |c, k| {
+                let now = c.now;
+                match zpos(c.db(), k, now) {
+                    Ok(Some(_)) => Some(true),
+                    Err(()) => Some(false),
+                    Ok(None) => None,
+                }
+            },
+            move |c, key, is_zset| {
+                if !is_zset {
+                    return Popped::WrongType;
+                }
+                let now = c.now;
+                match pop_from(c.db(), key, max, count, now) {
+                    Err(()) => Popped::WrongType,
+                    Ok(Some(items)) if !items.is_empty() => Popped::Got(key.to_vec(), items),
+                    Ok(_) => Popped::None,
+                }
+            },
+        )
+        .run()
+        .await
+        .unwrap_or(Popped::None)
 }
 
 fn mpop_reply(r: &mut Reply, key: &[u8], items: &[(Vec<u8>, f64)]) {
@@ -1212,11 +1190,6 @@ impl Serve for ZPopServe {
     }
 }
 
-/// True while EXEC runs the queued commands (blocking commands must not block there).
-fn in_exec(cx: &ConnCtx) -> bool {
-    cx.client.info.borrow().multi >= 0
-}
-
 async fn block_generic(
     cx: &mut ConnCtx,
     keys: Vec<Vec<u8>>,
@@ -1237,11 +1210,9 @@ async fn block_generic(
         }
         Popped::None => {}
     }
-    if in_exec(cx) {
+    if cx.coord.in_exec() {
         return cx.reply.null_array();
     }
-    // Blocking must not hold the key locks of this command's own transaction.
-    cx.tx_end();
     let serve = Arc::new(ZPopServe {
         ver: cx.reply.ver,
         max,
@@ -1714,68 +1685,44 @@ async fn setop_generic(cx: &mut ConnCtx, args: &[&[u8]], op: SetOp, store: bool,
     let first = nk_idx + 1;
     let opts = parse_setopts(args, first + n, n, op, store, card);
     let lim = limits_of(cx.shared());
-    let threads = cx.threads();
-    let keys: Vec<Vec<u8>> = args[first..first + n].iter().map(|k| k.to_vec()).collect();
-    let dst: Option<Vec<u8>> = store.then(|| args[1].to_vec());
-    let shard0 = shard_of(&keys[0], threads);
-    let one_shard = keys.iter().all(|k| shard_of(k, threads) == shard0)
-        && dst.as_ref().is_none_or(|d| shard_of(d, threads) == shard0);
-    let res: SetOpResult = if one_shard {
-        on_shard(cx, shard0, move |c| {
-            let now = c.now;
-            let db = c.db();
-            let srcs: Result<Vec<Option<Src>>, ()> =
-                keys.iter().map(|k| read_src(db, k, now)).collect();
-            match setop_finish(op, srcs, &opts, card) {
-                Err(r) => r,
-                Ok((items, cnt, ws)) => {
-                    if let Some(d) = &dst {
-                        store_sorted(db, d, &items, &lim, now);
-                        SetOpResult::Count(items.len())
-                    } else if card {
-                        SetOpResult::Count(cnt)
-                    } else {
-                        SetOpResult::Items(items, ws)
-                    }
-                }
-            }
-        })
-        .await
-    } else {
-        let parts = fan_out(cx, &args[..first + n], first, 1, |c, ks| {
+    // Every source read on its shard, then computed (and stored on the destination's shard).
+    let hops = cx
+        .hops()
+        .per_shard_of(&args[first..first + n], 1, |c, ks, ()| {
             let now = c.now;
             let db = c.db();
             ks.iter()
                 .map(|k| read_src(db, k, now))
                 .collect::<Vec<Result<Option<Src>, ()>>>()
         })
-        .await;
-        let mut slots: Vec<Option<Result<Option<Src>, ()>>> = (0..n).map(|_| None).collect();
-        for p in parts {
-            for (g, r) in p.groups.into_iter().zip(p.result) {
-                slots[g] = Some(r);
-            }
-        }
-        let srcs: Result<Vec<Option<Src>>, ()> =
-            slots.into_iter().map(|s| s.unwrap_or(Ok(None))).collect();
-        match setop_finish(op, srcs, &opts, card) {
-            Err(r) => r,
-            Ok((items, cnt, ws)) => {
-                if let Some(d) = dst {
-                    let len = items.len();
-                    let ds = shard_of(&d, threads);
-                    on_shard(cx, ds, move |c| {
-                        let now = c.now;
-                        store_sorted(c.db(), &d, &items, &lim, now);
-                    })
-                    .await;
-                    SetOpResult::Count(len)
-                } else if card {
-                    SetOpResult::Count(cnt)
-                } else {
-                    SetOpResult::Items(items, ws)
+        .map(move |parts| {
+            let mut slots: Vec<Option<Result<Option<Src>, ()>>> = (0..n).map(|_| None).collect();
+            for p in parts {
+                for (g, r) in p.groups.into_iter().zip(p.result) {
+                    slots[g] = Some(r);
                 }
             }
+            let srcs: Result<Vec<Option<Src>>, ()> =
+                slots.into_iter().map(|s| s.unwrap_or(Ok(None))).collect();
+            setop_finish(op, srcs, &opts, card)
+        });
+    let res: SetOpResult = if store {
+        let dst = args[1].to_vec();
+        hops.on_key(args[1], move |c, done| match done {
+            Err(r) => r,
+            Ok((items, _, _)) => {
+                let now = c.now;
+                store_sorted(c.db(), &dst, &items, &lim, now);
+                SetOpResult::Count(items.len())
+            }
+        })
+        .run()
+        .await
+    } else {
+        match hops.run().await {
+            Err(r) => r,
+            Ok((_, cnt, _)) if card => SetOpResult::Count(cnt),
+            Ok((items, _, ws)) => SetOpResult::Items(items, ws),
         }
     };
     let r = &mut cx.reply;

@@ -125,10 +125,7 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
         no_evict: false,
         cmd_name: "NULL",
         now_ms: crate::engine::clock::unix_ms(),
-        tx: None,
-        cmd_locks: smallvec::SmallVec::new(),
-        cmd_shard_lock: crate::engine::vll::ShardLock::None,
-        routes: Default::default(),
+        coord: Default::default(),
         multi: None,
         watch: None,
     };

@@ -6,7 +6,6 @@ use crate::commands::connection::help_reply;
 use crate::commands::util::*;
 use crate::commands::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
-use crate::engine::shard_of;
 use crate::types::compact::fmt_i64;
 use crate::types::{CompactStr, Value, ValueRef};
 
@@ -71,11 +70,23 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             }
             (b"object", 3) => {
                 let key = args[2];
-                cx.run_on_key_shard(debug_object, key, args).await;
+                let owned = OwnedArgs::new(args);
+                let bytes = cx
+                    .hops()
+                    .on_key(key, move |c, ()| {
+                        debug_object(c, &owned.slices());
+                        c.reply.take()
+                    })
+                    .run()
+                    .await;
+                cx.reply.raw(&bytes);
             }
             (b"set-active-expire", 3) => {
                 let on = parse_i64(args[2]).unwrap_or(0) != 0;
-                on_all_shards(cx, move |c| c.shard.active_expire = on).await;
+                cx.hops()
+                    .all_shards(move |c, ()| c.shard.active_expire = on)
+                    .run()
+                    .await;
                 cx.reply.ok();
             }
             (b"reload", _) => cx.reply.error("ERR DEBUG RELOAD not supported yet"),
@@ -143,13 +154,14 @@ async fn debug_populate(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.reply.error("ERR OOM in dictTryExpand");
         return;
     }
-    on_all_shards(cx, move |c| populate_shard(c, count, &prefix, size)).await;
+    cx.hops()
+        .all_shards(move |c, ()| populate_shard(c, count, &prefix, size))
+        .run()
+        .await;
     cx.reply.ok();
 }
 
 fn populate_shard(c: &mut CmdCtx<'_>, count: u64, prefix: &[u8], size: usize) {
-    let threads = c.shared.threads;
-    let me = c.shard.id;
     let now = c.now;
     let mut key = Vec::with_capacity(prefix.len() + 24);
     let mut val = Vec::with_capacity(size.max(32));
@@ -160,7 +172,7 @@ fn populate_shard(c: &mut CmdCtx<'_>, count: u64, prefix: &[u8], size: usize) {
         key.extend_from_slice(prefix);
         key.push(b':');
         key.extend_from_slice(digits);
-        if shard_of(&key, threads) != me {
+        if !c.owns(&key) {
             continue;
         }
         let db = c.db();
@@ -271,18 +283,21 @@ pub fn memory_usage(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 pub fn memory_stats<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let per_shard = on_all_shards(cx, |c| {
-            c.shard
-                .dbs
-                .iter()
-                .map(|d| {
-                    let main = d.prime().mem_usage() as u64;
-                    let total = d.table_mem() as u64;
-                    (d.len() as u64, main, total.saturating_sub(main))
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
+        let per_shard = cx
+            .hops()
+            .all_shards(|c, ()| {
+                c.shard
+                    .dbs
+                    .iter()
+                    .map(|d| {
+                        let main = d.prime().mem_usage() as u64;
+                        let total = d.table_mem() as u64;
+                        (d.len() as u64, main, total.saturating_sub(main))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .run()
+            .await;
         let mut dbs: Vec<(u64, u64, u64)> = Vec::new();
         for s in per_shard {
             if dbs.len() < s.len() {

@@ -10,13 +10,14 @@ use smallvec::SmallVec;
 
 use damselfly_protocol::Reply;
 
+use super::plan;
 use crate::commands::{
     flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, KeySpec, ReplyMode,
     ShardFn,
 };
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
-use crate::engine::vll::{self, KeyLock, Locks, ShardLock};
+use crate::engine::vll::{self, Locks, ShardLock};
 
 /// A command admitted to a squashed run.
 pub struct Squashed<'a> {
@@ -37,7 +38,7 @@ type ShardReplies = Option<(Vec<u8>, SmallVec<[usize; 16]>)>;
 
 /// Can this command join a squashed run? (Arity and auth already valid, single key.)
 pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
-    if cx.tx.is_some() || cx.reply_mode != ReplyMode::On || cx.squash_barrier() {
+    if cx.coord.in_transaction() || cx.reply_mode != ReplyMode::On || cx.squash_barrier() {
         return None;
     }
     let entry = registry().lookup(args[0])?;
@@ -56,7 +57,8 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
         }
         _ => false,
     };
-    if !spec.subcommands.is_empty() || !arity_ok || !auth_ok || !single_key {
+    // (A `plan` hook locks more than the key spec says: MOVE's key in the other db.)
+    if !spec.subcommands.is_empty() || spec.plan.is_some() || !arity_ok || !auth_ok || !single_key {
         return None;
     }
     let shard = shard_of(args[spec.first_key() as usize], cx.threads());
@@ -92,17 +94,14 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             .iter()
             .map(|&i| run[i].how.entry.spec.first_key() as usize)
             .collect();
-        let locks: Locks = idxs
-            .iter()
-            .map(|&i| {
-                let c = &run[i];
-                KeyLock::new(
-                    db,
-                    c.args[c.how.entry.spec.first_key() as usize],
-                    c.how.entry.spec.flags & flags::WRITE != 0,
-                )
-            })
-            .collect();
+        // The same lock computation as every command's plan (`plan::key_locks`).
+        let mut locks = Locks::new();
+        for &i in idxs {
+            let c = &run[i];
+            plan::key_locks(c.how.entry.spec, &c.args, db, threads, |_, _, l| {
+                locks.push(l)
+            });
+        }
         let call = cx.worker.call_deferred(s, move |w, resp| {
             vll::quick(w, locks, ShardLock::None, move |w| {
                 let all = owned.slices();
@@ -147,9 +146,8 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
     }
 }
 
-/// The staged prefetch of `connection::prefetch_batch`, for a squashed group on its own shard:
-/// load the bucket metadata, then the matching slots, then the values of all the group's keys
-/// before executing, so the group's cache misses overlap.
+/// Loads the group's keys into cache before executing them (see `Db::prefetch_keys`), so the
+/// group's cache misses overlap.
 fn prefetch_group(
     w: &crate::engine::Worker,
     db: usize,
@@ -161,20 +159,10 @@ fn prefetch_group(
         return;
     };
     let Some(d) = shard.dbs.get(db) else { return };
-    let mut keys: SmallVec<[(&[u8], u64); 16]> = SmallVec::new();
     let mut at = 0usize;
-    for (&n, &k) in counts.iter().zip(kpos.iter()) {
+    d.prefetch_keys(counts.iter().zip(kpos).map(|(&n, &k)| {
         let key = all[at + k];
-        keys.push((key, damselfly_dash::hash_key(key)));
         at += n;
-    }
-    for (_, h) in &keys {
-        d.prefetch_1(*h);
-    }
-    for (_, h) in &keys {
-        d.prefetch_2(*h);
-    }
-    for (k, h) in &keys {
-        d.prefetch_3(k, *h);
-    }
+        key
+    }));
 }

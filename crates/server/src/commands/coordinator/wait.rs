@@ -8,9 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::commands::util::on_shard;
 use crate::commands::ConnCtx;
-use crate::engine::shard_of;
 use crate::engine::waiters::{Serve, Waiter};
 
 /// Lets one `Serve` implementation be shared by the registrations on several shards.
@@ -44,22 +42,17 @@ pub async fn serve_or_block(
         .borrow_mut()
         .insert(id, (tx, Some(waiter.clone())));
 
-    // Keys grouped by shard, each group in argument order.
-    let threads = cx.threads();
-    let mut groups: Vec<Vec<Vec<u8>>> = vec![Vec::new(); threads];
-    for k in keys {
-        groups[shard_of(k, threads)].push(k.to_vec());
-    }
-    let mut calls = Vec::new();
-    for (s, ks) in groups.into_iter().enumerate() {
-        if ks.is_empty() {
-            continue;
-        }
-        let (w, sv) = (waiter.clone(), serve.clone());
-        calls.push(on_shard(cx, s, move |c| {
+    // The command's earlier hops (a non-blocking attempt) are over: this is a new round.
+    cx.coord.new_round(&worker);
+    // Each shard, in one step: serve from its first ready key (argument order) or register.
+    let w = waiter.clone();
+    let sv = serve.clone();
+    let parts = cx
+        .hops()
+        .per_shard_of(keys, 1, move |c, ks, ()| {
             let now = c.now;
             let db = c.db();
-            for k in &ks {
+            for k in ks {
                 if w.is_claimed() {
                     return None;
                 }
@@ -71,19 +64,17 @@ pub async fn serve_or_block(
                     };
                 }
             }
-            for k in &ks {
+            for k in ks {
                 db.blocking.register(k, w.clone());
             }
             c.shard.block_waiters += 1;
             None
-        }));
-    }
-    let mut immediate = None;
-    for c in calls {
-        if let Some(r) = c.await {
-            immediate = Some(r);
-        }
-    }
+        })
+        .run()
+        .await;
+    let immediate = parts.into_iter().rev().find_map(|p| p.result);
+    // Whatever the command does after being served (BLMOVE's push) is a new round of hops.
+    cx.coord.new_round(&worker);
     if immediate.is_some() {
         worker.blocked.borrow_mut().remove(&id);
         return immediate;

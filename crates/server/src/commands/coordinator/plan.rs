@@ -1,0 +1,179 @@
+//! Lock plans: what a command (or an EXEC, or a squashed run) locks, computed once from the
+//! command's declaration — its key spec, its global flags and its `plan` hook — and nowhere else.
+//! Every path that schedules or lock-checks work uses `key_locks`: the per-command plan of
+//! `execute`, EXEC's union plan, pipeline squashing and the blocking helper.
+
+use smallvec::SmallVec;
+
+use crate::commands::flags;
+use crate::commands::spec::{CommandSpec, KeySpec, PlanSink};
+use crate::engine::router::route;
+use crate::engine::shard_of;
+use crate::engine::vll::{KeyLock, Locks, ShardLock};
+
+/// What one command (or EXEC) needs locked, with the shard of every key.
+#[derive(Clone, Debug, Default)]
+pub struct LockPlan {
+    /// (shard, lock) of every key: the key spec's keys first, in argument order, then the
+    /// `plan` hook's.
+    pub keys: SmallVec<[(usize, KeyLock); 2]>,
+    /// Argument index of each of the key spec's keys (`keys[i]` for i < len), for `per_shard`.
+    key_args: SmallVec<[u32; 2]>,
+    pub global: Option<ShardLock>,
+    /// Planning context: the number of shards, the db the next command's keys are in (EXEC: a
+    /// queued SELECT switches it for the commands after it) and the number of dbs.
+    threads: usize,
+    db: usize,
+    dbnum: usize,
+}
+
+/// Calls `f(shard, lock)` for every key of the command's key spec, in argument order, with the
+/// key's argument index; returns the command's whole-shard lock if it is a global command.
+/// The one computation of a command's locks (see the module docs).
+#[inline]
+pub fn key_locks(
+    spec: &CommandSpec,
+    args: &[&[u8]],
+    db: usize,
+    threads: usize,
+    mut f: impl FnMut(usize, usize, KeyLock),
+) -> Option<ShardLock> {
+    let excl = spec.flags & flags::WRITE != 0;
+    let mut lock = |i: usize| {
+        let (s, h) = route(args[i], threads);
+        f(i, s, KeyLock::with_hash(db, h, excl));
+    };
+    if let Some((first, last, step)) = spec.keys.range(args.len()) {
+        // The common case, without `positions`' Vec.
+        for i in (first..=last).step_by(step) {
+            lock(i);
+        }
+    } else if !matches!(spec.keys, KeySpec::None) {
+        for i in spec.keys.positions(args) {
+            lock(i);
+        }
+    }
+    if spec.flags & flags::TX_GLOBAL_WRITE != 0 {
+        Some(ShardLock::Excl)
+    } else if spec.flags & flags::TX_GLOBAL_READ != 0 {
+        Some(ShardLock::Shared)
+    } else {
+        None
+    }
+}
+
+impl LockPlan {
+    pub fn new(threads: usize, db: usize, dbnum: usize) -> Self {
+        LockPlan {
+            threads,
+            db,
+            dbnum,
+            ..Default::default()
+        }
+    }
+
+    /// Adds the locks of one command: its key spec's keys (in the current db), the whole-shard
+    /// lock of a global command, then whatever its `plan` hook adds (keys in another db, all
+    /// shards for SORT's BY/GET patterns, SELECT's db switch).
+    pub fn add_command(&mut self, spec: &CommandSpec, args: &[&[u8]]) {
+        let (db, threads) = (self.db, self.threads);
+        if let Some((first, last, step)) = spec.keys.range(args.len()) {
+            let n = (last + 1).saturating_sub(first).div_ceil(step);
+            self.keys.reserve(n);
+            self.key_args.reserve(n);
+        }
+        let (keys, key_args) = (&mut self.keys, &mut self.key_args);
+        let global = key_locks(spec, args, db, threads, |i, s, l| {
+            keys.push((s, l));
+            key_args.push(i as u32);
+        });
+        if let Some(g) = global {
+            self.lock_all_shards(g == ShardLock::Excl);
+        }
+        if let Some(hook) = spec.plan {
+            hook(args, self);
+        }
+    }
+
+    /// No keys and no whole-shard lock.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.global.is_none()
+    }
+
+    /// The one shard of a plan whose keys all live there (and that locks no whole shard).
+    pub fn single_shard(&self) -> Option<usize> {
+        let first = self.keys.first()?.0;
+        (self.global.is_none() && self.keys.iter().all(|(s, _)| *s == first)).then_some(first)
+    }
+
+    /// Shards touched (sorted, unique). All shards for a global plan.
+    pub fn shards(&self, threads: usize) -> SmallVec<[usize; 4]> {
+        if self.global.is_some() {
+            return (0..threads).collect();
+        }
+        let mut v: SmallVec<[usize; 4]> = SmallVec::new();
+        for &(s, _) in &self.keys {
+            if let Err(at) = v.binary_search(&s) {
+                v.insert(at, s);
+            }
+        }
+        v
+    }
+
+    pub fn locks_for(&self, shard: usize) -> Locks {
+        self.keys
+            .iter()
+            .filter(|(s, _)| *s == shard)
+            .map(|(_, l)| *l)
+            .collect()
+    }
+
+    pub fn shard_lock(&self) -> ShardLock {
+        self.global.unwrap_or(ShardLock::None)
+    }
+
+    /// The key spec's keys of the command this plan was made for, as (argument index, shard),
+    /// if the plan has them (a plan skipped on one idle shard has none).
+    pub fn key_args(&self) -> Option<impl Iterator<Item = (usize, usize)> + '_> {
+        (!self.key_args.is_empty()).then(|| {
+            self.key_args
+                .iter()
+                .zip(&self.keys)
+                .map(|(&i, &(s, _))| (i as usize, s))
+        })
+    }
+}
+
+/// The commands' `plan` hooks add their extra locks here (after the key spec's keys).
+impl PlanSink for LockPlan {
+    fn lock_key(&mut self, db: usize, key: &[u8], excl: bool) {
+        self.keys
+            .push((shard_of(key, self.threads), KeyLock::new(db, key, excl)));
+    }
+
+    fn lock_all_shards(&mut self, excl: bool) {
+        if excl {
+            self.global = Some(ShardLock::Excl);
+        } else if self.global.is_none() {
+            self.global = Some(ShardLock::Shared);
+        }
+    }
+
+    fn select_db(&mut self, db: usize) {
+        self.db = db;
+    }
+
+    fn dbnum(&self) -> usize {
+        self.dbnum
+    }
+}
+
+/// How `per_shard` splits a command's arguments: each key-spec key with the arguments up to the
+/// next key (MSET: key and value; ZUNION's keys: the key alone).
+pub fn group_width(spec: &CommandSpec) -> usize {
+    match spec.keys {
+        KeySpec::Range { step, .. } => step.max(1) as usize,
+        KeySpec::Keynum { step, .. } => step.max(1),
+        _ => 1,
+    }
+}
