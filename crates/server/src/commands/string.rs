@@ -800,7 +800,7 @@ pub(super) enum ReadStr {
 /// hits/misses); `in_order` puts them back in argument order.
 pub(super) fn read_strings<'c>(
     hops: Hops<'c, ()>,
-    keys: &[&[u8]],
+    keys: &'c [&'c [u8]],
 ) -> Hops<'c, Vec<ShardPart<Vec<ReadStr>>>> {
     hops.per_shard_of(keys, 1, |c, ks, ()| {
         let now = c.now;

@@ -61,13 +61,77 @@ pub struct ShardPart<R> {
 }
 
 /// One shard's share of a fan-out step.
-struct FanPart {
+struct FanPart<'c> {
     shard: usize,
     groups: Vec<usize>,
-    args: OwnedArgs,
+    args: PartArgs<'c>,
 }
 
-enum Step {
+/// A part's arguments: still borrowed from the command (a part that runs on this thread never
+/// copies them), or copied to travel to another thread.
+enum PartArgs<'c> {
+    /// `items[at..at + width]` (clipped) for each `at` of `starts`.
+    Borrowed {
+        items: &'c [&'c [u8]],
+        starts: Vec<usize>,
+        width: usize,
+    },
+    Owned(OwnedArgs),
+}
+
+impl PartArgs<'_> {
+    fn into_owned(self) -> PartArgs<'static> {
+        match self {
+            PartArgs::Borrowed {
+                items,
+                starts,
+                width,
+            } => PartArgs::Owned(OwnedArgs::from_groups(items, starts.iter().copied(), width)),
+            PartArgs::Owned(o) => PartArgs::Owned(o),
+        }
+    }
+
+    /// Calls `f` with the part's argument slices.
+    fn with_slices<R>(&self, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        match self {
+            PartArgs::Borrowed {
+                items,
+                starts,
+                width,
+            } => {
+                let first = starts.first().copied().unwrap_or(0);
+                let contiguous = starts
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &at)| at == first + i * width);
+                if contiguous {
+                    // (MSET's groups on one shard: the command's own argument range as it is.)
+                    let end = (first + starts.len() * width).min(items.len());
+                    f(&items[first.min(end)..end])
+                } else {
+                    let mut v: SmallVec<[&[u8]; 16]> = SmallVec::new();
+                    for &at in starts {
+                        v.extend_from_slice(&items[at..(at + width).min(items.len())]);
+                    }
+                    f(&v)
+                }
+            }
+            PartArgs::Owned(o) => f(&o.slices()),
+        }
+    }
+}
+
+impl FanPart<'_> {
+    fn into_owned(self) -> FanPart<'static> {
+        FanPart {
+            shard: self.shard,
+            groups: self.groups,
+            args: self.args.into_owned(),
+        }
+    }
+}
+
+enum Step<'c> {
     /// A pure transformation of the value (no shard): runs wherever the value is.
     Map(Box<dyn FnOnce(Erased) -> Erased + Send>),
     One {
@@ -75,14 +139,33 @@ enum Step {
         f: OneFn,
     },
     Fan {
-        parts: Vec<FanPart>,
+        parts: Vec<FanPart<'c>>,
         f: FanFn,
         clone_in: fn(&Erased) -> Erased,
         assemble: fn(Vec<FanOut>) -> Erased,
     },
 }
 
-impl Step {
+impl Step<'_> {
+    /// The step with its arguments copied, to travel to another thread.
+    fn into_owned(self) -> Step<'static> {
+        match self {
+            Step::Map(f) => Step::Map(f),
+            Step::One { shard, f } => Step::One { shard, f },
+            Step::Fan {
+                parts,
+                f,
+                clone_in,
+                assemble,
+            } => Step::Fan {
+                parts: parts.into_iter().map(FanPart::into_owned).collect(),
+                f,
+                clone_in,
+                assemble,
+            },
+        }
+    }
+
     fn shards(&self) -> SmallVec<[usize; 4]> {
         match self {
             Step::Map(_) => SmallVec::new(),
@@ -96,7 +179,7 @@ impl Step {
 #[must_use = "a chain does nothing until it is `run`"]
 pub struct Hops<'c, T> {
     cx: &'c mut ConnCtx,
-    steps: Vec<Step>,
+    steps: Vec<Step<'c>>,
     _out: PhantomData<fn() -> T>,
 }
 
@@ -130,26 +213,30 @@ fn clone_erased<T: Clone + Send + 'static>(e: &Erased) -> Erased {
 }
 
 fn assemble_parts<U: Send + 'static>(mut outs: Vec<FanOut>) -> Erased {
-    outs.sort_by_key(|o| o.0);
-    let parts: Vec<ShardPart<U>> = outs
-        .into_iter()
-        .map(|(shard, groups, r)| ShardPart {
+    if !outs.is_sorted_by_key(|o| o.0) {
+        outs.sort_by_key(|o| o.0);
+    }
+    let mut parts: Vec<ShardPart<U>> = Vec::with_capacity(outs.len());
+    for (shard, groups, r) in outs {
+        parts.push(ShardPart {
             shard,
             groups,
             result: unerase::<U>(r),
-        })
-        .collect();
+        });
+    }
     Box::new(parts)
 }
 
 fn assemble_all<U: Send + 'static>(mut outs: Vec<FanOut>) -> Erased {
-    outs.sort_by_key(|o| o.0);
+    if !outs.is_sorted_by_key(|o| o.0) {
+        outs.sort_by_key(|o| o.0);
+    }
     let v: Vec<U> = outs.into_iter().map(|(_, _, r)| unerase::<U>(r)).collect();
     Box::new(v)
 }
 
 impl<'c, T: Send + 'static> Hops<'c, T> {
-    fn then<U>(mut self, step: Step) -> Hops<'c, U> {
+    fn then<U>(mut self, step: Step<'c>) -> Hops<'c, U> {
         self.steps.push(step);
         Hops {
             cx: self.cx,
@@ -192,13 +279,17 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
     /// with that shard's slice of `args` (the command's arguments): each of its keys followed
     /// by the arguments that belong to it (MSET's value), in argument order. The result lists
     /// the shards' parts in shard order.
-    pub fn per_shard<U, F>(self, args: &[&[u8]], f: F) -> Hops<'c, Vec<ShardPart<U>>>
+    pub fn per_shard<U, F>(self, args: &'c [&'c [u8]], f: F) -> Hops<'c, Vec<ShardPart<U>>>
     where
         T: Clone,
         U: Send + 'static,
         F: Fn(&mut CmdCtx<'_>, &[&[u8]], T) -> U + Send + Sync + 'static,
     {
-        let (groups, width) = self.cx.coord.key_groups(args, self.cx.threads());
+        let mut groups = SmallVec::new();
+        let width = self
+            .cx
+            .coord
+            .key_groups(args, self.cx.threads(), &mut groups);
         let parts = fan_parts(args, width, &groups);
         self.fan(parts, f)
     }
@@ -208,7 +299,7 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
     /// LMPOP's keys after numkeys).
     pub fn per_shard_of<U, F>(
         self,
-        items: &[&[u8]],
+        items: &'c [&'c [u8]],
         width: usize,
         f: F,
     ) -> Hops<'c, Vec<ShardPart<U>>>
@@ -219,7 +310,7 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
     {
         let threads = self.cx.threads();
         let width = width.max(1);
-        let groups: Vec<(usize, usize)> = (0..items.len())
+        let groups: SmallVec<[(usize, usize); 16]> = (0..items.len())
             .step_by(width)
             .map(|i| (i, shard_of(items[i], threads)))
             .collect();
@@ -227,7 +318,7 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
         self.fan(parts, f)
     }
 
-    fn fan<U, F>(self, parts: Vec<FanPart>, f: F) -> Hops<'c, Vec<ShardPart<U>>>
+    fn fan<U, F>(self, parts: Vec<FanPart<'c>>, f: F) -> Hops<'c, Vec<ShardPart<U>>>
     where
         T: Clone,
         U: Send + 'static,
@@ -245,7 +336,7 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
     /// Next steps: the first of `keys` in argument order for which `probe` (on the key's shard)
     /// says something, then `act` on that key's shard with what `probe` said. `None` when no
     /// key qualifies. (LMPOP, BLPOP and ZMPOP's "first non-empty key", wherever the keys live.)
-    pub fn first_of<K, R, P, A>(self, keys: &[&[u8]], probe: P, act: A) -> Hops<'c, Option<R>>
+    pub fn first_of<K, R, P, A>(self, keys: &'c [&'c [u8]], probe: P, act: A) -> Hops<'c, Option<R>>
     where
         T: Clone,
         K: Clone + Send + 'static,
@@ -298,7 +389,7 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
             .map(|&shard| FanPart {
                 shard,
                 groups: Vec::new(),
-                args: OwnedArgs::new(&[]),
+                args: PartArgs::Owned(OwnedArgs::new(&[])),
             })
             .collect();
         let f: FanFn = Arc::new(move |c, _, input| erase(f(c, unerase::<T>(input))));
@@ -329,30 +420,45 @@ impl<'c, T: Send + 'static> Hops<'c, T> {
 
 /// Splits key groups by shard: group `g` is `items[at..at + width]` (clipped) owned by shard
 /// `s`, for `groups[g] == (at, s)`.
-fn fan_parts(items: &[&[u8]], width: usize, groups: &[(usize, usize)]) -> Vec<FanPart> {
-    let mut per: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (g, &(_, s)) in groups.iter().enumerate() {
-        match per.iter_mut().find(|(x, _)| *x == s) {
-            Some((_, v)) => v.push(g),
-            None => per.push((s, vec![g])),
+fn fan_parts<'c>(
+    items: &'c [&'c [u8]],
+    width: usize,
+    groups: &[(usize, usize)],
+) -> Vec<FanPart<'c>> {
+    let part = |shard: usize, gs: Vec<usize>| FanPart {
+        shard,
+        args: PartArgs::Borrowed {
+            items,
+            starts: gs.iter().map(|&g| groups[g].0).collect(),
+            width,
+        },
+        groups: gs,
+    };
+    // The common case first: every group on one shard (one thread, or hashtagged keys).
+    if let Some(&(_, shard)) = groups.first() {
+        if groups.iter().all(|g| g.1 == shard) {
+            return vec![part(shard, (0..groups.len()).collect())];
         }
     }
-    per.sort_by_key(|(s, _)| *s);
-    let all = groups;
-    per.into_iter()
-        .map(|(shard, gs)| {
-            let groups = &gs;
-            let args = OwnedArgs::collect(groups.iter().flat_map(|&g| {
-                let at = all[g].0;
-                items[at..(at + width).min(items.len())].iter().copied()
-            }));
-            FanPart {
-                shard,
-                groups: gs,
-                args,
-            }
-        })
-        .collect()
+    // Two passes so that every shard's list is allocated once, at its final size.
+    let mut count: SmallVec<[(usize, usize); 8]> = SmallVec::new();
+    for &(_, s) in groups {
+        match count.iter_mut().find(|(x, _)| *x == s) {
+            Some(c) => c.1 += 1,
+            None => count.push((s, 1)),
+        }
+    }
+    count.sort_unstable_by_key(|(s, _)| *s);
+    let mut per: SmallVec<[(usize, Vec<usize>); 8]> = count
+        .iter()
+        .map(|&(s, n)| (s, Vec::with_capacity(n)))
+        .collect();
+    for (g, &(_, s)) in groups.iter().enumerate() {
+        if let Some((_, v)) = per.iter_mut().find(|(x, _)| *x == s) {
+            v.push(g);
+        }
+    }
+    per.into_iter().map(|(shard, gs)| part(shard, gs)).collect()
 }
 
 /// What every step of a chain runs with, wherever it runs.
@@ -391,7 +497,7 @@ impl OnShard {
     }
 
     /// Runs `steps` (each targeting this thread's shard) in order, threading the value through.
-    fn run(&self, w: &Rc<Worker>, steps: Vec<Step>, mut value: Erased) -> Erased {
+    fn run(&self, w: &Rc<Worker>, steps: Vec<Step<'_>>, mut value: Erased) -> Erased {
         let mut scratch = Reply::new(self.ver);
         for step in steps {
             value = match step {
@@ -420,11 +526,12 @@ impl OnShard {
         w: &Rc<Worker>,
         scratch: &mut Reply,
         f: &FanFn,
-        p: FanPart,
+        p: FanPart<'_>,
         input: Erased,
     ) -> FanOut {
-        let args = p.args.slices();
-        let r = self.with(w, scratch, |c| f(c, &args, input));
+        let r = p
+            .args
+            .with_slices(|args| self.with(w, scratch, |c| f(c, args, input)));
         (p.shard, p.groups, r)
     }
 }
@@ -439,7 +546,7 @@ enum Mode {
     Transaction,
 }
 
-async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step>, last: bool) -> Erased {
+async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Erased {
     debug_assert!(
         !cx.coord.finished(),
         "hop after the command's final hop (its locks are already released)"
@@ -470,7 +577,8 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step>, last: bool) -> Erased
                     cx.coord.finish_command(&cx.worker);
                     return value;
                 }
-                cx.coord.begin_transaction(&cx.worker).await;
+                let w = cx.worker.clone();
+                Box::pin(cx.coord.begin_transaction(&w)).await;
             }
             // A shard concludes inside its last hop of a final chain (saves a message per
             // shard); inside EXEC, EXEC concludes.
@@ -504,7 +612,7 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step>, last: bool) -> Erased
     value
 }
 
-fn mode(cx: &ConnCtx, steps: &[Step], last: bool) -> Mode {
+fn mode(cx: &ConnCtx, steps: &[Step<'_>], last: bool) -> Mode {
     let c = &cx.coord;
     if c.in_transaction() {
         return Mode::Transaction;
@@ -525,13 +633,18 @@ fn mode(cx: &ConnCtx, steps: &[Step], last: bool) -> Mode {
 
 /// A final chain of one fan step over several shards (MSET, MGET, DEL...): each shard is
 /// touched once.
-fn single_fan(steps: &[Step]) -> bool {
+fn single_fan(steps: &[Step<'_>]) -> bool {
     matches!(steps, [Step::Fan { parts, .. }] if parts.len() >= 2)
 }
 
 /// The whole chain on one shard: inline when it is this thread's and nothing there holds the
 /// command's keys, otherwise one message that waits there for them.
-async fn run_one_shard(cx: &mut ConnCtx, on: OnShard, shard: usize, steps: Vec<Step>) -> Erased {
+async fn run_one_shard(
+    cx: &mut ConnCtx,
+    on: OnShard,
+    shard: usize,
+    steps: Vec<Step<'_>>,
+) -> Erased {
     let plan = cx.coord.plan();
     let locks: Locks = plan.locks_for(shard);
     let sl = plan.shard_lock();
@@ -541,6 +654,7 @@ async fn run_one_shard(cx: &mut ConnCtx, on: OnShard, shard: usize, steps: Vec<S
         w.serve_blocked();
         return v;
     }
+    let steps: Vec<Step<'static>> = steps.into_iter().map(Step::into_owned).collect();
     w.call_deferred(shard, move |w, resp| {
         vll::quick(w, locks, sl, move |w| {
             let v = on.run(w, steps, Box::new(()));
@@ -555,7 +669,7 @@ async fn run_one_shard(cx: &mut ConnCtx, on: OnShard, shard: usize, steps: Vec<S
 async fn run_step(
     cx: &mut ConnCtx,
     on: OnShard,
-    step: Step,
+    step: Step<'_>,
     value: Erased,
     conclude: &[usize],
 ) -> Erased {
@@ -576,17 +690,28 @@ async fn run_step(
             clone_in,
             assemble,
         } => {
+            let w = cx.worker.clone();
+            let mut outs = Vec::with_capacity(parts.len());
             let mut calls = Vec::with_capacity(parts.len());
+            let mut local = None;
+            // Other shards first, so they work while this thread runs its own part.
             for p in parts {
+                if p.shard == w.id && local.is_none() {
+                    local = Some(p);
+                    continue;
+                }
                 let (f, input) = (f.clone(), clone_in(&value));
                 let c = conclude.contains(&p.shard);
-                let shard = p.shard;
-                calls.push(cx.coord.hop(&cx.worker, shard, c, move |w| {
+                let (shard, p) = (p.shard, p.into_owned());
+                calls.push(cx.coord.hop(&w, shard, c, move |w| {
                     let mut scratch = Reply::new(on.ver);
                     on.part(w, &mut scratch, &f, p, input)
                 }));
             }
-            let mut outs = Vec::with_capacity(calls.len());
+            if let Some(p) = local {
+                let c = conclude.contains(&p.shard);
+                outs.push(run_local_part(cx, on, &f, p, clone_in(&value), c).await);
+            }
             for c in calls {
                 outs.push(c.await);
             }
@@ -595,10 +720,47 @@ async fn run_step(
     }
 }
 
+/// This thread's part of a fan step: inline, with the command's own (uncopied) arguments, when
+/// it may run now; otherwise (queued behind a conflicting transaction) by the usual hop.
+async fn run_local_part(
+    cx: &mut ConnCtx,
+    on: OnShard,
+    f: &FanFn,
+    p: FanPart<'_>,
+    input: Erased,
+    conclude: bool,
+) -> FanOut {
+    let w = cx.worker.clone();
+    if cx.coord.start_inline(&w, p.shard) {
+        let shard = p.shard;
+        let mut scratch = Reply::new(on.ver);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            on.part(&w, &mut scratch, f, p, input)
+        }));
+        cx.coord.end_inline(&w, shard, conclude);
+        return match r {
+            Ok(out) => out,
+            Err(payload) => std::panic::resume_unwind(payload),
+        };
+    }
+    let (f, shard, p) = (f.clone(), p.shard, p.into_owned());
+    cx.coord
+        .hop(&w, shard, conclude, move |w| {
+            let mut scratch = Reply::new(on.ver);
+            on.part(w, &mut scratch, &f, p, input)
+        })
+        .await
+}
+
 /// A final chain that touches each of several shards once, as its own transaction: one remote
 /// shard is scheduled by the same message that runs its part (see `Coord::schedule_single_hop`),
 /// the others' parts conclude where they run.
-async fn run_single_hop_fan(cx: &mut ConnCtx, on: OnShard, step: Step, value: Erased) -> Erased {
+async fn run_single_hop_fan(
+    cx: &mut ConnCtx,
+    on: OnShard,
+    step: Step<'_>,
+    value: Erased,
+) -> Erased {
     let Step::Fan {
         parts,
         f,
@@ -627,6 +789,7 @@ async fn run_single_hop_fan(cx: &mut ConnCtx, on: OnShard, step: Step, value: Er
     // The deferred shard first: nothing else of the transaction may run before it is
     // scheduled there.
     let d_shard = d.shard;
+    let d = d.into_owned();
     let (f2, input) = (f.clone(), clone_in(&value));
     let mut job = move |w: &Rc<Worker>| {
         let mut scratch = Reply::new(on.ver);
@@ -644,14 +807,23 @@ async fn run_single_hop_fan(cx: &mut ConnCtx, on: OnShard, step: Step, value: Er
         }
     };
     outs.push(out);
+    let me = cx.worker.id;
     let mut calls = Vec::with_capacity(rest.len());
+    let mut local = None;
     for p in rest {
+        if p.shard == me && local.is_none() {
+            local = Some(p);
+            continue;
+        }
         let (f, input) = (f.clone(), clone_in(&value));
-        let shard = p.shard;
+        let (shard, p) = (p.shard, p.into_owned());
         calls.push(cx.coord.hop(&cx.worker, shard, true, move |w| {
             let mut scratch = Reply::new(on.ver);
             on.part(w, &mut scratch, &f, p, input)
         }));
+    }
+    if let Some(p) = local {
+        outs.push(run_local_part(cx, on, &f, p, clone_in(&value), true).await);
     }
     for c in calls {
         outs.push(c.await);

@@ -11,14 +11,23 @@ use crate::engine::router::route;
 use crate::engine::shard_of;
 use crate::engine::vll::{KeyLock, Locks, ShardLock};
 
+/// One key of a plan.
+#[derive(Clone, Copy, Debug)]
+pub struct PlannedKey {
+    pub shard: usize,
+    pub lock: KeyLock,
+    /// Its argument index, for the key spec's keys (`per_shard` routes by it); `NO_ARG` for
+    /// keys a `plan` hook adds.
+    arg: u32,
+}
+
+const NO_ARG: u32 = u32::MAX;
+
 /// What one command (or EXEC) needs locked, with the shard of every key.
 #[derive(Clone, Debug, Default)]
 pub struct LockPlan {
-    /// (shard, lock) of every key: the key spec's keys first, in argument order, then the
-    /// `plan` hook's.
-    pub keys: SmallVec<[(usize, KeyLock); 2]>,
-    /// Argument index of each of the key spec's keys (`keys[i]` for i < len), for `per_shard`.
-    key_args: SmallVec<[u32; 2]>,
+    /// Every key: the key spec's keys first, in argument order, then the `plan` hook's.
+    pub keys: SmallVec<[PlannedKey; 2]>,
     pub global: Option<ShardLock>,
     /// Planning context: the number of shards, the db the next command's keys are in (EXEC: a
     /// queued SELECT switches it for the commands after it) and the number of dbs.
@@ -38,10 +47,9 @@ pub fn key_locks(
     threads: usize,
     mut f: impl FnMut(usize, usize, KeyLock),
 ) -> Option<ShardLock> {
-    let excl = spec.flags & flags::WRITE != 0;
     let mut lock = |i: usize| {
         let (s, h) = route(args[i], threads);
-        f(i, s, KeyLock::with_hash(db, h, excl));
+        f(i, s, key_lock_hashed(spec, db, h));
     };
     if let Some((first, last, step)) = spec.keys.range(args.len()) {
         // The common case, without `positions`' Vec.
@@ -62,6 +70,17 @@ pub fn key_locks(
     }
 }
 
+/// The lock of one key of `spec` in `db` (pipeline squashing locks single keys with it).
+#[inline]
+pub fn key_lock(spec: &CommandSpec, db: usize, key: &[u8]) -> KeyLock {
+    key_lock_hashed(spec, db, damselfly_dash::hash_key(key))
+}
+
+#[inline]
+fn key_lock_hashed(spec: &CommandSpec, db: usize, hash: u64) -> KeyLock {
+    KeyLock::with_hash(db, hash, spec.flags & flags::WRITE != 0)
+}
+
 impl LockPlan {
     pub fn new(threads: usize, db: usize, dbnum: usize) -> Self {
         LockPlan {
@@ -78,14 +97,16 @@ impl LockPlan {
     pub fn add_command(&mut self, spec: &CommandSpec, args: &[&[u8]]) {
         let (db, threads) = (self.db, self.threads);
         if let Some((first, last, step)) = spec.keys.range(args.len()) {
-            let n = (last + 1).saturating_sub(first).div_ceil(step);
-            self.keys.reserve(n);
-            self.key_args.reserve(n);
+            self.keys
+                .reserve((last + 1).saturating_sub(first).div_ceil(step));
         }
-        let (keys, key_args) = (&mut self.keys, &mut self.key_args);
-        let global = key_locks(spec, args, db, threads, |i, s, l| {
-            keys.push((s, l));
-            key_args.push(i as u32);
+        let keys = &mut self.keys;
+        let global = key_locks(spec, args, db, threads, |i, shard, lock| {
+            keys.push(PlannedKey {
+                shard,
+                lock,
+                arg: i as u32,
+            });
         });
         if let Some(g) = global {
             self.lock_all_shards(g == ShardLock::Excl);
@@ -102,8 +123,8 @@ impl LockPlan {
 
     /// The one shard of a plan whose keys all live there (and that locks no whole shard).
     pub fn single_shard(&self) -> Option<usize> {
-        let first = self.keys.first()?.0;
-        (self.global.is_none() && self.keys.iter().all(|(s, _)| *s == first)).then_some(first)
+        let first = self.keys.first()?.shard;
+        (self.global.is_none() && self.keys.iter().all(|k| k.shard == first)).then_some(first)
     }
 
     /// Shards touched (sorted, unique). All shards for a global plan.
@@ -112,20 +133,24 @@ impl LockPlan {
             return (0..threads).collect();
         }
         let mut v: SmallVec<[usize; 4]> = SmallVec::new();
-        for &(s, _) in &self.keys {
-            if let Err(at) = v.binary_search(&s) {
-                v.insert(at, s);
+        for k in &self.keys {
+            if let Err(at) = v.binary_search(&k.shard) {
+                v.insert(at, k.shard);
             }
         }
         v
     }
 
     pub fn locks_for(&self, shard: usize) -> Locks {
-        self.keys
-            .iter()
-            .filter(|(s, _)| *s == shard)
-            .map(|(_, l)| *l)
-            .collect()
+        let n = self.keys.iter().filter(|k| k.shard == shard).count();
+        let mut out = Locks::with_capacity(n);
+        out.extend(
+            self.keys
+                .iter()
+                .filter(|k| k.shard == shard)
+                .map(|k| k.lock),
+        );
+        out
     }
 
     pub fn shard_lock(&self) -> ShardLock {
@@ -135,11 +160,11 @@ impl LockPlan {
     /// The key spec's keys of the command this plan was made for, as (argument index, shard),
     /// if the plan has them (a plan skipped on one idle shard has none).
     pub fn key_args(&self) -> Option<impl Iterator<Item = (usize, usize)> + '_> {
-        (!self.key_args.is_empty()).then(|| {
-            self.key_args
+        (!self.keys.is_empty()).then(|| {
+            self.keys
                 .iter()
-                .zip(&self.keys)
-                .map(|(&i, &(s, _))| (i as usize, s))
+                .take_while(|k| k.arg != NO_ARG)
+                .map(|k| (k.arg as usize, k.shard))
         })
     }
 }
@@ -147,8 +172,11 @@ impl LockPlan {
 /// The commands' `plan` hooks add their extra locks here (after the key spec's keys).
 impl PlanSink for LockPlan {
     fn lock_key(&mut self, db: usize, key: &[u8], excl: bool) {
-        self.keys
-            .push((shard_of(key, self.threads), KeyLock::new(db, key, excl)));
+        self.keys.push(PlannedKey {
+            shard: shard_of(key, self.threads),
+            lock: KeyLock::new(db, key, excl),
+            arg: NO_ARG,
+        });
     }
 
     fn lock_all_shards(&mut self, excl: bool) {

@@ -28,7 +28,7 @@ struct Scheduled {
     concluded: SmallVec<[usize; 4]>,
     /// A single-hop transaction's shard that schedules itself in its hop (see
     /// `Coord::begin_single_hop`), with what the others were scheduled with.
-    deferred: Option<Deferred>,
+    deferred: Option<Box<Deferred>>,
 }
 
 struct Deferred {
@@ -108,24 +108,33 @@ impl Coord {
         self.exec
     }
 
-    /// The command's key groups in `args` (its own arguments) as its key spec places them:
-    /// (argument index of the key, its shard) in argument order, and how many arguments each
-    /// group has (MSET: key and value). From the lock plan when it has them.
-    pub fn key_groups(&self, args: &[&[u8]], threads: usize) -> (Vec<(usize, usize)>, usize) {
+    /// Collects the command's key groups in `args` (its own arguments) as its key spec places
+    /// them: (argument index of the key, its shard) in argument order; returns how many
+    /// arguments each group has (MSET: key and value). From the lock plan when it has them.
+    pub fn key_groups(
+        &self,
+        args: &[&[u8]],
+        threads: usize,
+        groups: &mut SmallVec<[(usize, usize); 16]>,
+    ) -> usize {
         let Some(spec) = self.spec else {
-            return (Vec::new(), 1);
+            return 1;
         };
-        let width = group_width(spec);
-        let groups = match self.plan.key_args() {
-            Some(it) => it.collect(),
-            None => spec
-                .keys
-                .positions(args)
-                .into_iter()
-                .map(|i| (i, shard_of(args[i], threads)))
-                .collect(),
-        };
-        (groups, width)
+        match (self.plan.key_args(), spec.keys.range(args.len())) {
+            (Some(it), _) => groups.extend(it),
+            (None, Some((first, last, step))) => groups.extend(
+                (first..=last)
+                    .step_by(step)
+                    .map(|i| (i, shard_of(args[i], threads))),
+            ),
+            (None, None) => groups.extend(
+                spec.keys
+                    .positions(args)
+                    .into_iter()
+                    .map(|i| (i, shard_of(args[i], threads))),
+            ),
+        }
+        group_width(spec)
     }
 
     /// A final chain ran: mark the command finished and conclude its own transaction.
@@ -165,8 +174,8 @@ impl Coord {
     }
 
     async fn schedule_plan(&mut self, w: &Rc<Worker>) {
-        let shards = self.plan.shards(w.threads());
         let sl = self.plan.shard_lock();
+        let shards = self.plan.shards(w.threads());
         let parts: SmallVec<[(usize, Locks); 2]> = shards
             .iter()
             .map(|&s| (s, self.plan.locks_for(s)))
@@ -190,24 +199,25 @@ impl Coord {
     /// shard refuses the id, nothing has run anywhere yet: the others are scheduled again under
     /// a new id and the message is sent again.
     pub async fn begin_single_hop(&mut self, w: &Rc<Worker>, deferred: usize) {
-        let shards = self.plan.shards(w.threads());
         let sl = self.plan.shard_lock();
+        let shards = self.plan.shards(w.threads());
         let others: SmallVec<[(usize, Locks); 2]> = shards
             .iter()
             .filter(|&&s| s != deferred)
             .map(|&s| (s, self.plan.locks_for(s)))
             .collect();
+        let locks = self.plan.locks_for(deferred);
         let id = schedule_on(w, &others, sl).await;
         self.tx = Some(Scheduled {
             id,
             shards,
             concluded: SmallVec::new(),
-            deferred: Some(Deferred {
+            deferred: Some(Box::new(Deferred {
                 shard: deferred,
-                locks: self.plan.locks_for(deferred),
+                locks,
                 shard_lock: sl,
                 others,
-            }),
+            })),
         });
     }
 
@@ -334,10 +344,43 @@ impl Coord {
         })
     }
 
+    /// May the current command's hop on `shard` run right here, right now (its shard is this
+    /// thread's and nothing earlier there conflicts)? Then it counts as started, and the caller
+    /// runs it inline, with borrowed data, and calls `end_inline` afterwards.
+    pub fn start_inline(&mut self, w: &Rc<Worker>, shard: usize) -> bool {
+        if shard != w.id {
+            return false;
+        }
+        match self.tx.as_ref().filter(|t| t.shards.contains(&shard)) {
+            // No transaction, or keyless work outside it: runs at once.
+            None => true,
+            Some(t) => {
+                debug_assert!(
+                    !t.concluded.contains(&shard),
+                    "hop on a shard where the command's transaction already concluded"
+                );
+                vll::try_start_hop(w, t.id)
+            }
+        }
+    }
+
+    /// After an inline hop (`start_inline`): conclude the transaction on `shard` if this was
+    /// its last hop there.
+    pub fn end_inline(&mut self, w: &Rc<Worker>, shard: usize, conclude: bool) {
+        let exec = self.exec;
+        if let Some(t) = self.tx.as_mut().filter(|t| t.shards.contains(&shard)) {
+            if conclude && !exec {
+                t.concluded.push(shard);
+                vll::finish(w, t.id);
+            }
+        }
+    }
+
     /// Concludes the transaction on every shard where it has not concluded (fire and forget:
     /// per-pair queues are FIFO, so the conclusion arrives after this connection's hops).
     fn conclude(&mut self, w: &Rc<Worker>) {
-        if let Some(t) = self.tx.take() {
+        // (Read in place and cleared after: `take` would copy the whole state out first.)
+        if let Some(t) = &self.tx {
             let id = t.id;
             // A deferred shard that was never reached was never scheduled.
             let unscheduled = t.deferred.as_ref().map(|d| d.shard);
@@ -348,6 +391,7 @@ impl Coord {
             {
                 w.post(s, move |w| vll::finish(w, id));
             }
+            self.tx = None;
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct Route {
     entry: &'static Entry,
     f: ShardFn,
     shard: usize,
+    /// The argument index of its key.
+    key_at: usize,
 }
 
 /// Per-shard results of a run: the replies' bytes and where each reply ends.
@@ -61,8 +63,14 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     if !spec.subcommands.is_empty() || spec.plan.is_some() || !arity_ok || !auth_ok || !single_key {
         return None;
     }
-    let shard = shard_of(args[spec.first_key() as usize], cx.threads());
-    Some(Route { entry, f, shard })
+    let key_at = spec.first_key() as usize;
+    let shard = shard_of(args[key_at], cx.threads());
+    Some(Route {
+        entry,
+        f,
+        shard,
+        key_at,
+    })
 }
 
 /// Executes a run: one message per remote shard, local commands inline meanwhile.
@@ -94,14 +102,14 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
             .iter()
             .map(|&i| run[i].how.entry.spec.first_key() as usize)
             .collect();
-        // The same lock computation as every command's plan (`plan::key_locks`).
-        let mut locks = Locks::new();
-        for &i in idxs {
-            let c = &run[i];
-            plan::key_locks(c.how.entry.spec, &c.args, db, threads, |_, _, l| {
-                locks.push(l)
-            });
-        }
+        // The same lock as every command's plan takes for its key (`plan::key_lock`).
+        let locks: Locks = idxs
+            .iter()
+            .map(|&i| {
+                let c = &run[i];
+                plan::key_lock(c.how.entry.spec, db, c.args[c.how.key_at])
+            })
+            .collect();
         let call = cx.worker.call_deferred(s, move |w, resp| {
             vll::quick(w, locks, ShardLock::None, move |w| {
                 let all = owned.slices();
