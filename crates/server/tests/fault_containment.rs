@@ -213,3 +213,40 @@ fn engine_panic_outside_a_command_exits_the_process_with_the_cause_logged() {
         "cause in the log:\n{log}"
     );
 }
+
+/// The hop API's contract: a command says which chain is its last (`run()`), and a hop after
+/// that (its shards have released their locks) is a bug the framework catches — the command
+/// fails with an internal error, its first chain's effects stay, and nothing stays locked.
+#[test]
+fn hop_after_the_final_hop_is_caught() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    let mut other = srv.raw_conn();
+    other
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // One key (a single-shard chain run as one message) and ten keys (a transaction).
+    let mut many = vec!["FAULT.HOPS"];
+    many.extend(KEYS);
+    for cmd in [vec!["FAULT.HOPS", "solo"], many] {
+        assert_eq!(c.cmd(&cmd), internal_error("fault.hops"));
+        for k in &cmd[1..] {
+            assert_eq!(other.cmd(&["GET", k]), bulk("final-hop"), "{k}");
+        }
+        let mut mset = vec!["MSET"];
+        for k in &cmd[1..] {
+            mset.push(k);
+            mset.push("after");
+        }
+        assert_eq!(other.cmd(&mset), ok());
+        assert_eq!(c.cmd(&["GET", cmd[1]]), bulk("after"));
+    }
+    // Two here plus start()'s probe.
+    assert_eq!(info_field(&mut c, "stats", "internal_errors"), "3");
+    let log = srv.output();
+    assert!(
+        log.contains("hop after the command's final hop"),
+        "cause in the log:\n{log}"
+    );
+}

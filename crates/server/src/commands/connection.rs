@@ -5,6 +5,7 @@ use damselfly_protocol::RespVersion;
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx, ReplyMode};
+use crate::net::client;
 
 /// The Redis version we emulate; clients gate features on it.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -389,14 +390,14 @@ fn client_list<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let filter = ids.clone();
         let per_thread = cx
             .worker
-            .broadcast(move |w| {
-                w.clients
-                    .borrow()
-                    .clients
-                    .iter()
-                    .filter(|(id, _)| filter.as_ref().is_none_or(|f| f.contains(id)))
-                    .map(|(id, h)| (*id, h.info.borrow().line()))
-                    .collect::<Vec<_>>()
+            .broadcast(move |_| {
+                let mut lines = Vec::new();
+                client::for_each_local(|id, h| {
+                    if filter.as_ref().is_none_or(|f| f.contains(&id)) {
+                        lines.push((id, h.info.borrow().line()));
+                    }
+                });
+                lines
             })
             .await;
         let mut all: Vec<(u64, String)> = per_thread.into_iter().flatten().collect();
@@ -494,30 +495,30 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let filter = f.clone();
         let results = cx
             .worker
-            .broadcast(move |w| {
+            .broadcast(move |_| {
                 let mut killed = 0i64;
                 let mut self_hit = false;
                 if filter.normal_type == Some(false) {
                     return (0, false);
                 }
-                for (id, h) in w.clients.borrow().clients.iter() {
+                client::for_each_local(|id, h| {
                     let info = h.info.borrow();
                     if filter.addr.as_ref().is_some_and(|a| *a != info.addr)
                         || filter.laddr.as_ref().is_some_and(|a| *a != info.laddr)
-                        || filter.id.is_some_and(|i| i != *id)
-                        || filter.skip_id == Some(*id)
+                        || filter.id.is_some_and(|i| i != id)
+                        || filter.skip_id == Some(id)
                     {
-                        continue;
+                        return;
                     }
                     killed += 1;
-                    if *id == my_id {
+                    if id == my_id {
                         // The caller closes after its reply is written.
                         self_hit = true;
                     } else {
                         h.killed.set(true);
                         h.wake.notify_one();
                     }
-                }
+                });
                 (killed, self_hit)
             })
             .await;
@@ -638,7 +639,7 @@ fn client_unblock<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 } else {
                     Vec::new()
                 };
-                super::coordinator::wait::unblock_local(w, id as u64, reply)
+                w.unblock(id as u64, reply)
             })
             .await;
         cx.reply.int(hits.iter().any(|&h| h) as i64);

@@ -7,6 +7,8 @@
 //! - `FAULT.KEYS key [key ...]`: a multi-key write; every shard writes its keys, then the shard
 //!   owning the first key panics (a multi-shard transaction with one failing hop).
 //! - `FAULT.CONN`: the coordinator itself panics (the connection's thread).
+//! - `FAULT.HOPS key [key ...]`: a command that breaks the hop API's contract: after its final
+//!   hop (locks released) it issues another; the framework's assertion must catch it.
 //! - `FAULT.ENGINE shard`: a panic in engine code outside any command on that shard thread:
 //!   the process must exit with `guard::FATAL_EXIT_STATUS`.
 
@@ -26,6 +28,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Test only: writes the keys, then panics on the first key's shard."),
     cmd("fault.conn", 1, 0, NOKEYS, Conn(conn_panic)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "1.0.0", "Test only: panics in the coordinator."),
+    cmd("fault.hops", -2, WRITE, range(1, -1, 1), Conn(hop_after_final)).acl(acl::ADMIN | acl::DANGEROUS)
+        .doc(G, "1.0.0", "Test only: hops again after its final hop."),
     cmd("fault.engine", 2, 0, NOKEYS, Local(engine_panic)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "1.0.0", "Test only: panics in engine code on a shard thread (the process exits)."),
 ];
@@ -68,6 +72,35 @@ fn conn_panic<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
         cx.reply.simple("partial");
         tokio::task::yield_now().await;
         panic!("fault injection: FAULT.CONN on thread {}", cx.worker.id);
+    })
+}
+
+fn hop_after_final<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        cx.hops()
+            .per_shard(args, |c, keys, ()| {
+                let now = c.now;
+                for k in keys {
+                    c.db().set(
+                        k,
+                        Value::str(CompactStr::from_bytes(b"final-hop")),
+                        TtlMode::Clear,
+                        now,
+                    );
+                }
+            })
+            .run()
+            .await;
+        // The bug: the locks are gone, so this hop would run unprotected.
+        let key = args[1].to_vec();
+        cx.hops()
+            .on_key(args[1], move |c, ()| {
+                let now = c.now;
+                c.db().remove(&key, now);
+            })
+            .run()
+            .await;
+        cx.reply.ok();
     })
 }
 

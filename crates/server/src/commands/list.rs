@@ -845,7 +845,7 @@ async fn move_generic(
         cx.reply.null();
         return;
     };
-    if cx.coord.in_exec() {
+    if cx.in_exec() {
         cx.reply.null();
         return;
     }
@@ -1045,7 +1045,7 @@ async fn bpop_generic(
         cx.reply.raw(&bytes);
         return;
     }
-    if cx.coord.in_exec() {
+    if cx.in_exec() {
         cx.reply.null_array();
         return;
     }

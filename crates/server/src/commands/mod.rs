@@ -151,19 +151,55 @@ pub struct ConnCtx {
     pub now_ms: u64,
     /// The current command's lock plan and transaction (see `coordinator`); command code
     /// reaches shards through `hops()`.
-    pub(crate) coord: coordinator::Coord,
+    coord: coordinator::Coord,
     /// Commands queued since MULTI (None outside MULTI).
-    pub multi: Option<multi::MultiState>,
+    multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
     pub output: crate::net::connection::Output,
     /// Keys watched since the first WATCH (None when nothing is watched).
-    pub watch: Option<multi::WatchState>,
+    watch: Option<multi::WatchState>,
 }
 
 impl ConnCtx {
+    /// A new connection's context on `worker`'s thread (RESP2, db 0, no transaction state).
+    pub fn new(
+        worker: Rc<Worker>,
+        client: Rc<ClientHandle>,
+        output: crate::net::connection::Output,
+        authed: bool,
+    ) -> Self {
+        ConnCtx {
+            worker,
+            client,
+            reply: Reply::new(damselfly_protocol::RespVersion::Resp2),
+            output,
+            db: 0,
+            authed,
+            close: false,
+            reply_mode: ReplyMode::On,
+            no_touch: false,
+            no_evict: false,
+            cmd_name: "NULL",
+            now_ms: crate::engine::clock::unix_ms(),
+            coord: Default::default(),
+            multi: None,
+            watch: None,
+        }
+    }
+
+    /// Is this command running inside EXEC (blocking commands then answer as on timeout)?
+    pub fn in_exec(&self) -> bool {
+        self.coord.in_exec()
+    }
+
+    /// Is the connection inside MULTI (queueing commands)?
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
     /// Writes what the socket takes of the pending replies now, without waiting.
     pub fn try_flush(&mut self) -> std::io::Result<()> {
-        self.output.try_flush(&mut self.reply, &self.worker.stats)
+        self.output.try_flush(&mut self.reply, &self.worker)
     }
 
     /// Before a command blocks the connection (BLPOP...): send the replies of the commands
@@ -220,7 +256,7 @@ impl ConnCtx {
         }
         let plan = self.coord.plan();
         if target == w.id && {
-            let t = w.tx.borrow();
+            let t = w.vll();
             t.idle() || t.quick_ok(&plan.locks_for(target), plan.shard_lock())
         } {
             run_shard_cmd(&w, name, f, db, now, &mut self.reply, args);
@@ -256,7 +292,7 @@ pub(crate) fn run_shard_cmd(
 ) {
     let mark = reply.len();
     let r = guard::contain(|| {
-        let mut shard = w.shard.borrow_mut();
+        let mut shard = w.shard_mut();
         let mut c = CmdCtx {
             shard: &mut shard,
             db,
@@ -280,7 +316,7 @@ fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Faul
         w.id,
         fault.text
     );
-    w.stats.borrow_mut().internal_errors += 1;
+    w.stats().internal_errors += 1;
     reply.error(&format!(
         "ERR internal error in '{name}' command (details are in the server log)"
     ));
@@ -343,7 +379,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             return;
         }
         cx.reply.error("NOAUTH Authentication required.");
-        cx.worker.stats.borrow_mut().cmd_mut(entry.id).rejected += 1;
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;
     }
@@ -408,7 +444,7 @@ pub(crate) fn record_call(
     usec: u64,
 ) {
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
-    let mut st = cx.worker.stats.borrow_mut();
+    let mut st = cx.worker.stats();
     st.commands_processed += 1;
     let cs = st.cmd_mut(entry.id);
     cs.calls += 1;
@@ -435,7 +471,7 @@ fn error_code(buf: &[u8]) -> String {
 }
 
 fn count_rejected(cx: &mut ConnCtx, id: Option<usize>, code: &str) {
-    let mut st = cx.worker.stats.borrow_mut();
+    let mut st = cx.worker.stats();
     if let Some(id) = id {
         st.cmd_mut(id).rejected += 1;
     }

@@ -83,7 +83,7 @@ pub fn exec_abort(cx: &mut ConnCtx, id: usize, why: &str) {
     cx.reply.error(&format!(
         "EXECABORT Transaction discarded because of: {why}"
     ));
-    let mut st = cx.worker.stats.borrow_mut();
+    let mut st = cx.worker.stats();
     st.cmd_mut(id).rejected += 1;
     *st.errors.entry("EXECABORT".to_string()).or_insert(0) += 1;
     st.total_error_replies += 1;
@@ -111,7 +111,7 @@ pub fn queue(cx: &mut ConnCtx, top: &'static Entry, entry: &'static Entry, args:
     if entry.spec.flags & NO_MULTI != 0 {
         cx.reply
             .error("ERR Command not allowed inside a transaction");
-        let mut st = cx.worker.stats.borrow_mut();
+        let mut st = cx.worker.stats();
         st.cmd_mut(entry.id).rejected += 1;
         *st.errors.entry("ERR".to_string()).or_insert(0) += 1;
         st.total_error_replies += 1;

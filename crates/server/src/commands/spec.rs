@@ -267,15 +267,14 @@ pub enum Group {
 }
 
 impl Group {
-    /// The name COMMAND DOCS prints. (Redis 7.0 prints "sorted-set"; Damselfly has always
-    /// printed "sorted_set".)
+    /// The name COMMAND DOCS prints (as Redis 7.0).
     pub const fn name(self) -> &'static str {
         match self {
             Group::Generic => "generic",
             Group::String => "string",
             Group::List => "list",
             Group::Set => "set",
-            Group::SortedSet => "sorted_set",
+            Group::SortedSet => "sorted-set",
             Group::Hash => "hash",
             Group::Pubsub => "pubsub",
             Group::Transactions => "transactions",

@@ -1210,7 +1210,7 @@ async fn block_generic(
         }
         Popped::None => {}
     }
-    if cx.coord.in_exec() {
+    if cx.in_exec() {
         return cx.reply.null_array();
     }
     let serve = Arc::new(ZPopServe {

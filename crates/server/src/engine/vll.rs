@@ -376,7 +376,7 @@ impl TxShard {
 /// May a hop of `txid` run right now on this thread (nothing of it parked, no earlier
 /// conflicting transaction)? If so it is marked started; the caller runs the hop inline.
 pub fn try_start_hop(w: &Worker, txid: u64) -> bool {
-    let mut t = w.tx.borrow_mut();
+    let mut t = w.vll_mut();
     let has_pending = t.queue.get(&txid).is_some_and(|e| !e.pending.is_empty());
     if has_pending || !t.runnable(txid) {
         return false;
@@ -388,7 +388,7 @@ pub fn try_start_hop(w: &Worker, txid: u64) -> bool {
 /// Runs one hop of transaction `txid` on this thread (now, or when it becomes runnable).
 pub fn hop<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, txid: u64, f: F) {
     {
-        let mut t = w.tx.borrow_mut();
+        let mut t = w.vll_mut();
         let has_pending = t.queue.get(&txid).is_some_and(|e| !e.pending.is_empty());
         if has_pending || !t.runnable(txid) {
             if let Some(e) = t.queue.get_mut(&txid) {
@@ -412,7 +412,7 @@ fn run_contained<F: FnOnce(&Rc<Worker>)>(w: &Rc<Worker>, f: F) {
 
 /// Concludes (or cancels) a transaction on this shard and lets waiting work proceed.
 pub fn finish(w: &Rc<Worker>, txid: u64) {
-    w.tx.borrow_mut().finish(txid);
+    w.vll_mut().finish(txid);
     w.serve_blocked();
     poll(w);
 }
@@ -420,7 +420,7 @@ pub fn finish(w: &Rc<Worker>, txid: u64) {
 /// Runs a lock-checked single-shard operation now, or parks it until its keys are free.
 pub fn quick<F: FnOnce(&Rc<Worker>) + 'static>(w: &Rc<Worker>, locks: Locks, s: ShardLock, f: F) {
     {
-        let mut t = w.tx.borrow_mut();
+        let mut t = w.vll_mut();
         if !t.quick_ok(&locks, s) {
             t.quick_waits += 1;
             t.waiting.push_back((locks, s, Box::new(f)));
@@ -436,7 +436,7 @@ pub fn poll(w: &Rc<Worker>) {
     loop {
         // (work, is it a quick operation?)
         let next: Option<(Parked, bool)> = {
-            let mut t = w.tx.borrow_mut();
+            let mut t = w.vll_mut();
             if t.parked == 0 && t.waiting.is_empty() {
                 return;
             }

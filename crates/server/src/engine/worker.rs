@@ -6,7 +6,7 @@
 //! a local slot and wakes the waiting connection with a same-thread (syscall-free) wake.
 
 use std::any::Any;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,7 +21,6 @@ use super::guard::{self, RemotePanic};
 use super::inbox::{Inbox, Msg, Task};
 use super::shard::Shard;
 use crate::config::Config;
-use crate::net::client::ClientRegistry;
 use crate::stats::ThreadStats;
 
 /// State shared by all threads: read-mostly, and only atomics or the inboxes on hot paths.
@@ -125,27 +124,27 @@ impl Pending {
     }
 }
 
+/// One thread's worker. Its state is private: the shard's data is reached only through the
+/// accessors below, from this thread (other threads send closures with `post`/`call`).
 pub struct Worker {
     pub id: usize,
     pub shared: Arc<Shared>,
-    pub shard: RefCell<Shard>,
+    shard: RefCell<Shard>,
     /// Transaction queue and intent locks of this shard (see `engine::vll`).
-    pub tx: RefCell<super::vll::TxShard>,
+    vll: RefCell<super::vll::TxShard>,
     pending: RefCell<Pending>,
-    pub clients: RefCell<ClientRegistry>,
-    pub stats: RefCell<ThreadStats>,
+    stats: RefCell<ThreadStats>,
     /// Set while a DEBUG SLEEP-like operation blocks this thread, for diagnostics.
-    pub busy: Cell<bool>,
-    /// Blocked connections of this thread: wait id → (wake-up channel, waiter).
-    pub blocked: RefCell<HashMap<u64, BlockedEntry>>,
-    next_wait: Cell<u64>,
+    busy: Cell<bool>,
+    /// Connections of this thread parked in a blocking command: wait id → wake-up channel and
+    /// waiter (the waiter lets CLIENT UNBLOCK claim it before a shard does).
+    parked: RefCell<HashMap<u64, Parked>>,
 }
 
-/// A blocked connection's wake-up channel and its waiter (for CLIENT UNBLOCK).
-pub type BlockedEntry = (
-    tokio::sync::oneshot::Sender<Vec<u8>>,
-    Option<Arc<super::waiters::Waiter>>,
-);
+struct Parked {
+    wake: tokio::sync::oneshot::Sender<Vec<u8>>,
+    waiter: Arc<super::waiters::Waiter>,
+}
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
@@ -157,32 +156,102 @@ impl Worker {
         let w = Rc::new(Worker {
             id,
             shard: RefCell::new(Shard::new(id, dbnum)),
-            tx: RefCell::new(super::vll::TxShard::default()),
+            vll: RefCell::new(super::vll::TxShard::default()),
             shared,
             pending: RefCell::new(Pending {
                 slots: Vec::new(),
                 free: NO_SLOT,
             }),
-            clients: RefCell::new(ClientRegistry::default()),
             stats: RefCell::new(ThreadStats::default()),
             busy: Cell::new(false),
-            blocked: RefCell::new(HashMap::new()),
-            next_wait: Cell::new(1),
+            parked: RefCell::new(HashMap::new()),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(w.clone()));
         w
     }
 
-    pub fn next_wait_id(&self) -> u64 {
-        let id = self.next_wait.get();
-        self.next_wait.set(id + 1);
-        id
+    /// This thread's shard (its data, only ever touched from this thread).
+    #[inline]
+    pub fn shard(&self) -> Ref<'_, Shard> {
+        self.shard.borrow()
     }
 
-    /// Delivers a blocked connection's reply (sent by the shard that served it).
+    #[inline]
+    pub fn shard_mut(&self) -> RefMut<'_, Shard> {
+        self.shard.borrow_mut()
+    }
+
+    /// The shard, unless something on this thread already holds it mutably (best-effort
+    /// readers such as prefetching skip their work then).
+    #[inline]
+    pub fn try_shard(&self) -> Option<Ref<'_, Shard>> {
+        self.shard.try_borrow().ok()
+    }
+
+    /// This shard's lock table and transaction queue.
+    #[inline]
+    pub fn vll(&self) -> Ref<'_, super::vll::TxShard> {
+        self.vll.borrow()
+    }
+
+    #[inline]
+    pub fn vll_mut(&self) -> RefMut<'_, super::vll::TxShard> {
+        self.vll.borrow_mut()
+    }
+
+    /// This thread's counters (commands, slow log, network bytes).
+    #[inline]
+    pub fn stats(&self) -> RefMut<'_, ThreadStats> {
+        self.stats.borrow_mut()
+    }
+
+    /// Marks the thread as busy in a long-running operation (DEBUG SLEEP), for diagnostics.
+    pub fn set_busy(&self, busy: bool) {
+        self.busy.set(busy);
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.get()
+    }
+
+    /// Parks connection `id` in a blocking command until a shard serves it (`wake_blocked`),
+    /// CLIENT UNBLOCK (`unblock`) or its own timeout (`unpark`).
+    pub fn park(
+        &self,
+        id: u64,
+        wake: tokio::sync::oneshot::Sender<Vec<u8>>,
+        waiter: Arc<super::waiters::Waiter>,
+    ) {
+        self.parked.borrow_mut().insert(id, Parked { wake, waiter });
+    }
+
+    /// Forgets parked connection `id` (served, timed out or gone).
+    pub fn unpark(&self, id: u64) {
+        self.parked.borrow_mut().remove(&id);
+    }
+
+    /// Connections parked on this thread.
+    pub fn parked(&self) -> usize {
+        self.parked.borrow().len()
+    }
+
+    /// CLIENT UNBLOCK on this thread: claims the waiter of connection `id` if it is parked here
+    /// and wakes it with `reply` (empty = as on timeout). True when it was parked and claimed.
+    pub fn unblock(&self, id: u64, reply: Vec<u8>) -> bool {
+        let mut parked = self.parked.borrow_mut();
+        if !parked.get(&id).is_some_and(|p| p.waiter.claim()) {
+            return false;
+        }
+        if let Some(p) = parked.remove(&id) {
+            let _ = p.wake.send(reply);
+        }
+        true
+    }
+
+    /// Delivers a parked connection's reply (sent by the shard that served it).
     pub fn wake_blocked(&self, id: u64, reply: Vec<u8>) {
-        if let Some((tx, _)) = self.blocked.borrow_mut().remove(&id) {
-            let _ = tx.send(reply);
+        if let Some(p) = self.parked.borrow_mut().remove(&id) {
+            let _ = p.wake.send(reply);
         }
     }
 
@@ -198,7 +267,7 @@ impl Worker {
                 return;
             }
             let now = clock::unix_ms();
-            let tx = self.tx.try_borrow().ok();
+            let tx = self.vll.try_borrow().ok();
             for (i, db) in sh.dbs.iter_mut().enumerate() {
                 if db.blocking.has_ready() {
                     let locked = |k: &[u8]| match &tx {
@@ -388,7 +457,7 @@ impl Worker {
             // Active expiry must not delete keys that an in-flight transaction has locked
             // between two of its hops (Redis freezes time during EXEC): while transactions are
             // queued here, expire on a later tick instead.
-            let tx_idle = self.tx.borrow().idle();
+            let tx_idle = self.vll.borrow().idle();
             let mut shard = self.shard.borrow_mut();
             let active = shard.active_expire;
             if !tx_idle {

@@ -69,26 +69,39 @@ pub struct ClientHandle {
     pub wake: Notify,
 }
 
-#[derive(Default)]
-pub struct ClientRegistry {
-    pub clients: BTreeMap<u64, Rc<ClientHandle>>,
+thread_local! {
+    /// The connections accepted onto this thread (CLIENT LIST/KILL and INFO visit every
+    /// thread's registry). It belongs to the network layer, not to the shard: a shard's worker
+    /// never looks at connections.
+    static REGISTRY: RefCell<BTreeMap<u64, Rc<ClientHandle>>> = const { RefCell::new(BTreeMap::new()) };
 }
 
-impl ClientRegistry {
-    pub fn add(&mut self, h: Rc<ClientHandle>) {
-        let id = h.info.borrow().id;
-        self.clients.insert(id, h);
-    }
+/// Adds a connection to this thread's registry.
+pub fn register(h: Rc<ClientHandle>) {
+    let id = h.info.borrow().id;
+    REGISTRY.with(|r| r.borrow_mut().insert(id, h));
+}
 
-    pub fn remove(&mut self, id: u64) {
-        self.clients.remove(&id);
-    }
+/// Removes connection `id` from this thread's registry (tolerates being called while the
+/// registry is borrowed, as when a connection task is dropped during a visit).
+pub fn unregister(id: u64) {
+    REGISTRY.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            r.remove(&id);
+        }
+    });
+}
 
-    pub fn len(&self) -> usize {
-        self.clients.len()
-    }
+/// Connections on this thread.
+pub fn local_count() -> usize {
+    REGISTRY.with(|r| r.borrow().len())
+}
 
-    pub fn is_empty(&self) -> bool {
-        self.clients.is_empty()
-    }
+/// Visits this thread's connections in id order.
+pub fn for_each_local(mut f: impl FnMut(u64, &ClientHandle)) {
+    REGISTRY.with(|r| {
+        for (id, h) in r.borrow().iter() {
+            f(*id, h);
+        }
+    });
 }

@@ -6,9 +6,8 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use damselfly_protocol::{Parser, ParserLimits, Reply, RespVersion};
+use damselfly_protocol::{Parser, ParserLimits, Reply};
 use smallvec::SmallVec;
-use std::cell::RefCell;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -17,7 +16,6 @@ use tokio::net::TcpStream;
 use super::client::{ClientHandle, ClientInfo};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
-use crate::stats::ThreadStats;
 
 /// Initial read buffer and the minimum free space before a read.
 const READ_CHUNK: usize = 16 * 1024;
@@ -110,32 +108,19 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
         killed: std::cell::Cell::new(false),
         wake: tokio::sync::Notify::new(),
     });
-    worker.clients.borrow_mut().add(handle.clone());
+    crate::net::client::register(handle.clone());
 
-    let mut cx = ConnCtx {
-        worker: worker.clone(),
-        client: handle.clone(),
-        reply: Reply::new(RespVersion::Resp2),
-        output: Output::new(Rc::new(writer)),
-        db: 0,
-        authed: !shared.config.has_password(),
-        close: false,
-        reply_mode: ReplyMode::On,
-        no_touch: false,
-        no_evict: false,
-        cmd_name: "NULL",
-        now_ms: crate::engine::clock::unix_ms(),
-        coord: Default::default(),
-        multi: None,
-        watch: None,
-    };
+    let mut cx = ConnCtx::new(
+        worker.clone(),
+        handle.clone(),
+        Output::new(Rc::new(writer)),
+        !shared.config.has_password(),
+    );
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64);
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            if let Ok(mut c) = self.0.clients.try_borrow_mut() {
-                c.remove(self.1);
-            }
+            crate::net::client::unregister(self.1);
             self.0
                 .shared
                 .connected_clients
@@ -187,16 +172,12 @@ impl Output {
     }
 
     /// Writes what the socket takes now, without waiting.
-    pub fn try_flush(
-        &mut self,
-        reply: &mut Reply,
-        stats: &RefCell<ThreadStats>,
-    ) -> std::io::Result<()> {
+    pub fn try_flush(&mut self, reply: &mut Reply, worker: &Worker) -> std::io::Result<()> {
         while self.written < reply.len() {
             match self.stream.try_write(&reply.buf[self.written..]) {
                 Ok(n) => {
                     self.written += n;
-                    stats.borrow_mut().net_output_bytes += n as u64;
+                    worker.stats().net_output_bytes += n as u64;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
@@ -221,14 +202,10 @@ impl Output {
     }
 
     /// Writes everything, waiting for the socket (before closing the connection).
-    async fn flush_all(
-        &mut self,
-        reply: &mut Reply,
-        stats: &RefCell<ThreadStats>,
-    ) -> std::io::Result<()> {
+    async fn flush_all(&mut self, reply: &mut Reply, worker: &Worker) -> std::io::Result<()> {
         while self.pending(reply) {
             self.stream.writable().await?;
-            self.try_flush(reply, stats)?;
+            self.try_flush(reply, worker)?;
         }
         Ok(())
     }
@@ -307,7 +284,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()
         if n == 0 || cx.client.killed.get() {
             return Ok(());
         }
-        cx.worker.stats.borrow_mut().net_input_bytes += n as u64;
+        cx.worker.stats().net_input_bytes += n as u64;
         cx.now_ms = crate::engine::clock::unix_ms();
         let batch_start = Instant::now();
 
@@ -433,7 +410,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()
         }
         cx.client.info.borrow_mut().last_interaction = batch_start;
         if cx.close || cx.client.killed.get() {
-            cx.output.flush_all(&mut cx.reply, &cx.worker.stats).await?;
+            cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
             return Ok(());
         }
         cx.try_flush()?;
@@ -496,7 +473,7 @@ fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut V
         }
         hashes.push(h);
     }
-    let Ok(shard) = cx.worker.shard.try_borrow() else {
+    let Some(shard) = cx.worker.try_shard() else {
         return;
     };
     let Some(db) = shard.dbs.get(cx.db) else {

@@ -88,8 +88,8 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
     Box::pin(async move {
         cx.worker
             .broadcast(|w| {
-                w.stats.borrow_mut().reset();
-                for db in w.shard.borrow_mut().dbs.iter_mut() {
+                w.stats().reset();
+                for db in w.shard_mut().dbs.iter_mut() {
                     db.stats = Default::default();
                 }
             })
@@ -97,7 +97,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
         let shared = cx.shared();
         shared.total_connections.store(0, Ordering::Relaxed);
         shared.rejected_connections.store(0, Ordering::Relaxed);
-        super::info::reset_peak();
+        super::sysinfo::reset_peak();
         cx.reply.ok();
     })
 }

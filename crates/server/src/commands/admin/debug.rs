@@ -9,7 +9,7 @@ use crate::engine::db::TtlMode;
 use crate::types::compact::fmt_i64;
 use crate::types::{CompactStr, Value, ValueRef};
 
-use super::info::{human_bytes, mem_stats};
+use super::sysinfo::{human_bytes, mem_stats};
 
 const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
 
@@ -62,9 +62,9 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             (b"sleep", 3) => {
                 let secs = lenient_f64(args[2]);
                 if secs.is_finite() && secs > 0.0 {
-                    cx.worker.busy.set(true);
+                    cx.worker.set_busy(true);
                     std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
-                    cx.worker.busy.set(false);
+                    cx.worker.set_busy(false);
                 }
                 cx.reply.ok();
             }

@@ -11,8 +11,7 @@ use crate::commands::connection::REDIS_VERSION;
 use crate::commands::{BoxFut, ConnCtx};
 use crate::engine::clock;
 
-// Paths other admin modules (debug.rs, config_cmd.rs) use.
-pub use super::sysinfo::{human_bytes, mem_stats, reset_peak};
+use super::sysinfo::human_bytes;
 
 /// Ops/sec measured between samples at least a second apart (updated when INFO is asked).
 fn instantaneous_ops(total: u64) -> u64 {

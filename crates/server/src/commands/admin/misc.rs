@@ -88,7 +88,7 @@ pub fn slowlog_record(cx: &mut ConnCtx, args: &[&[u8]], usec: u64) {
         name: info.name.clone(),
     };
     drop(info);
-    let mut st = cx.worker.stats.borrow_mut();
+    let mut st = cx.worker.stats();
     st.slowlog.push_front(entry);
     while st.slowlog.len() > max {
         st.slowlog.pop_back();
@@ -119,8 +119,7 @@ pub fn slowlog_get<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> 
         let per = cx
             .worker
             .broadcast(move |w| {
-                w.stats
-                    .borrow()
+                w.stats()
                     .slowlog
                     .iter()
                     .take(count.min(max))
@@ -150,10 +149,7 @@ pub fn slowlog_get<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> 
 
 pub fn slowlog_len<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let per = cx
-            .worker
-            .broadcast(|w| w.stats.borrow().slowlog.len())
-            .await;
+        let per = cx.worker.broadcast(|w| w.stats().slowlog.len()).await;
         let max = cx.shared().config.slowlog_max_len();
         cx.reply.int(per.iter().sum::<usize>().min(max) as i64);
     })
@@ -161,9 +157,7 @@ pub fn slowlog_len<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a>
 
 pub fn slowlog_reset<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        cx.worker
-            .broadcast(|w| w.stats.borrow_mut().slowlog.clear())
-            .await;
+        cx.worker.broadcast(|w| w.stats().slowlog.clear()).await;
         cx.reply.ok();
     })
 }

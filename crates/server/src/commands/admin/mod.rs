@@ -1,7 +1,9 @@
 //! Server commands: INFO CONFIG COMMAND DEBUG MEMORY SLOWLOG LATENCY TIME LASTSAVE SHUTDOWN, and
 //! the HTTP console pages.
 //!
-//! - `info.rs`: INFO, the cross-thread statistics snapshot, `/metrics` and the console page.
+//! - `info.rs`: INFO's sections; `stats_snapshot.rs`: the cross-thread statistics snapshot they
+//!   (and `/metrics`, the console) read; `sysinfo.rs`: process and system probes (memory, CPU,
+//!   uname); `metrics.rs`: Prometheus `/metrics`; `console.rs`: the HTML console page.
 //! - `config_cmd.rs`: CONFIG.
 //! - `command_cmd.rs`: COMMAND.
 //! - `debug.rs`: DEBUG and MEMORY.

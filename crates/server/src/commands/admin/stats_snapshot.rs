@@ -119,8 +119,8 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
     let snaps = cx
         .worker
         .broadcast(|w| {
-            let st = w.stats.borrow();
-            let shard = w.shard.borrow();
+            let st = w.stats();
+            let shard = w.shard();
             let mut s = Totals {
                 threads: 1,
                 commands_processed: st.commands_processed,
@@ -130,8 +130,8 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 errors: st.errors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
                 total_error_replies: st.total_error_replies,
                 internal_errors: st.internal_errors,
-                clients: w.clients.borrow().len(),
-                blocked: w.blocked.borrow().len(),
+                clients: crate::net::client::local_count(),
+                blocked: w.parked(),
                 ..Totals::default()
             };
             for db in &shard.dbs {

@@ -32,7 +32,7 @@ use super::{flags, ConnCtx};
 pub fn plan_command(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> LockPlan {
     let threads = cx.threads();
     let global = spec.flags & (flags::TX_GLOBAL_READ | flags::TX_GLOBAL_WRITE) != 0;
-    if !global && threads == 1 && cx.worker.tx.borrow().idle() {
+    if !global && threads == 1 && cx.worker.vll().idle() {
         return LockPlan::default();
     }
     let mut plan = LockPlan::new(threads, cx.db, cx.shared().config.dbnum());

@@ -262,7 +262,7 @@ impl Coord {
         };
         let r = w
             .call_deferred::<Result<R, J>, _>(shard, move |w, resp| {
-                let sched = w.tx.borrow_mut().schedule_single_hop(id, &locks, sl);
+                let sched = w.vll_mut().schedule_single_hop(id, &locks, sl);
                 match sched {
                     SchedHop::TooOld => resp.send(w, Err::<R, J>(job)),
                     SchedHop::RunNow => {
@@ -405,7 +405,7 @@ async fn schedule_on(w: &Rc<Worker>, parts: &[(usize, Locks)], sl: ShardLock) ->
             // Only this thread's shard: a fresh id is younger than anything that already ran
             // here, so scheduling cannot be refused.
             let id = next_id();
-            if let Sched::Ok(_) = w.tx.borrow_mut().schedule(id, locks.clone(), sl) {
+            if let Sched::Ok(_) = w.vll_mut().schedule(id, locks.clone(), sl) {
                 return id;
             }
         }
@@ -416,10 +416,7 @@ async fn schedule_on(w: &Rc<Worker>, parts: &[(usize, Locks)], sl: ShardLock) ->
             .iter()
             .map(|(s, locks)| {
                 let locks = locks.clone();
-                (
-                    *s,
-                    w.call(*s, move |w| w.tx.borrow_mut().schedule(id, locks, sl)),
-                )
+                (*s, w.call(*s, move |w| w.vll_mut().schedule(id, locks, sl)))
             })
             .collect();
         let mut ok: SmallVec<[usize; 4]> = SmallVec::new();

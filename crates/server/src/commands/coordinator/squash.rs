@@ -163,7 +163,7 @@ fn prefetch_group(
     counts: &[usize],
     kpos: &[usize],
 ) {
-    let Ok(shard) = w.shard.try_borrow() else {
+    let Some(shard) = w.try_shard() else {
         return;
     };
     let Some(d) = shard.dbs.get(db) else { return };

@@ -37,10 +37,7 @@ pub async fn serve_or_block(
     let id = cx.client.info.borrow().id;
     let (tx, mut rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
     let waiter = Waiter::new(worker.id, id, Box::new(Shared(serve.clone())));
-    worker
-        .blocked
-        .borrow_mut()
-        .insert(id, (tx, Some(waiter.clone())));
+    worker.park(id, tx, waiter.clone());
 
     // The command's earlier hops (a non-blocking attempt) are over: this is a new round.
     cx.coord.new_round(&worker);
@@ -76,7 +73,7 @@ pub async fn serve_or_block(
     // Whatever the command does after being served (BLMOVE's push) is a new round of hops.
     cx.coord.new_round(&worker);
     if immediate.is_some() {
-        worker.blocked.borrow_mut().remove(&id);
+        worker.unpark(id);
         return immediate;
     }
     // Wait for the reply, the timeout, or the client going away (peer closed / CLIENT KILL,
@@ -114,18 +111,18 @@ pub async fn serve_or_block(
         }
     }
     if got.is_some() {
-        worker.blocked.borrow_mut().remove(&id);
+        worker.unpark(id);
         // CLIENT UNBLOCK ... TIMEOUT delivers an empty reply: answer as on timeout.
         return got.filter(|r| !r.is_empty());
     }
     // Timed out (or unblocked): claim so no shard serves us later; if a shard already claimed,
     // its reply is on the way — take it.
     if waiter.claim() {
-        worker.blocked.borrow_mut().remove(&id);
+        worker.unpark(id);
         return None;
     }
     let r = rx.await.ok();
-    worker.blocked.borrow_mut().remove(&id);
+    worker.unpark(id);
     r.filter(|r| !r.is_empty())
 }
 
@@ -153,20 +150,4 @@ fn peer_closed(fd: i32) -> bool {
         return !matches!(e, Some(libc::EAGAIN) | Some(libc::EINTR));
     }
     false
-}
-
-/// CLIENT UNBLOCK on this thread: claims the waiter of client `id` if it is blocked here and
-/// wakes it with `reply` (empty = as on timeout). True when it was blocked.
-pub fn unblock_local(worker: &crate::engine::Worker, id: u64, reply: Vec<u8>) -> bool {
-    let mut blocked = worker.blocked.borrow_mut();
-    let claimed = match blocked.get(&id) {
-        Some((_, Some(w))) => w.claim(),
-        _ => false,
-    };
-    if claimed {
-        if let Some((tx, _)) = blocked.remove(&id) {
-            let _ = tx.send(reply);
-        }
-    }
-    claimed
 }
