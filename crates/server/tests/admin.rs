@@ -2,59 +2,23 @@
 //! CONFIG COMMAND DEBUG SLOWLOG SHUTDOWN, the HTTP `/metrics` endpoint and redis-cli.
 
 mod common;
-use common::free_port;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    port: u16,
+/// Damselfly with `--proactor_threads=4` plus `extra`.
+fn start(extra: &[&str]) -> common::Server {
+    common::Server::start_threads(4, extra)
 }
 
-impl Server {
-    fn start(extra: &[&str]) -> Server {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_damselfly"))
-            .arg("--proactor_threads=4")
-            .arg(format!("--port={port}"))
-            .arg("--bind=127.0.0.1")
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn damselfly");
-        let s = Server { child, port };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        s
-    }
-
-    fn con(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .expect("client")
-            .get_connection()
-            .expect("connect")
-    }
-
-    fn raw(&self) -> Raw {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("raw connect");
-        s.set_read_timeout(Some(Duration::from_millis(100)))
-            .expect("timeout");
-        Raw { s, buf: Vec::new() }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A connection for exact bytes (replies read with a 100 ms timeout, see [`Raw::send_until`]).
+fn raw(srv: &common::Server) -> Raw {
+    let s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    Raw { s, buf: Vec::new() }
 }
 
 /// Raw RESP over TCP, for checking exact bytes.
@@ -123,8 +87,8 @@ fn q_err(con: &mut redis::Connection, args: &[&str]) -> String {
 
 #[test]
 fn hello_resp2_and_resp3_shapes() {
-    let srv = Server::start(&[]);
-    let mut r = srv.raw();
+    let srv = start(&[]);
+    let mut r = raw(&srv);
     let out = r.send_expect_end("HELLO 3\r\n", "$7\r\nmodules\r\n*0\r\n");
     assert!(out.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:"), "{out}");
     assert!(out.contains("$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"));
@@ -156,8 +120,8 @@ fn hello_resp2_and_resp3_shapes() {
 
 #[test]
 fn auth_with_requirepass() {
-    let srv = Server::start(&["--requirepass=secret"]);
-    let mut r = srv.raw();
+    let srv = start(&["--requirepass=secret"]);
+    let mut r = raw(&srv);
     r.send_exact("GET a\r\n", "-NOAUTH Authentication required.\r\n");
     r.send_exact("HELLO 3\r\n", "-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n");
     r.send_exact(
@@ -177,19 +141,19 @@ fn auth_with_requirepass() {
     r.send_exact("AUTH default secret\r\n", "+OK\r\n");
 
     // HELLO with AUTH authenticates and switches protocol at once.
-    let mut r2 = srv.raw();
+    let mut r2 = raw(&srv);
     let out = r2.send_expect_end("HELLO 3 AUTH default secret\r\n", "*0\r\n");
     assert!(out.starts_with("%7\r\n"), "{out}");
     r2.send_exact("GET a\r\n", "_\r\n");
-    let mut r3 = srv.raw();
+    let mut r3 = raw(&srv);
     r3.send_exact(
         "HELLO 3 AUTH default nope\r\n",
         "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
     );
 
     // Without a password configured.
-    let open = Server::start(&[]);
-    let mut c = open.con();
+    let open = start(&[]);
+    let mut c = open.client();
     assert_eq!(
         q_err(&mut c, &["AUTH", "x"]),
         "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
@@ -198,9 +162,9 @@ fn auth_with_requirepass() {
 
 #[test]
 fn client_commands() {
-    let srv = Server::start(&[]);
-    let mut a = srv.con();
-    let mut b = srv.con();
+    let srv = start(&[]);
+    let mut a = srv.client();
+    let mut b = srv.client();
     let ida: i64 = q(&mut a, &["CLIENT", "ID"]);
     let idb: i64 = q(&mut b, &["CLIENT", "ID"]);
     assert_ne!(ida, idb);
@@ -215,7 +179,7 @@ fn client_commands() {
     );
 
     // CLIENT LIST sees connections of every thread.
-    let mut others: Vec<redis::Connection> = (0..6).map(|_| srv.con()).collect();
+    let mut others: Vec<redis::Connection> = (0..6).map(|_| srv.client()).collect();
     let list: String = q(&mut b, &["CLIENT", "LIST"]);
     assert_eq!(list.lines().count(), 8, "{list}");
     assert!(list.contains(&format!("id={ida} ")) && list.contains("name=alpha"));
@@ -267,7 +231,7 @@ fn client_commands() {
     drop(others);
 
     // CLIENT REPLY.
-    let mut r = srv.raw();
+    let mut r = raw(&srv);
     r.send_exact(
         "CLIENT REPLY OFF\r\nPING\r\nCLIENT REPLY ON\r\nPING\r\n",
         "+OK\r\n+PONG\r\n",
@@ -303,8 +267,8 @@ fn info_map(text: &str) -> HashMap<String, String> {
 
 #[test]
 fn info_sections() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     for i in 0..20 {
         let _: () = q(&mut c, &["SET", &format!("k{i}"), "v"]);
     }
@@ -338,7 +302,7 @@ fn info_sections() {
     assert!(m.contains_key("used_cpu_user") && m.contains_key("mem_allocator"));
     assert_eq!(m["keyspace_hits"], "1");
     assert_eq!(m["keyspace_misses"], "1");
-    assert_eq!(m["tcp_port"], srv.port.to_string());
+    assert_eq!(m["tcp_port"], srv.port().to_string());
     assert_eq!(m["aof_enabled"], "0");
     assert_eq!(m["rdb_bgsave_in_progress"], "0");
     assert!(m["connected_clients"].parse::<u64>().expect("clients") >= 1);
@@ -368,8 +332,8 @@ fn info_sections() {
 
 #[test]
 fn config_get_set_resetstat() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hz", "maxmemory"]);
     assert_eq!(m.get("hz").map(String::as_str), Some("100"));
     assert_eq!(m.get("maxmemory").map(String::as_str), Some("0"));
@@ -418,7 +382,7 @@ fn config_get_set_resetstat() {
     );
     // requirepass takes effect for new connections.
     let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", "pw"]);
-    let mut r = srv.raw();
+    let mut r = raw(&srv);
     r.send_exact("GET x\r\n", "-NOAUTH Authentication required.\r\n");
     let _: () = q(&mut c, &["CONFIG", "SET", "requirepass", ""]);
     // Parser limits apply to connections made after the change.
@@ -427,7 +391,7 @@ fn config_get_set_resetstat() {
         "ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive"
     );
     let _: () = q(&mut c, &["CONFIG", "SET", "proto-max-bulk-len", "1100000"]);
-    let mut r = srv.raw();
+    let mut r = raw(&srv);
     r.send_exact(
         "*3\r\n$3\r\nSET\r\n$1\r\na\r\n$2000000\r\n",
         "-ERR Protocol error: invalid bulk length\r\n",
@@ -449,8 +413,8 @@ fn config_get_set_resetstat() {
 
 #[test]
 fn command_introspection() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     let count: i64 = q(&mut c, &["COMMAND", "COUNT"]);
     assert!(count >= 20, "{count}");
     let all: Vec<redis::Value> = q(&mut c, &["COMMAND"]);
@@ -519,8 +483,8 @@ fn command_introspection() {
 
 #[test]
 fn debug_populate_memory_time() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     let _: () = q(&mut c, &["DEBUG", "POPULATE", "10000"]);
     let n: i64 = q(&mut c, &["DBSIZE"]);
     assert_eq!(n, 10000);
@@ -583,11 +547,11 @@ fn debug_populate_memory_time() {
 
 #[test]
 fn slowlog_records_commands() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     let _: () = q(&mut c, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
     let _: () = q(&mut c, &["SET", "slowkey", "v"]);
-    let mut others: Vec<redis::Connection> = (0..4).map(|_| srv.con()).collect();
+    let mut others: Vec<redis::Connection> = (0..4).map(|_| srv.client()).collect();
     for (i, o) in others.iter_mut().enumerate() {
         let _: () = q(o, &["SET", &format!("o{i}"), "v"]);
     }
@@ -640,24 +604,19 @@ fn slowlog_records_commands() {
 
 #[test]
 fn shutdown_exits_process() {
-    let mut srv = Server::start(&[]);
-    let mut c = srv.con();
-    let mut r = srv.raw();
+    let mut srv = start(&[]);
+    let mut c = srv.client();
+    let mut r = raw(&srv);
     r.send_exact("SHUTDOWN ABORT\r\n", "-ERR No shutdown in progress.\r\n");
     r.send_exact("SHUTDOWN FOO\r\n", "-ERR syntax error\r\n");
     assert!(redis::cmd("SHUTDOWN")
         .arg("NOSAVE")
         .query::<redis::Value>(&mut c)
         .is_err());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(Some(status)) = srv.child.try_wait() {
-            assert!(status.success(), "{status:?}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "server did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("server did not exit");
+    assert!(status.success(), "{status:?}");
 }
 
 fn http_get(port: u16, path: &str) -> String {
@@ -673,12 +632,12 @@ fn http_get(port: u16, path: &str) -> String {
 
 #[test]
 fn http_metrics_and_console() {
-    let srv = Server::start(&[]);
-    let mut c = srv.con();
+    let srv = start(&[]);
+    let mut c = srv.client();
     let _: () = q(&mut c, &["DEBUG", "POPULATE", "100"]);
     let _: () = q(&mut c, &["SET", "e", "1"]);
     let _: Option<String> = q(&mut c, &["GET", "key:1"]);
-    let out = http_get(srv.port, "/metrics");
+    let out = http_get(srv.port(), "/metrics");
     assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
     assert!(out.contains("# TYPE dragonfly_db_keys gauge\n"));
     assert!(out.contains("dragonfly_db_keys{db=\"db0\"} 101\n"), "{out}");
@@ -689,9 +648,9 @@ fn http_metrics_and_console() {
     assert!(out.contains("\ndragonfly_keyspace_hits_total 1\n"));
     assert!(out.contains("\ndragonfly_commands_processed_total "));
     assert!(out.contains("dragonfly_commands_total{cmd=\"set\"} 1\n"));
-    let page = http_get(srv.port, "/");
+    let page = http_get(srv.port(), "/");
     assert!(page.starts_with("HTTP/1.1 200 OK\r\n") && page.contains("<html>"));
-    let nf = http_get(srv.port, "/nope");
+    let nf = http_get(srv.port(), "/nope");
     assert!(nf.starts_with("HTTP/1.1 404"));
 }
 
@@ -701,11 +660,11 @@ fn redis_cli_works() {
         eprintln!("redis-cli not installed; skipping");
         return;
     }
-    let srv = Server::start(&[]);
+    let srv = start(&[]);
     let run = |args: &[&str]| {
         let out = Command::new("redis-cli")
             .arg("-p")
-            .arg(srv.port.to_string())
+            .arg(srv.port().to_string())
             .args(args)
             .output()
             .expect("redis-cli");

@@ -1,13 +1,12 @@
 //! Integration tests for the generic keyspace commands, against the real binary with 4 shard
-//! threads. Replies are checked at the RESP level; where `redis-server` is installed a scripted
-//! session is also replayed against it and the replies compared byte for byte.
+//! threads. Replies are checked at the RESP level; a scripted session is also replayed against a
+//! real `redis-server` (which must be installed) and the replies compared byte for byte.
 
 mod common;
-use common::free_port;
+use common::{RedisServer, Server};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -18,61 +17,9 @@ const THREADS: usize = 4;
 // ---------------------------------------------------------------------------------------------
 // Harness
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_ready(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        sleep(Duration::from_millis(20));
-    }
-    panic!("server on port {port} did not start");
-}
-
+/// Damselfly with `--proactor_threads=4` plus `extra`.
 fn start(extra: &[&str]) -> Server {
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_damselfly"))
-        .arg(format!("--proactor_threads={THREADS}"))
-        .arg("--port")
-        .arg(port.to_string())
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn damselfly");
-    wait_ready(port);
-    Server { child, port }
-}
-
-fn start_redis() -> Option<Server> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    wait_ready(port);
-    Some(Server { child, port })
+    Server::start_threads(THREADS, extra)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,10 +46,9 @@ fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 impl Conn {
-    fn new(port: u16) -> Conn {
-        let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    fn new(srv: &Server) -> Conn {
+        let s = srv.connect();
         s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-        s.set_nodelay(true).ok();
         Conn {
             r: BufReader::new(s.try_clone().expect("clone")),
             w: s,
@@ -277,7 +223,7 @@ fn same_pair(prefix: &str) -> (String, String) {
 #[test]
 fn del_unlink_exists_touch_across_shards() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     let keys: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
     let shards: HashSet<usize> = keys.iter().map(|k| shard(k)).collect();
     assert_eq!(shards.len(), THREADS, "keys spread over every shard");
@@ -308,7 +254,7 @@ fn del_unlink_exists_touch_across_shards() {
 #[test]
 fn type_and_object() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     c.ok(&["SET", "s", "hello"]);
     c.ok(&["SET", "i", "123"]);
     c.ok(&["SET", "big", "12345"]);
@@ -362,7 +308,7 @@ fn type_and_object() {
     drop(s);
 
     let s = start(&["--maxmemory-policy=allkeys-lfu"]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     c.ok(&["SET", "s", "hello"]);
     assert_eq!(c.int(&["OBJECT", "FREQ", "s"]), 5);
     assert_eq!(
@@ -374,7 +320,7 @@ fn type_and_object() {
 #[test]
 fn expire_options_and_errors() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     c.ok(&["SET", "k", "v"]);
     assert_eq!(
         c.err(&["EXPIRE", "k", "10", "NX", "XX"]),
@@ -480,7 +426,7 @@ fn expire_options_and_errors() {
 #[test]
 fn keys_expire_after_their_ttl() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     let keys: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
     for k in &keys {
         c.ok(&["SET", k, "v"]);
@@ -529,7 +475,7 @@ fn keys_expire_after_their_ttl() {
 #[test]
 fn rename_and_renamenx() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     for (a, b) in [same_pair("r"), cross_pair("r")] {
         c.ok(&["SET", &a, "va"]);
         assert_eq!(c.int(&["PEXPIRE", &a, "100000"]), 1);
@@ -581,7 +527,7 @@ fn rename_and_renamenx() {
 #[test]
 fn copy_and_move() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     for (a, b) in [same_pair("c"), cross_pair("c")] {
         c.ok(&["SET", &a, "va"]);
         assert_eq!(c.int(&["EXPIRE", &a, "1000"]), 1);
@@ -668,7 +614,7 @@ fn copy_and_move() {
 #[test]
 fn keys_with_patterns_and_output_limit() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     let cmds: Vec<Vec<String>> = (0..300)
         .map(|i| vec!["SET".into(), format!("user:{i}"), "v".into()])
         .chain((0..50).map(|i| vec!["SET".into(), format!("other{i}"), "v".into()]))
@@ -692,7 +638,7 @@ fn keys_with_patterns_and_output_limit() {
     drop(s);
 
     let s = start(&["--keys_output_limit=25"]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     c.pipeline(&cmds);
     assert_eq!(c.strings(&["KEYS", "*"]).len(), 25);
     assert_eq!(c.strings(&["KEYS", "other[0-2]"]).len(), 3);
@@ -715,7 +661,7 @@ fn load_keys(c: &mut Conn, n: usize) -> HashSet<String> {
 #[test]
 fn scan_returns_every_key() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     let keys = load_keys(&mut c, 10_000);
     let (calls, got) = c.scan_all(&["COUNT", "10"]);
     let set: HashSet<String> = got.iter().cloned().collect();
@@ -801,7 +747,7 @@ fn scan_returns_every_key() {
 #[test]
 fn scan_cursor_encodes_the_shard() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     load_keys(&mut c, 2000);
     let mut cursor = "0".to_string();
     let mut last_shard = 0u64;
@@ -827,13 +773,12 @@ fn scan_cursor_encodes_the_shard() {
 #[test]
 fn scan_under_concurrent_writes_returns_all_original_keys() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     let keys = load_keys(&mut c, 10_000);
-    let port = s.port;
+    let mut w = Conn::new(&s);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let st = stop.clone();
     let writer = std::thread::spawn(move || {
-        let mut w = Conn::new(port);
         let mut i = 0usize;
         while !st.load(std::sync::atomic::Ordering::Relaxed) && i < 200_000 {
             let cmds: Vec<Vec<String>> = (0..500)
@@ -862,7 +807,7 @@ fn scan_under_concurrent_writes_returns_all_original_keys() {
 #[test]
 fn randomkey() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     assert_eq!(c.cmd(&["RANDOMKEY"]), R::Bulk(None));
     c.ok(&["SET", "only", "v"]);
     assert_eq!(c.get(&["RANDOMKEY"]).as_deref(), Some("only"));
@@ -888,7 +833,7 @@ fn randomkey() {
 #[test]
 fn dbsize_flush_and_swapdb() {
     let s = start(&[]);
-    let mut c = Conn::new(s.port);
+    let mut c = Conn::new(&s);
     load_keys(&mut c, 100);
     c.ok(&["SELECT", "1"]);
     for i in 0..10 {
@@ -941,16 +886,13 @@ fn dbsize_flush_and_swapdb() {
 }
 
 /// Replays the same deterministic session on damselfly and on redis-server and compares every
-/// reply. Skipped when redis-server is not installed.
+/// reply. Needs redis-server installed.
 #[test]
 fn same_replies_as_redis() {
-    let Some(r) = start_redis() else {
-        eprintln!("redis-server not found; skipping");
-        return;
-    };
+    let r = RedisServer::start();
     let d = start(&[]);
-    let mut rc = Conn::new(r.port);
-    let mut dc = Conn::new(d.port);
+    let mut rc = Conn::new(&r);
+    let mut dc = Conn::new(&d);
     let (x, y) = cross_pair("cmp");
     let (p, q) = same_pair("cmp");
     let script: Vec<Vec<String>> = [

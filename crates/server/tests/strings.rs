@@ -1,13 +1,12 @@
 //! String and bitmap commands against the real binary (`--proactor_threads=4`), asserting exact
-//! RESP bytes. Where `redis-server` is installed, tricky commands are also replayed against a
-//! real Redis and the replies compared byte for byte (randomized ranges, BITFIELD, LCS...).
+//! RESP bytes. Tricky commands are also replayed against a real Redis (`redis-server` must be
+//! installed) and the replies compared byte for byte (randomized ranges, BITFIELD, LCS...).
 
 mod common;
-use common::free_port;
+use common::{RedisServer, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use damselfly::engine::shard_of;
 
@@ -17,88 +16,15 @@ const THREADS: usize = 4;
 // Harness
 // ---------------------------------------------------------------------------------------------
 
-struct Server {
-    child: Child,
-    port: u16,
+/// Damselfly with `--proactor_threads=4` plus `extra`.
+fn damselfly(extra: &[&str]) -> Server {
+    Server::start_threads(THREADS, extra)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_ready(port: u16) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            if s.write_all(b"*1\r\n$4\r\nPING\r\n").is_ok() {
-                let mut b = [0u8; 16];
-                if let Ok(n) = s.read(&mut b) {
-                    if n > 0 && b[0] == b'+' {
-                        return true;
-                    }
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-impl Server {
-    fn damselfly(extra: &[&str]) -> Server {
-        for _ in 0..5 {
-            let port = free_port();
-            let child = Command::new(env!("CARGO_BIN_EXE_damselfly"))
-                .arg(format!("--port={port}"))
-                .arg(format!("--proactor_threads={THREADS}"))
-                .arg("--bind=127.0.0.1")
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn damselfly");
-            let s = Server { child, port };
-            if wait_ready(port) {
-                return s;
-            }
-        }
-        panic!("damselfly did not start");
-    }
-
-    /// A real Redis to compare with, if one is installed.
-    fn redis(extra: &[&str]) -> Option<Server> {
-        for _ in 0..3 {
-            let port = free_port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let Ok(child) = child else {
-                eprintln!("redis-server not available: skipping the comparison part");
-                return None;
-            };
-            let s = Server { child, port };
-            if wait_ready(port) {
-                return Some(s);
-            }
-        }
-        eprintln!("redis-server did not start: skipping the comparison part");
-        None
-    }
-
-    fn conn(&self) -> Conn {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-        s.set_nodelay(true).ok();
-        Conn { s, buf: Vec::new() }
-    }
+fn conn(srv: &Server) -> Conn {
+    let s = srv.connect();
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
+    Conn { s, buf: Vec::new() }
 }
 
 struct Conn {
@@ -186,11 +112,11 @@ fn err(s: &str) -> String {
     format!("-{s}\r\n")
 }
 
-/// Damselfly plus an optional real Redis; `same` sends to both and requires equal replies.
+/// Damselfly plus a real Redis; `same` sends to both and requires equal replies.
 struct Pair {
     d: Conn,
-    r: Option<Conn>,
-    _servers: (Server, Option<Server>),
+    r: Conn,
+    _servers: (Server, Server),
 }
 
 impl Pair {
@@ -199,28 +125,26 @@ impl Pair {
     }
 
     fn with(dfly_args: &[&str], redis_args: &[&str]) -> Pair {
-        let ds = Server::damselfly(dfly_args);
-        let rs = Server::redis(redis_args);
+        let ds = damselfly(dfly_args);
+        let rs = RedisServer::start_with(redis_args);
         Pair {
-            d: ds.conn(),
-            r: rs.as_ref().map(|s| s.conn()),
+            d: conn(&ds),
+            r: conn(&rs),
             _servers: (ds, rs),
         }
     }
 
     fn same_raw(&mut self, args: &[&[u8]]) -> Vec<u8> {
         let a = self.d.raw(args);
-        if let Some(r) = self.r.as_mut() {
-            let b = r.raw(args);
-            assert_eq!(
-                String::from_utf8_lossy(&a),
-                String::from_utf8_lossy(&b),
-                "damselfly vs redis for {:?}",
-                args.iter()
-                    .map(|x| String::from_utf8_lossy(x).into_owned())
-                    .collect::<Vec<_>>()
-            );
-        }
+        let b = self.r.raw(args);
+        assert_eq!(
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b),
+            "damselfly vs redis for {:?}",
+            args.iter()
+                .map(|x| String::from_utf8_lossy(x).into_owned())
+                .collect::<Vec<_>>()
+        );
         a
     }
 
@@ -229,7 +153,7 @@ impl Pair {
         String::from_utf8_lossy(&self.same_raw(&a)).into_owned()
     }
 
-    /// Expect a specific reply from damselfly (and the same from Redis when present).
+    /// Expect a specific reply from damselfly (and the same from Redis).
     fn expect(&mut self, args: &[&str], want: &str) {
         let got = self.same(args);
         assert_eq!(got, want, "reply to {args:?}");
@@ -433,8 +357,8 @@ fn setnx_setex_psetex_getex_getdel_getset() {
 #[test]
 fn ttl_effects() {
     // Observed through expiry alone (short PX deadlines), so this needs no TTL command.
-    let s = Server::damselfly(&[]);
-    let mut c = s.conn();
+    let s = damselfly(&[]);
+    let mut c = conn(&s);
     let short = |c: &mut Conn, k: &str, v: &str| {
         assert_eq!(c.q(&["set", k, v, "px", "300"]), OK);
     };
@@ -1090,9 +1014,7 @@ fn wrongtype_when_other_types_exist() {
         eprintln!("LPUSH not implemented yet: skipping WRONGTYPE checks");
         return;
     }
-    if let Some(rc) = p.r.as_mut() {
-        rc.q(&["lpush", "l", "x"]);
-    }
+    p.r.q(&["lpush", "l", "x"]);
     let wt = err("WRONGTYPE Operation against a key holding the wrong kind of value");
     for c in [
         vec!["get", "l"],
@@ -1127,8 +1049,8 @@ fn wrongtype_when_other_types_exist() {
 
 #[test]
 fn object_encoding_if_available() {
-    let s = Server::damselfly(&[]);
-    let mut c = s.conn();
+    let s = damselfly(&[]);
+    let mut c = conn(&s);
     c.q(&["set", "probe", "1"]);
     if c.q(&["object", "encoding", "probe"])
         .starts_with("-ERR unknown command")
@@ -1161,9 +1083,6 @@ fn object_encoding_if_available() {
 #[test]
 fn randomized_against_redis() {
     let mut p = Pair::new();
-    if p.r.is_none() {
-        return;
-    }
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut samples: Vec<Vec<u8>> = (0..25).map(|_| rng.bytes(12)).collect();
     samples.extend([

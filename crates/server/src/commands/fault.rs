@@ -43,20 +43,25 @@ fn shard_panic(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     );
 }
 
+/// Sets every key in `keys` to `value` on this shard.
+fn write_keys(c: &mut CmdCtx<'_>, keys: &[&[u8]], value: &[u8]) {
+    let now = c.now;
+    for k in keys {
+        c.db().set(
+            k,
+            Value::str(CompactStr::from_bytes(value)),
+            TtlMode::Clear,
+            now,
+        );
+    }
+}
+
 fn keys_panic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let first = args[1].to_vec();
         cx.hops()
             .per_shard(args, move |c, keys, ()| {
-                let now = c.now;
-                for k in keys {
-                    c.db().set(
-                        k,
-                        Value::str(CompactStr::from_bytes(b"written-before-fault")),
-                        TtlMode::Clear,
-                        now,
-                    );
-                }
+                write_keys(c, keys, b"written-before-fault");
                 if keys.contains(&&first[..]) {
                     panic!("fault injection: FAULT.KEYS hop on shard {}", c.shard.id);
                 }
@@ -78,17 +83,7 @@ fn conn_panic<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
 fn hop_after_final<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         cx.hops()
-            .per_shard(args, |c, keys, ()| {
-                let now = c.now;
-                for k in keys {
-                    c.db().set(
-                        k,
-                        Value::str(CompactStr::from_bytes(b"final-hop")),
-                        TtlMode::Clear,
-                        now,
-                    );
-                }
-            })
+            .per_shard(args, |c, keys, ()| write_keys(c, keys, b"final-hop"))
             .run()
             .await;
         // The bug: the locks are gone, so this hop would run unprotected.

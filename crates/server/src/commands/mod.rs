@@ -237,7 +237,7 @@ impl ConnCtx {
     /// Runs single-key shard handler `f` on shard `target`: inline when it is this thread's and
     /// none of the command's keys is locked there, otherwise by message (waiting there for the
     /// keys), or as a hop of the transaction running the command (EXEC).
-    pub async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
+    async fn run_on_shard(&mut self, f: ShardFn, target: usize, args: &[&[u8]]) {
         let name = self.cmd_name;
         let w = self.worker.clone();
         let (db, now, ver) = (self.db, self.now_ms, self.reply.ver);

@@ -111,6 +111,14 @@ impl Server {
         Server::spawn("damselfly", bin, &args)
     }
 
+    /// [`Server::start`] with `--proactor_threads=threads` ahead of `args`.
+    pub fn start_threads(threads: usize, args: &[&str]) -> Server {
+        let flag = format!("--proactor_threads={threads}");
+        let mut all = vec![flag.as_str()];
+        all.extend_from_slice(args);
+        Server::start(&all)
+    }
+
     fn spawn(name: &'static str, bin: PathBuf, args: &[String]) -> Server {
         // A port can be taken between probing and binding; retry a few times on early exit.
         let mut last_err = String::new();
@@ -171,7 +179,12 @@ impl Server {
                 if s.write_all(b"PING\r\n").is_ok() {
                     let mut buf = [0u8; 64];
                     if let Ok(n) = s.read(&mut buf) {
-                        if buf[..n].starts_with(b"+PONG") {
+                        // `-NOAUTH`: the server runs with a password (`--requirepass`). The
+                        // answer may come from another test's server that took the port first
+                        // (ours then fails to bind and exits): only ours counts.
+                        let answered =
+                            buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH");
+                        if answered && listens_on(self.child.id(), self.port) != Some(false) {
                             return Ok(());
                         }
                     }
@@ -271,6 +284,26 @@ impl Server {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
+}
+
+/// Does process `pid` hold the socket listening on loopback `port`? None where `/proc` cannot
+/// tell (not Linux).
+fn listens_on(pid: u32, port: u16) -> Option<bool> {
+    let mut inodes = Vec::new();
+    let text = std::fs::read_to_string("/proc/net/tcp").ok()?
+        + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+    for l in text.lines().filter(|l| !l.trim_start().starts_with("sl")) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = f.get(1).and_then(|a| a.rsplit(':').next());
+        // State 0A is LISTEN; field 9 is the socket's inode.
+        if f.len() > 9 && f[3] == "0A" && local_port == Some(&format!("{port:04X}")[..]) {
+            inodes.push(format!("socket:[{}]", f[9]));
+        }
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == &i[..]))
+    }))
 }
 
 impl Drop for Server {

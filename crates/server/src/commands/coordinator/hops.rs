@@ -18,9 +18,8 @@
 //! same for an explicit key list), [`Hops::all_shards`] and [`Hops::on_shard`] (keyless work).
 //! The call site says whether these are the command's last hops: [`Hops::run`] concludes the
 //! command on every shard, [`Hops::run_more`] keeps its locks for another chain (SORT reads,
-//! then fetches patterns, then stores). A chain after `run` is a bug, caught by a debug
-//! assertion (and, in release builds, run with its own locks rather than inside a released
-//! transaction).
+//! then fetches patterns, then stores). A chain after `run` is a bug: an assertion (on in every
+//! build) fails the command with an internal error instead of letting the hop run unlocked.
 //!
 //! How a chain runs is the framework's business, decided from the command's lock plan:
 //! - all of the command's keys on one shard and `run`: the whole chain is one message to that
