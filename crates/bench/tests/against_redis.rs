@@ -29,32 +29,126 @@ fn on_path(name: &str) -> bool {
         .unwrap_or(false)
 }
 
-struct Server(Child);
+/// A server started by [`start_server`]; killed on drop. Its stdout/stderr go to `log`, which is
+/// removed on drop unless the test is panicking (then its path is printed).
+struct Server {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!(
+                "[server on port {} output kept at {}]",
+                self.port,
+                self.log.display()
+            );
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
-fn wait_ready(port: u16, probe: &[u8], expect: &[u8]) {
+/// Starts `program` with `args(port)` on a fresh port and waits until it is ready. Another test
+/// may take the port between [`free_port`] and the child's bind (the child then exits), so a
+/// failed start is retried on a new port a few times; the last failure panics with the child's
+/// exit status and output.
+fn start_server(
+    program: &str,
+    args: impl Fn(u16) -> Vec<String>,
+    probe: &[u8],
+    expect: &[u8],
+) -> Server {
+    let mut last_err = String::new();
+    for attempt in 1..=5 {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!(
+            "dfbench-it-{program}-{}-{port}.log",
+            std::process::id()
+        ));
+        let out = std::fs::File::create(&log).expect("cannot create server log file");
+        let err = out.try_clone().expect("cannot dup server log file");
+        let child = Command::new(program)
+            .args(args(port))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start {program}: {e}"));
+        let mut srv = Server { child, port, log };
+        match wait_ready(&mut srv, probe, expect) {
+            Ok(()) => return srv,
+            Err(e) => {
+                let _ = srv.child.kill();
+                let _ = srv.child.wait();
+                last_err = format!(
+                    "{program} on port {port} (attempt {attempt}/5): {e}\n--- its output ---\n{}",
+                    std::fs::read_to_string(&srv.log).unwrap_or_default()
+                );
+                eprintln!("{last_err}");
+            }
+        }
+    }
+    panic!("{program} did not start: {last_err}");
+}
+
+/// Ready = the child is running, answers `probe` with `expect`, and holds the listening socket
+/// itself: an answer from another test's server that took the port first does not count.
+fn wait_ready(srv: &mut Server, probe: &[u8], expect: &[u8]) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+    let mut someone_else = false;
+    loop {
+        if let Ok(Some(st)) = srv.child.try_wait() {
+            return Err(format!("exited early with {st}"));
+        }
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", srv.port)) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
             if s.write_all(probe).is_ok() {
                 let mut buf = [0u8; 64];
                 if let Ok(n) = s.read(&mut buf) {
                     if buf[..n].starts_with(expect) {
-                        return;
+                        if listens_on(srv.child.id(), srv.port) != Some(false) {
+                            return Ok(());
+                        }
+                        someone_else = true;
                     }
                 }
             }
         }
+        if Instant::now() > deadline {
+            let who = if someone_else {
+                " (the port was answered by another process)"
+            } else {
+                ""
+            };
+            return Err(format!("not ready within 10 s{who}"));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("server on port {port} did not become ready");
+}
+
+/// Does process `pid` hold the socket listening on loopback `port`? None where `/proc` cannot
+/// tell (not Linux). Copy of `listens_on` in crates/server/tests/common/mod.rs.
+fn listens_on(pid: u32, port: u16) -> Option<bool> {
+    let mut inodes = Vec::new();
+    let text = std::fs::read_to_string("/proc/net/tcp").ok()?
+        + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+    for l in text.lines().filter(|l| !l.trim_start().starts_with("sl")) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let local_port = f.get(1).and_then(|a| a.rsplit(':').next());
+        // State 0A is LISTEN; field 9 is the socket's inode.
+        if f.len() > 9 && f[3] == "0A" && local_port == Some(&format!("{port:04X}")[..]) {
+            inodes.push(format!("socket:[{}]", f[9]));
+        }
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == &i[..]))
+    }))
 }
 
 fn start_redis() -> (Server, u16) {
@@ -62,24 +156,21 @@ fn start_redis() -> (Server, u16) {
         on_path("redis-server"),
         "redis-server is not on PATH: install it (apt-get install redis-server) to run these tests"
     );
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args(["--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("failed to start redis-server");
-    let s = Server(child);
-    wait_ready(port, b"PING\r\n", b"+PONG");
-    (s, port)
+    let srv = start_server(
+        "redis-server",
+        |port| {
+            let port = port.to_string();
+            ["--port", &port, "--bind", "127.0.0.1", "--save", ""]
+                .into_iter()
+                .chain(["--appendonly", "no"])
+                .map(String::from)
+                .collect()
+        },
+        b"PING\r\n",
+        b"+PONG",
+    );
+    let port = srv.port;
+    (srv, port)
 }
 
 fn bench(port: u16, extra: &[&str]) -> Output {
@@ -254,20 +345,24 @@ fn memcache_text_against_memcached() {
         eprintln!("memcached not installed: skipping the memcache protocol test");
         return;
     }
-    let port = free_port();
-    let mut cmd = Command::new("memcached");
-    cmd.args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]);
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.args(["-u", "root"]);
-    }
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _srv = Server(child);
-    wait_ready(port, b"version\r\n", b"VERSION");
+    let root = unsafe { libc::geteuid() } == 0;
+    let srv = start_server(
+        "memcached",
+        |port| {
+            let mut args: Vec<String> = ["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"]
+                .into_iter()
+                .map(String::from)
+                .collect();
+            if root {
+                args.extend(["-u".into(), "root".into()]);
+            }
+            args
+        },
+        b"version\r\n",
+        b"VERSION",
+    );
+    let port = srv.port;
     let out = bench(
         port,
         &[
@@ -302,6 +397,7 @@ fn compare_quick_writes_tables_and_charts() {
     );
     let dir = std::env::temp_dir().join(format!("dfbench-cmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
     let md = dir.join("compare.md");
     let img = dir.join("img");
     let out = Command::new(BIN)
@@ -316,6 +412,10 @@ fn compare_quick_writes_tables_and_charts() {
             "write,read,read_p10,mc_read,mset_1000,memory",
         ])
         .args(["--damselfly", "/nonexistent/damselfly"])
+        // Discovery falls back to $DAMSELFLY_BIN and ./target/release/damselfly: run where
+        // neither applies, so damselfly is skipped whichever directory the test starts in.
+        .env_remove("DAMSELFLY_BIN")
+        .current_dir(&dir)
         .arg("--out")
         .arg(&md)
         .arg("--img")
