@@ -53,8 +53,27 @@ pub enum KeySpec {
         first: usize,
         step: usize,
     },
-    /// Keys found by a function (SORT ... STORE dst, ZUNIONSTORE dst numkeys key...). `legacy` is
-    /// the (first, last, step) COMMAND INFO prints; its `first` also names the routing key.
+    /// Redis's `keyword` begin_search with a `range` find_keys (XREAD ... STREAMS key... id...,
+    /// GEORADIUS ... STORE key, MIGRATE ... KEYS key...): the first argument equal to `keyword`
+    /// (ASCII case-insensitively), searched from argument `start_from` towards the end (positive)
+    /// or from argument `argc + start_from` towards the start (negative), comes right before the
+    /// first key; no keyword, no keys. The keys then run from that first key, every `step`
+    /// arguments, up to `first + last` (`last` >= 0) or the `-last`-th argument from the end;
+    /// with `last` = -1 and a `limit` > 1, only the first 1/`limit` of the arguments from the
+    /// first key on are keys (XREAD's `STREAMS k1 k2 id1 id2`: limit 2).
+    Keyword {
+        keyword: &'static str,
+        start_from: i32,
+        last: i32,
+        step: i32,
+        limit: i32,
+    },
+    /// Several key specs (Redis commands have one per kind of key: ZUNIONSTORE's destination,
+    /// then its sources). The keys are each member's, concatenated in declaration order, as
+    /// Redis's `getKeysUsingKeySpecs` lists them.
+    Many(&'static [KeySpec]),
+    /// Keys found by a function (SORT ... STORE dst). `legacy` is the (first, last, step)
+    /// COMMAND INFO prints; its `first` also names the routing key.
     Custom {
         legacy: (i32, i32, i32),
         keys: KeysFn,
@@ -83,6 +102,45 @@ pub const fn keynum(numkeys_at: usize, first: usize, step: usize) -> KeySpec {
     }
 }
 
+/// Keys after `keyword` (searched from `start_from`: forward when positive, backwards from the
+/// end when negative), up to `last` relative to the first key (negative: from the end; -1 with
+/// `limit` > 1: the first 1/`limit` of the arguments left), every `step` (see
+/// [`KeySpec::Keyword`]).
+pub const fn keyword(
+    keyword: &'static str,
+    start_from: i32,
+    last: i32,
+    step: i32,
+    limit: i32,
+) -> KeySpec {
+    assert!(!keyword.is_empty() && start_from != 0 && step > 0 && limit >= 0);
+    assert!(
+        limit <= 1 || last == -1,
+        "a limit needs lastkey -1 (as in Redis)"
+    );
+    KeySpec::Keyword {
+        keyword,
+        start_from,
+        last,
+        step,
+        limit,
+    }
+}
+
+/// Several key specs; the keys are the members' in order (see [`KeySpec::Many`]).
+pub const fn many(specs: &'static [KeySpec]) -> KeySpec {
+    assert!(!specs.is_empty(), "many() needs key specs");
+    let mut i = 0;
+    while i < specs.len() {
+        assert!(
+            !matches!(specs[i], KeySpec::None | KeySpec::Many(_)),
+            "many() takes keyed, non-nested key specs"
+        );
+        i += 1;
+    }
+    KeySpec::Many(specs)
+}
+
 /// Keys found by `keys`; `legacy` is what COMMAND INFO prints as (first, last, step).
 pub const fn custom(legacy: (i32, i32, i32), keys: KeysFn) -> KeySpec {
     KeySpec::Custom { legacy, keys }
@@ -90,12 +148,47 @@ pub const fn custom(legacy: (i32, i32, i32), keys: KeysFn) -> KeySpec {
 
 impl KeySpec {
     /// Redis's legacy (first, last, step) triple, as COMMAND INFO prints it: the range for a
-    /// range, (0, 0, 0) for keynum commands, as declared for custom ones.
+    /// range, (0, 0, 0) for keynum and keyword commands, as declared for custom ones. For
+    /// several specs, what Redis's `populateCommandLegacyRangeSpec` derives: a lone member's
+    /// triple, otherwise the span of the step-1 range members that follow on from each other
+    /// (ZUNIONSTORE's destination: 1 1 1; LMOVE's two keys: 1 2 1), (0, 0, 0) without any.
     pub const fn legacy(&self) -> (i32, i32, i32) {
         match *self {
-            KeySpec::None | KeySpec::Keynum { .. } => (0, 0, 0),
+            KeySpec::None | KeySpec::Keynum { .. } | KeySpec::Keyword { .. } => (0, 0, 0),
             KeySpec::Range { first, last, step } => (first, last, step),
             KeySpec::Custom { legacy, .. } => legacy,
+            KeySpec::Many(specs) => {
+                if specs.len() == 1 {
+                    return specs[0].legacy();
+                }
+                let (mut lo, mut hi, mut prev_hi) = (i32::MAX, 0i32, 0i32);
+                let mut i = 0;
+                while i < specs.len() {
+                    if let KeySpec::Range {
+                        first,
+                        last,
+                        step: 1,
+                    } = specs[i]
+                    {
+                        if prev_hi == 0 || prev_hi == first - 1 {
+                            if first < lo {
+                                lo = first;
+                            }
+                            // Redis compares as unsigned: a last counted from the end wins.
+                            if (last as u32) > (hi as u32) {
+                                hi = last;
+                            }
+                            prev_hi = hi;
+                        }
+                    }
+                    i += 1;
+                }
+                if lo == i32::MAX {
+                    (0, 0, 0)
+                } else {
+                    (lo, hi, 1)
+                }
+            }
         }
     }
 
@@ -119,7 +212,10 @@ impl KeySpec {
         let (first, last, step) = match *self {
             KeySpec::None => return Some((1, 0, 1)),
             KeySpec::Range { first, last, step } => (first, last, step),
-            KeySpec::Keynum { .. } | KeySpec::Custom { .. } => return None,
+            KeySpec::Keynum { .. }
+            | KeySpec::Keyword { .. }
+            | KeySpec::Many(_)
+            | KeySpec::Custom { .. } => return None,
         };
         let first = first.max(0) as usize;
         let last = if last < 0 {
@@ -160,12 +256,67 @@ impl KeySpec {
                     .take(n as usize)
                     .collect()
             }
+            KeySpec::Keyword {
+                keyword,
+                start_from,
+                last,
+                step,
+                limit,
+            } => {
+                let argc = args.len() as i64;
+                let Some(first) = keyword_at(args, keyword, start_from).map(|i| i as i64 + 1)
+                else {
+                    return Vec::new();
+                };
+                let last = if last >= 0 {
+                    first + last as i64
+                } else if limit > 1 {
+                    first + (argc - first) / limit as i64 - 1
+                } else {
+                    argc + last as i64
+                };
+                let last = last.min(argc - 1);
+                if last < first {
+                    return Vec::new();
+                }
+                (first as usize..=last as usize)
+                    .step_by(step.max(1) as usize)
+                    .collect()
+            }
+            KeySpec::Many(specs) => specs.iter().flat_map(|s| s.positions(args)).collect(),
             KeySpec::Custom { keys, .. } => {
                 let mut v = keys(args);
                 v.retain(|&i| i >= 1 && i < args.len());
                 v
             }
         }
+    }
+
+    /// The specs COMMAND INFO describes one by one: a `Many`'s members, or this spec alone
+    /// (none for `None`).
+    pub fn members(&self) -> &[KeySpec] {
+        match self {
+            KeySpec::None => &[],
+            KeySpec::Many(specs) => specs,
+            one => std::slice::from_ref(one),
+        }
+    }
+}
+
+/// The index of the argument equal to `keyword` (ASCII case-insensitively) that Redis's keyword
+/// begin_search finds from `start_from` (see [`KeySpec::Keyword`]). As in Redis, a forward search
+/// never looks at the last argument (no key could follow it there).
+fn keyword_at(args: &[&[u8]], keyword: &str, start_from: i32) -> Option<usize> {
+    let argc = args.len();
+    let is_kw = |&i: &usize| args[i].eq_ignore_ascii_case(keyword.as_bytes());
+    if start_from > 0 {
+        (start_from as usize..argc.saturating_sub(1)).find(is_kw)
+    } else {
+        let start = argc as i64 + start_from as i64;
+        if start < 1 {
+            return None;
+        }
+        (1..=(start as usize).min(argc - 1)).rev().find(is_kw)
     }
 }
 
@@ -448,7 +599,8 @@ pub mod prelude {
     pub use super::super::flags::*;
     pub use super::Handler::{Conn, Local, Shard};
     pub use super::{
-        acl, cmd, container, custom, keynum, range, CommandSpec, Group, PlanSink, NOKEYS,
+        acl, cmd, container, custom, keynum, keyword, many, range, CommandSpec, Group, KeySpec,
+        PlanSink, NOKEYS,
     };
 }
 
@@ -646,6 +798,124 @@ mod tests {
         let store = custom((1, 1, 1), |_| vec![1, 0, 3, 9]);
         assert_eq!(store.positions(&args("c d 2 a")), vec![1, 3]);
         assert_eq!(store.first_key(), 1);
+    }
+
+    #[test]
+    fn keyword_positions() {
+        // XREAD [COUNT n] [BLOCK ms] STREAMS key... id...: the keys are the first half after
+        // STREAMS (Redis: keyword STREAMS from 1, range lastkey -1 keystep 1 limit 2).
+        let xread = keyword("STREAMS", 1, -1, 1, 2);
+        assert_eq!(
+            xread.positions(&args("xread count 2 streams a b 0 0")),
+            vec![4, 5]
+        );
+        assert_eq!(xread.positions(&args("xread STREAMS a 0")), vec![2]);
+        assert_eq!(
+            xread.positions(&args("xread streams a b c 0 0 0")),
+            vec![2, 3, 4]
+        );
+        // An odd count: Redis rounds the key half down.
+        assert_eq!(xread.positions(&args("xread streams a b 0")), vec![2]);
+        // No keyword, or the keyword last (no key after it): no keys.
+        assert!(xread.positions(&args("xread count 2 a b 0 0")).is_empty());
+        assert!(xread.positions(&args("xread count 2 streams")).is_empty());
+        // A keyword before `start_from` does not count (XREADGROUP GROUP g c ... STREAMS).
+        let xreadgroup = keyword("STREAMS", 4, -1, 1, 2);
+        assert_eq!(
+            xreadgroup.positions(&args("xreadgroup group streams c streams k >")),
+            vec![5]
+        );
+        assert_eq!(xread.range(8), None);
+        assert_eq!(xread.legacy(), (0, 0, 0));
+        assert_eq!(xread.first_key(), 0);
+        // GEORADIUS key lon lat radius unit ... STORE dst: one key after STORE, from argument 6.
+        let store = keyword("STORE", 6, 0, 1, 0);
+        assert_eq!(
+            store.positions(&args("georadius k 0 0 1 km store d")),
+            vec![7]
+        );
+        assert_eq!(
+            store.positions(&args("georadius k 0 0 1 km withdist Store d asc")),
+            vec![8]
+        );
+        assert!(store
+            .positions(&args("georadius k 0 0 1 km store"))
+            .is_empty());
+        assert!(store
+            .positions(&args("georadius store 0 0 1 km"))
+            .is_empty());
+        // MIGRATE host port "" db timeout [COPY] [REPLACE] [AUTH pw] KEYS key...: KEYS searched
+        // backwards from the next-to-last argument, every argument after it a key.
+        let migrate = keyword("KEYS", -2, -1, 1, 0);
+        assert_eq!(
+            migrate.positions(&args("migrate h p  0 5 copy keys a b c")),
+            vec![8, 9, 10]
+        );
+        assert_eq!(migrate.positions(&args("migrate h p  0 5 keys a")), vec![7]);
+        assert!(migrate.positions(&args("migrate h p k 0 5")).is_empty());
+        assert!(migrate.positions(&args("migrate h p  0 5 keys")).is_empty());
+        // Every `step` arguments (pairs after the keyword).
+        let pairs = keyword("PAIRS", 1, -1, 2, 0);
+        assert_eq!(pairs.positions(&args("x y pairs a 1 b 2")), vec![3, 5]);
+    }
+
+    #[test]
+    fn many_positions() {
+        // ZUNIONSTORE dst numkeys key... [WEIGHTS w...]: the destination, then the sources.
+        const STORE: KeySpec = many(&[range(1, 1, 1), keynum(2, 1, 1)]);
+        const BACK: KeySpec = many(&[keynum(2, 1, 1), range(1, 1, 1)]);
+        const LMOVE: KeySpec = many(&[range(1, 1, 1), range(2, 2, 1)]);
+        const MIGRATE: KeySpec = many(&[range(3, 3, 1), keyword("KEYS", -2, -1, 1, 0)]);
+        const GEORADIUS: KeySpec = many(&[
+            range(1, 1, 1),
+            keyword("STORE", 6, 0, 1, 0),
+            keyword("STOREDIST", 6, 0, 1, 0),
+        ]);
+        const ONE: KeySpec = many(&[range(1, -1, 2)]);
+        const KEYNUMS: KeySpec = many(&[keynum(1, 1, 1), keynum(2, 1, 1)]);
+        assert_eq!(
+            STORE.positions(&args("zunionstore d 2 a b weights 1 2")),
+            vec![1, 3, 4]
+        );
+        assert_eq!(STORE.positions(&args("zunionstore d 3 a b")), vec![1, 3, 4]);
+        assert_eq!(STORE.positions(&args("zunionstore d x a")), vec![1]);
+        // Concatenated in spec order, as COMMAND GETKEYS prints them; duplicates kept.
+        assert_eq!(BACK.positions(&args("c d 2 a d")), vec![3, 4, 1]);
+        assert_eq!(
+            GEORADIUS.positions(&args("georadius k 0 0 1 km store d storedist e")),
+            vec![1, 7, 9]
+        );
+        assert_eq!(
+            MIGRATE.positions(&args("migrate h p  0 5 keys a b")),
+            vec![3, 7, 8]
+        );
+        assert_eq!(STORE.range(6), None);
+        assert_eq!(STORE.members().len(), 2);
+        // Legacy triples as Redis derives them (populateCommandLegacyRangeSpec); Redis 7.0's
+        // COMMAND INFO prints these for ZUNIONSTORE, LMOVE, MIGRATE and GEORADIUS.
+        assert_eq!(STORE.legacy(), (1, 1, 1));
+        assert_eq!(STORE.first_key(), 1);
+        assert_eq!(LMOVE.legacy(), (1, 2, 1));
+        assert_eq!(MIGRATE.legacy(), (3, 3, 1));
+        assert_eq!(GEORADIUS.legacy(), (1, 1, 1));
+        assert_eq!(ONE.legacy(), (1, -1, 2));
+        assert_eq!(KEYNUMS.legacy(), (0, 0, 0));
+        assert!(NOKEYS.members().is_empty());
+        assert_eq!(range(1, 1, 1).members().len(), 1);
+    }
+
+    #[test]
+    fn store_family_key_spec() {
+        for name in ["zunionstore", "zinterstore", "zdiffstore"] {
+            let k = entry(name).spec.keys;
+            assert!(matches!(k, KeySpec::Many(_)), "{name}");
+            assert_eq!(k.legacy(), (1, 1, 1), "{name}");
+            assert_eq!(
+                k.positions(&args("z d 2 a b weights 1 2")),
+                vec![1, 3, 4],
+                "{name}"
+            );
+        }
     }
 
     /// Records what a `plan` hook asks for.

@@ -95,31 +95,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the difference between multiple sorted sets."),
     cmd("zintercard", -3, READONLY, keynum(1, 1, 1), Conn(zintercard))
         .doc(G, "1.0.0", "Returns the number of members of the intersect of multiple sorted sets."),
-    cmd("zunionstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zunionstore))
+    cmd("zunionstore", -4, WRITE | DENYOOM, STORE_KEYS, Conn(zunionstore))
         .doc(G, "1.0.0", "Stores the union of multiple sorted sets in a key."),
-    cmd("zinterstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zinterstore))
+    cmd("zinterstore", -4, WRITE | DENYOOM, STORE_KEYS, Conn(zinterstore))
         .doc(G, "1.0.0", "Stores the intersect of multiple sorted sets in a key."),
-    cmd("zdiffstore", -4, WRITE | DENYOOM, custom((1, 1, 1), keys_store), Conn(zdiffstore))
+    cmd("zdiffstore", -4, WRITE | DENYOOM, STORE_KEYS, Conn(zdiffstore))
         .doc(G, "1.0.0", "Stores the difference of multiple sorted sets in a key."),
     cmd("zscan", -3, READONLY, range(1, 1, 1), Shard(zscan))
         .doc(G, "1.0.0", "Iterates over members and scores of a sorted set."),
 ];
 
-// ---------------------------------------------------------------------------------------------
-// Key spec of ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE: dst numkeys key...
-
-fn numkeys_at(args: &[&[u8]], idx: usize) -> Vec<usize> {
-    let n = args.get(idx).and_then(|a| parse_i64(a)).unwrap_or(0).max(0) as usize;
-    let first = idx + 1;
-    let last = (first + n).min(args.len());
-    (first..last).collect()
-}
-
-fn keys_store(args: &[&[u8]]) -> Vec<usize> {
-    let mut v = vec![1];
-    v.extend(numkeys_at(args, 2));
-    v
-}
+/// Key specs of ZUNIONSTORE/ZINTERSTORE/ZDIFFSTORE (dst numkeys key...): the destination, then
+/// the sources, as Redis declares them.
+const STORE_KEYS: KeySpec = many(&[range(1, 1, 1), keynum(2, 1, 1)]);
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.

@@ -5,7 +5,7 @@ use damselfly_protocol::Reply;
 use crate::commands::connection::help_reply;
 use crate::commands::spec::acl;
 use crate::commands::util::*;
-use crate::commands::{flags, registry, CommandSpec, ConnCtx, Entry};
+use crate::commands::{flags, registry, CommandSpec, ConnCtx, Entry, KeySpec};
 use crate::config::glob;
 
 fn sorted_subs(e: &Entry) -> Vec<&Entry> {
@@ -14,12 +14,95 @@ fn sorted_subs(e: &Entry) -> Vec<&Entry> {
     v
 }
 
-/// Access flags of a command's (single, legacy-derived) key spec.
+/// Access flags of each of a command's key specs (the same for all: derived from the command's
+/// flags, where Redis declares them per spec).
 fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
     if spec.flags & flags::WRITE != 0 {
         &["RW", "update"]
     } else {
         &["RO", "access"]
+    }
+}
+
+/// One key spec map of COMMAND INFO, in Redis 7.0's shape: flags, begin_search (`index` or
+/// `keyword`), find_keys (`range` or `keynum`, positions relative to begin_search's).
+fn write_key_spec(r: &mut Reply, s: &CommandSpec, k: &KeySpec) {
+    r.map(3);
+    r.bulk_str("flags");
+    let kf = key_flags(s);
+    r.set(kf.len());
+    for f in kf {
+        r.simple(f);
+    }
+    let range = |r: &mut Reply, lastkey: i32, keystep: i32, limit: i32| {
+        r.bulk_str("find_keys");
+        r.map(2);
+        r.bulk_str("type");
+        r.bulk_str("range");
+        r.bulk_str("spec");
+        r.map(3);
+        r.bulk_str("lastkey");
+        r.int(lastkey as i64);
+        r.bulk_str("keystep");
+        r.int(keystep as i64);
+        r.bulk_str("limit");
+        r.int(limit as i64);
+    };
+    let index = |r: &mut Reply, at: i64| {
+        r.bulk_str("begin_search");
+        r.map(2);
+        r.bulk_str("type");
+        r.bulk_str("index");
+        r.bulk_str("spec");
+        r.map(1);
+        r.bulk_str("index");
+        r.int(at);
+    };
+    match *k {
+        KeySpec::Keynum {
+            numkeys_at,
+            first,
+            step,
+        } => {
+            index(r, numkeys_at as i64);
+            r.bulk_str("find_keys");
+            r.map(2);
+            r.bulk_str("type");
+            r.bulk_str("keynum");
+            r.bulk_str("spec");
+            r.map(3);
+            r.bulk_str("keynumidx");
+            r.int(0);
+            r.bulk_str("firstkey");
+            r.int(first as i64);
+            r.bulk_str("keystep");
+            r.int(step as i64);
+        }
+        KeySpec::Keyword {
+            keyword,
+            start_from,
+            last,
+            step,
+            limit,
+        } => {
+            r.bulk_str("begin_search");
+            r.map(2);
+            r.bulk_str("type");
+            r.bulk_str("keyword");
+            r.bulk_str("spec");
+            r.map(2);
+            r.bulk_str("keyword");
+            r.bulk_str(keyword);
+            r.bulk_str("startfrom");
+            r.int(start_from as i64);
+            range(r, last, step, limit);
+        }
+        // A range, or a custom spec described by its legacy triple.
+        _ => {
+            let (first, last, step) = k.legacy();
+            index(r, first as i64);
+            range(r, if last < 0 { last } else { last - first }, step, 0);
+        }
     }
 }
 
@@ -39,8 +122,6 @@ fn write_info(r: &mut Reply, e: &Entry) {
     for f in fl {
         r.simple(f);
     }
-    // The legacy triple, and one range key spec built from it (keynum and custom key specs are
-    // not described further).
     let (first, last, step) = s.keys.legacy();
     r.int(first as i64);
     r.int(last as i64);
@@ -51,41 +132,16 @@ fn write_info(r: &mut Reply, e: &Entry) {
         r.simple(a);
     }
     r.set(0);
-    if first > 0 {
-        r.set(1);
-        r.map(3);
-        r.bulk_str("flags");
-        let kf = key_flags(s);
-        r.set(kf.len());
-        for f in kf {
-            r.simple(f);
-        }
-        r.bulk_str("begin_search");
-        r.map(2);
-        r.bulk_str("type");
-        r.bulk_str("index");
-        r.bulk_str("spec");
-        r.map(1);
-        r.bulk_str("index");
-        r.int(first as i64);
-        r.bulk_str("find_keys");
-        r.map(2);
-        r.bulk_str("type");
-        r.bulk_str("range");
-        r.bulk_str("spec");
-        r.map(3);
-        r.bulk_str("lastkey");
-        r.int(if last < 0 {
-            last as i64
-        } else {
-            (last - first) as i64
-        });
-        r.bulk_str("keystep");
-        r.int(step as i64);
-        r.bulk_str("limit");
-        r.int(0);
-    } else {
-        r.set(0);
+    // One key spec map per spec (a custom spec: the range of its legacy triple, if any).
+    let specs: Vec<&KeySpec> = s
+        .keys
+        .members()
+        .iter()
+        .filter(|k| !matches!(k, KeySpec::Custom { legacy, .. } if legacy.0 <= 0))
+        .collect();
+    r.set(specs.len());
+    for k in specs {
+        write_key_spec(r, s, k);
     }
     if e.subs.is_empty() {
         r.set(0);

@@ -197,11 +197,23 @@ impl PlanSink for LockPlan {
 }
 
 /// How `per_shard` splits a command's arguments: each key-spec key with the arguments up to the
-/// next key (MSET: key and value; ZUNION's keys: the key alone).
+/// next key (MSET: key and value; ZUNION's keys: the key alone). Several key specs split alike
+/// when their members agree (ZUNIONSTORE's destination and sources: 1), else by single keys.
 pub fn group_width(spec: &CommandSpec) -> usize {
-    match spec.keys {
-        KeySpec::Range { step, .. } => step.max(1) as usize,
-        KeySpec::Keynum { step, .. } => step.max(1),
-        _ => 1,
+    fn width(keys: &KeySpec) -> usize {
+        match *keys {
+            KeySpec::Range { step, .. } | KeySpec::Keyword { step, .. } => step.max(1) as usize,
+            KeySpec::Keynum { step, .. } => step.max(1),
+            KeySpec::Many(specs) => {
+                let w = specs.first().map_or(1, width);
+                if specs.iter().all(|s| width(s) == w) {
+                    w
+                } else {
+                    1
+                }
+            }
+            KeySpec::None | KeySpec::Custom { .. } => 1,
+        }
     }
+    width(&spec.keys)
 }
