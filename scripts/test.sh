@@ -61,8 +61,9 @@ install_deps() {
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v redis-cli >/dev/null || need+=(redis-tools)
     command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
+    command -v memcached >/dev/null || need+=(memcached)
     if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh"
+        echo "all present: redis-server redis-cli tclsh memcached"
         return 0
     fi
     if [[ $(id -u) -ne 0 ]]; then
