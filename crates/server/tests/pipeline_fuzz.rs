@@ -1011,13 +1011,16 @@ impl Ctx<'_> {
 }
 
 /// Redis 7.0's SORT checks `errno == ERANGE` after `strtod` without clearing errno first, so
-/// after any earlier command of the same event-loop turn left ERANGE behind (a cursor or number
-/// out of range, e.g. `SSCAN k 18446744073709551616`), a numeric SORT of perfectly valid
+/// after any earlier command left ERANGE behind (a cursor or number out of range, e.g.
+/// `SSCAN k 18446744073709551616`; errno survives until some other libc call fails, so an
+/// earlier pipeline of the same connection counts too), a numeric SORT of perfectly valid
 /// elements fails with "One or more scores can't be converted into double" (reproduce:
 /// `SADD s 18`, then in one write `SSCAN x 18446744073709551616` and `SORT s`). Damselfly sorts
 /// them. Accepted only in exactly that shape: a SORT/SORT_RO, Redis's error, damselfly's array,
-/// and an out-of-range number among the pipeline's earlier arguments.
+/// and an out-of-range number among the earlier arguments (this pipeline's, or `tainted`: an
+/// earlier pipeline had one).
 fn redis_stale_errno_sort(
+    tainted: bool,
     before: &[Cmd],
     args: &[Vec<u8>],
     redis: &Result<Resp, String>,
@@ -1026,6 +1029,15 @@ fn redis_stale_errno_sort(
     let is_sort = args[0].eq_ignore_ascii_case(b"sort") || args[0].eq_ignore_ascii_case(b"sort_ro");
     let scores_err = matches!(redis, Ok(Resp::Error(e))
         if e == b"ERR One or more scores can't be converted into double");
+    is_sort
+        && scores_err
+        && matches!(dfly, Ok(Resp::Array(_)))
+        && (tainted || before.iter().any(sets_erange))
+}
+
+/// Does `cmd` carry a number that a C parser rejects with ERANGE (19+ digits, or an exponent of
+/// 3+ digits)? See `redis_stale_errno_sort`.
+fn sets_erange(cmd: &Cmd) -> bool {
     let out_of_range = |a: &[u8]| {
         let digits = a.strip_prefix(b"-").unwrap_or(a);
         let long_int = digits.len() >= 19 && digits.iter().all(u8::is_ascii_digit);
@@ -1039,12 +1051,7 @@ fn redis_stale_errno_sort(
             });
         long_int || big_exp
     };
-    is_sort
-        && scores_err
-        && matches!(dfly, Ok(Resp::Array(_)))
-        && before
-            .iter()
-            .any(|c| c.args.iter().skip(1).any(|a| out_of_range(a)))
+    cmd.args.iter().skip(1).any(|a| out_of_range(a))
 }
 
 /// For a mismatch report: the type and contents, on both sides, of every argument of the
@@ -1177,6 +1184,8 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
     let mut trace = std::env::var_os("PIPE_TRACE")
         .map(|path| std::fs::File::create(path).expect("PIPE_TRACE file"));
     stats.seeds += 1;
+    // An earlier pipeline sent a number that leaves ERANGE in Redis's errno.
+    let mut erange = false;
     for p in 0..opts.pipelines {
         let cmds = gen_pipeline(&mut g, specs, p == huge_at);
         let args: Vec<Vec<Vec<u8>>> = cmds.iter().map(|c| c.args.clone()).collect();
@@ -1219,7 +1228,7 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
                 (Ok(x), Ok(y)) => norm_eq(cmd.norm, x, y, &queued),
                 _ => false,
             };
-            if !ok && redis_stale_errno_sort(&cmds[..i], &cmd.args, &r[i], &d[i]) {
+            if !ok && redis_stale_errno_sort(erange, &cmds[..i], &cmd.args, &r[i], &d[i]) {
                 stats.redis_errno_sorts += 1;
                 ok = true;
             }
@@ -1245,6 +1254,7 @@ fn run_seed(seed: u64, opts: &Opts, specs: &Specs, stats: &mut Stats) -> Result<
             }
             track_queue(&mut queued, &cmd.args, cmd.norm, r[i].as_ref().ok());
         }
+        erange |= cmds.iter().any(sets_erange);
         note_squash(stats, &single, opts.threads as usize, &cmds, &r);
         let full = (p + 1) % opts.dump_every == 0 || p + 1 == opts.pipelines;
         let checked = check_dbsize(&mut pair).and_then(|()| {
