@@ -155,7 +155,7 @@ pub struct ConnCtx {
     /// Commands queued since MULTI (None outside MULTI).
     multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
-    pub output: crate::net::connection::Output,
+    pub output: crate::net::session::Output,
     /// Keys watched since the first WATCH (None when nothing is watched).
     watch: Option<multi::WatchState>,
 }
@@ -165,7 +165,7 @@ impl ConnCtx {
     pub fn new(
         worker: Rc<Worker>,
         client: Rc<ClientHandle>,
-        output: crate::net::connection::Output,
+        output: crate::net::session::Output,
         authed: bool,
     ) -> Self {
         ConnCtx {

@@ -45,9 +45,9 @@ pub async fn serve(
         ("404 Not Found", "text/plain", "not found\n".to_string())
     };
     let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    super::connection::write_all(stream, head.as_bytes()).await?;
+    super::session::write_all(stream, head.as_bytes()).await?;
     if !line.starts_with("HEAD") {
-        super::connection::write_all(stream, body.as_bytes()).await?;
+        super::session::write_all(stream, body.as_bytes()).await?;
     }
     Ok(())
 }

@@ -67,17 +67,14 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
             .fetch_add(1, Ordering::Relaxed)
             % threads;
         if target == worker.id {
-            tokio::task::spawn_local(crate::net::connection::serve(worker.clone(), stream));
+            tokio::task::spawn_local(crate::net::session::serve(worker.clone(), stream));
         } else {
             match stream.into_std() {
                 Ok(std_stream) => {
                     worker.post(target, move |w| {
                         match tokio::net::TcpStream::from_std(std_stream) {
                             Ok(s) => {
-                                tokio::task::spawn_local(crate::net::connection::serve(
-                                    w.clone(),
-                                    s,
-                                ));
+                                tokio::task::spawn_local(crate::net::session::serve(w.clone(), s));
                             }
                             Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
                         }

@@ -1,6 +1,6 @@
 //! Networking: listeners, connections and client bookkeeping.
 
 pub mod client;
-pub mod connection;
 pub mod http;
 pub mod listener;
+pub mod session;

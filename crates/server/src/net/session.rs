@@ -1,4 +1,4 @@
-//! One client connection: read → parse every complete command in the buffer → execute each
+//! A client session (one connection): read → parse every complete command in the buffer → execute each
 //! (inline on this thread, or hop to the owning shard) → flush all replies with one write.
 
 use std::net::SocketAddr;
