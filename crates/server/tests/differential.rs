@@ -143,7 +143,8 @@ fn run_seed(
         }
         let args = (spec.gen)(&mut g);
         let args = mangle(&mut g, args);
-        exchange(&args, spec.norm, step, &mut history).map_err(|m| (m, history.clone()))?;
+        exchange(&args, norm_of(spec, &args), step, &mut history)
+            .map_err(|m| (m, history.clone()))?;
         // SET ... EXAT/PXAT with a past time leaves a logically expired key that Redis still
         // counts in DBSIZE until active expiry samples it (timing-dependent): touch it with
         // EXISTS so both sides reclaim it now.
@@ -434,10 +435,14 @@ fn differential_blocking_interleavings() {
             let (r, d) = (pair.rc.cmd(&a), pair.dc.cmd(&a));
             log.push(format!("#{step} A: {} -> {r}", fmt_cmd(&a)));
             let is = |n: &[u8]| a[0].eq_ignore_ascii_case(n);
-            let norm = if is(b"exec") { Norm::Exec } else { spec.norm };
+            let norm = if is(b"exec") {
+                Norm::Exec
+            } else {
+                norm_of(spec, &a)
+            };
             let ok = norm_eq(norm, &r, &d, &queued);
             if matches!(&r, Resp::Simple(x) if x == b"QUEUED") {
-                queued.push(spec.norm);
+                queued.push(norm_of(spec, &a));
             } else if is(b"exec")
                 || is(b"discard")
                 || (is(b"multi") && r == Resp::Simple(b"OK".to_vec()))

@@ -109,6 +109,27 @@ pub struct CmdCtx<'a> {
 }
 
 impl CmdCtx<'_> {
+    /// Runs `f` with a command context over `w`'s shard: the one place shard work gets its
+    /// context (single-key handlers, hops, squashed runs).
+    #[inline]
+    pub(crate) fn over<R>(
+        w: &Worker,
+        db: usize,
+        now: u64,
+        reply: &mut Reply,
+        f: impl FnOnce(&mut CmdCtx<'_>) -> R,
+    ) -> R {
+        let mut shard = w.shard_mut();
+        let mut c = CmdCtx {
+            shard: &mut shard,
+            db,
+            now,
+            shared: &w.shared,
+            reply,
+        };
+        f(&mut c)
+    }
+
     /// Does this shard own `key`? (DEBUG POPULATE generates every key on every shard and keeps
     /// its own.)
     #[inline]
@@ -291,17 +312,7 @@ pub(crate) fn run_shard_cmd(
     args: &[&[u8]],
 ) {
     let mark = reply.len();
-    let r = guard::contain(|| {
-        let mut shard = w.shard_mut();
-        let mut c = CmdCtx {
-            shard: &mut shard,
-            db,
-            now,
-            shared: &w.shared,
-            reply: &mut *reply,
-        };
-        f(&mut c, args);
-    });
+    let r = guard::contain(|| CmdCtx::over(w, db, now, &mut *reply, |c| f(c, args)));
     if let Err(fault) = r {
         reply.buf.truncate(mark);
         internal_error(w, reply, name, &fault);

@@ -719,6 +719,45 @@ pub enum Norm {
         pairs: bool,
         from_start: bool,
     },
+    /// SORT/SORT_RO ... ALPHA without STORE: Redis compares elements with `strcoll`, so two
+    /// elements equal up to their first NUL byte ("a" and "a\0b") tie, and tied elements come in
+    /// the order of its hash table (SORT turns a sorted set into a skiplist + dict and loads
+    /// it from the dict; a set is a dict), which is random per process. Replies are cut in
+    /// chunks of `width` (one per GET, or 1); `col` is the chunk column holding the sorted
+    /// element itself (no GET, or GET #). Equal when they are, or when the chunk counts match,
+    /// the `col` column holds the same C strings (the bytes before the first NUL) at every
+    /// position, and, without LIMIT (`window` false), the chunks are the same multiset.
+    SortTies {
+        width: usize,
+        col: Option<usize>,
+        window: bool,
+    },
+}
+
+/// The norm of one generated command: the spec's, except where the reply's shape depends on
+/// the arguments (SORT ALPHA's ties, see `Norm::SortTies`).
+pub fn norm_of(spec: &Spec, args: &[Vec<u8>]) -> Norm {
+    let is = |a: &[u8], w: &str| a.eq_ignore_ascii_case(w.as_bytes());
+    if matches!(spec.name, "sort" | "sort_ro") {
+        let alpha = args.iter().skip(2).any(|a| is(a, "alpha"));
+        let store = args.iter().skip(2).any(|a| is(a, "store"));
+        if alpha && !store {
+            let gets: Vec<&Vec<u8>> = args
+                .windows(2)
+                .skip(1)
+                .filter(|w| is(&w[0], "get"))
+                .map(|w| &w[1])
+                .collect();
+            let (width, col) = if gets.is_empty() {
+                (1, Some(0))
+            } else {
+                (gets.len(), gets.iter().position(|g| g.as_slice() == b"#"))
+            };
+            let window = args.iter().skip(2).any(|a| is(a, "limit"));
+            return Norm::SortTies { width, col, window };
+        }
+    }
+    spec.norm
 }
 
 pub struct Spec {
@@ -912,6 +951,33 @@ pub fn norm_eq(norm: Norm, a: &Resp, b: &Resp, inner: &[Norm]) -> bool {
             } else {
                 matches!((&x[1], &y[1]), (Resp::Array(_), Resp::Array(_)))
             }
+        }
+        (Norm::SortTies { width, col, window }, Resp::Array(x), Resp::Array(y)) => {
+            if x == y {
+                return true;
+            }
+            let width = width.max(1);
+            if x.len() != y.len() || x.len() % width != 0 {
+                return false;
+            }
+            let cstr = |r: &Resp| {
+                let b = r.as_bytes().unwrap_or_default();
+                b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())].to_vec()
+            };
+            let same_col = col.is_none_or(|c| {
+                x.chunks(width)
+                    .zip(y.chunks(width))
+                    .all(|(p, q)| cstr(&p[c]) == cstr(&q[c]))
+            });
+            let same_set = window || {
+                let mut p: Vec<&[Resp]> = x.chunks(width).collect();
+                let mut q: Vec<&[Resp]> = y.chunks(width).collect();
+                let key = |c: &&[Resp]| c.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+                p.sort_by_key(key);
+                q.sort_by_key(key);
+                p == q
+            };
+            same_col && same_set
         }
         _ => a == b,
     }

@@ -5,9 +5,12 @@
 //! sets) use `Norm::Sorted`. SRANDMEMBER/SPOP are random, and the runner may drop their count
 //! argument (`mangle`), so they are optional (`DIFF_COMMANDS=srandmember,spop,...`), with counts
 //! that take the whole set. SSCAN (optional too) uses MATCH with one literal member and a huge
-//! COUNT, so the reply holds at most one member whatever the table order. SORT forms are deterministic: numeric sorts break ties on
-//! the bytes, BY nosort only comes with STORE (a set is then sorted ALPHA), ALPHA never comes
-//! with a BY pattern (ties would keep the set's own order).
+//! COUNT, so the reply holds at most one member whatever the table order. SORT forms are
+//! deterministic except for one case: numeric sorts break ties on the bytes, BY nosort only
+//! comes with STORE (a set is then sorted ALPHA), ALPHA never comes with a BY pattern (ties
+//! would keep the set's own order); ALPHA without STORE compares with `strcoll`, where
+//! elements equal up to a NUL byte tie in Redis's random table order (`Norm::SortTies`), so
+//! its GET patterns start with `GET #` to keep the sorted elements in the reply.
 
 use super::*;
 
@@ -229,11 +232,15 @@ fn sort_args(g: &mut G, store: bool) -> Vec<Vec<u8>> {
         let count = g.pk(&["0", "1", "2", "-1", "10", "9223372036854775807"]);
         opts.push(vec![b("LIMIT"), start, count]);
     }
-    for _ in 0..g.below(3) {
-        opts.push(vec![
-            b("GET"),
-            g.pk(&["#", "k*", "*", "k*->f", "nostar", "{t}*"]),
-        ]);
+    let gets = g.below(3);
+    let alpha_ties = !store && opts.iter().any(|o| o[0].eq_ignore_ascii_case(b"alpha"));
+    for i in 0..gets {
+        let pattern = if i == 0 && alpha_ties {
+            b("#")
+        } else {
+            g.pk(&["#", "k*", "*", "k*->f", "nostar", "{t}*"])
+        };
+        opts.push(vec![b("GET"), pattern]);
     }
     if store {
         opts.push(vec![b("STORE"), g.key()]);

@@ -484,15 +484,7 @@ impl OnShard {
         scratch: &mut Reply,
         f: impl FnOnce(&mut CmdCtx<'_>) -> R,
     ) -> R {
-        let mut shard = w.shard_mut();
-        let mut c = CmdCtx {
-            shard: &mut shard,
-            db: self.db,
-            now: self.now,
-            shared: &w.shared,
-            reply: scratch,
-        };
-        f(&mut c)
+        CmdCtx::over(w, self.db, self.now, scratch, f)
     }
 
     /// Runs `steps` (each targeting this thread's shard) in order, threading the value through.
