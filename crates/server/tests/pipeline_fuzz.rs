@@ -1467,6 +1467,14 @@ fn sort_alpha_ties_norm() {
         &["a\\0b", "a"]
     ));
     assert!(!eq("SORT k", &["a", "a\\0b"], &["a\\0b", "a"]));
+    // BY a pattern without `*` does not sort: a set comes in its table order (found by a long
+    // run: a mangled `SORT_RO {a}3 BY junk` of a 250-member set). Same members in any order; a
+    // LIMIT window of that order has only its length to compare.
+    assert!(eq("SORT k BY junk", &["a", "b", "c"], &["c", "a", "b"]));
+    assert!(!eq("SORT k BY junk", &["a", "b", "c"], &["c", "a", "d"]));
+    assert!(eq("SORT k BY nosort LIMIT 0 2", &["a", "b"], &["c", "a"]));
+    assert!(!eq("SORT k BY nosort LIMIT 0 2", &["a", "b"], &["c"]));
+    assert!(!eq("SORT k BY w_*", &["a", "b"], &["b", "a"]));
     // With GET: chunks move together, the GET # column decides.
     assert!(eq(
         "SORT k ALPHA GET w_* GET #",

@@ -741,6 +741,18 @@ pub fn norm_of(spec: &Spec, args: &[Vec<u8>]) -> Norm {
     if matches!(spec.name, "sort" | "sort_ro") {
         let alpha = args.iter().skip(2).any(|a| is(a, "alpha"));
         let store = args.iter().skip(2).any(|a| is(a, "store"));
+        // BY with a pattern without `*` does not sort: the elements come in the collection's
+        // own order, which for a hashtable-encoded set is its random table order (a mangled
+        // command can end in `BY junk`). Compare as multisets, or only the lengths of a LIMIT
+        // window.
+        let nosort = args
+            .windows(2)
+            .skip(1)
+            .any(|w| is(&w[0], "by") && !w[1].contains(&b'*'));
+        if nosort && !store {
+            let window = args.iter().skip(2).any(|a| is(a, "limit"));
+            return if window { Norm::Sample(0) } else { Norm::Sorted };
+        }
         if alpha && !store {
             let gets: Vec<&Vec<u8>> = args
                 .windows(2)
