@@ -1,5 +1,5 @@
 //! The server log: Redis's line format (`pid:M 25 Nov 2026 01:02:03.456 * message`), filtered by
-//! `loglevel` and written to `logfile` (stderr when empty). Log lines are rare (startup,
+//! `loglevel` and written to `logfile` (stdout when empty, as Redis). Log lines are rare (startup,
 //! shutdown, contained faults), so each is formatted and written with one `write` call; a file
 //! opened with O_APPEND keeps concurrent lines from different threads whole.
 
@@ -73,12 +73,27 @@ pub fn line(l: Level, msg: &str) {
         return;
     }
     let text = format_line(std::process::id(), crate::engine::clock::unix_ms(), l, msg);
+    write_out(&text);
+}
+
+/// Writes `text` as it is, without the line prefix (the start-up logo), at level `l`.
+pub fn raw(l: Level, text: &str) {
+    if enabled(l) {
+        write_out(text);
+    }
+}
+
+/// To `logfile`, or to standard output when it is empty (as Redis: tools and Redis's test
+/// runner read the log from the server's stdout).
+fn write_out(text: &str) {
     match FILE.get() {
         Some(mut f) => {
             let _ = f.write_all(text.as_bytes());
         }
         None => {
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
         }
     }
 }

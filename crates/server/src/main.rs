@@ -14,6 +14,10 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Err(damselfly::config::ConfigError::Fatal(blocks)) => {
+            eprint!("{blocks}");
+            std::process::exit(1);
+        }
         Err(e) => {
             eprintln!("damselfly: {e}");
             std::process::exit(1);

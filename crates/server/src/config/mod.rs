@@ -1,453 +1,31 @@
-//! Configuration: one registry drives command-line flags (`--flag=value`, `--flagfile`, `DFLY_<flag>`
-//! environment variables) and runtime `CONFIG GET/SET`.
+//! Configuration: one parameter table (`params.rs`) drives `redis.conf` files (`file.rs`),
+//! command-line flags in Redis's and Dragonfly's forms, `--flagfile`, `DFLY_<flag>` environment
+//! variables (`args.rs`), runtime `CONFIG GET/SET`, and `CONFIG REWRITE` (`rewrite.rs`).
 //!
 //! Values live as canonical strings behind a `RwLock` that only CONFIG and startup touch; values
 //! read on hot paths are mirrored into atomics so the data path never takes the lock.
 
+mod args;
+pub mod file;
 pub mod glob;
+pub mod params;
+pub mod rewrite;
+
+pub use args::{help_text, parse_args, version_text, Startup};
+pub use params::{Kind, Param, PARAMS};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::RwLock;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Integer within bounds.
-    Int(i64, i64),
-    /// Byte size; accepts 1k/1kb/1m/1mb/1g/1gb suffixes like Redis.
-    Mem,
-    /// Byte size of at least this many bytes (and at most i64::MAX), as Redis's bounded memory
-    /// parameters (proto-max-bulk-len, client-query-buffer-limit).
-    MemAtLeast(u64),
-    /// yes/no (also true/false/1/0 on the command line).
-    Bool,
-    Str,
-    Enum(&'static [&'static str]),
-}
-
-/// One configuration parameter.
-pub struct Param {
-    /// Canonical CONFIG name (Redis's name where Redis has one).
-    pub name: &'static str,
-    /// Other accepted names: Dragonfly flag names with underscores, Redis aliases.
-    pub aliases: &'static [&'static str],
-    pub kind: Kind,
-    pub default: &'static str,
-    /// Can CONFIG SET change it at runtime?
-    pub mutable: bool,
-    pub help: &'static str,
-}
-
-const fn p(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    kind: Kind,
-    default: &'static str,
-    mutable: bool,
-    help: &'static str,
-) -> Param {
-    Param {
-        name,
-        aliases,
-        kind,
-        default,
-        mutable,
-        help,
-    }
-}
-
-const GB: i64 = 1024 * 1024 * 1024;
-
-/// Every parameter. Defaults marked "" for proactor_threads mean "number of CPUs".
-pub static PARAMS: &[Param] = &[
-    p(
-        "port",
-        &[],
-        Kind::Int(0, 65535),
-        "6379",
-        false,
-        "Redis protocol port",
-    ),
-    p(
-        "bind",
-        &[],
-        Kind::Str,
-        "0.0.0.0",
-        false,
-        "addresses to listen on, space separated (e.g. 'localhost' or '127.0.0.1 ::1')",
-    ),
-    p("requirepass", &[], Kind::Str, "", true, "password for AUTH"),
-    p(
-        "maxmemory",
-        &[],
-        Kind::Mem,
-        "0",
-        true,
-        "memory limit in human-readable bytes (e.g. 2gb); only 0 (no limit) until limits exist",
-    ),
-    p(
-        "databases",
-        &["dbnum"],
-        Kind::Int(1, 1024),
-        "16",
-        false,
-        "number of databases for SELECT",
-    ),
-    p(
-        "hz",
-        &[],
-        Kind::Int(1, 500),
-        "100",
-        true,
-        "background tick frequency (active expiry)",
-    ),
-    p(
-        "keys_output_limit",
-        &["keys-output-limit"],
-        Kind::Int(0, i64::MAX),
-        "8192",
-        true,
-        "maximum number of keys KEYS returns",
-    ),
-    p(
-        "dir",
-        &[],
-        Kind::Str,
-        "",
-        true,
-        "working directory (the process chdirs into it, as Redis does); snapshots go here",
-    ),
-    p(
-        "dbfilename",
-        &[],
-        Kind::Str,
-        "dump",
-        true,
-        "snapshot file name",
-    ),
-    p(
-        "proactor_threads",
-        &["proactor-threads", "threads"],
-        // SCAN cursors carry the shard index in 8 bits.
-        Kind::Int(0, 256),
-        "0",
-        false,
-        "number of shard threads (0 = number of CPUs)",
-    ),
-    p(
-        "memcached_port",
-        &["memcached-port"],
-        Kind::Int(0, 65535),
-        "0",
-        false,
-        "Memcached protocol port; only 0 (disabled) until the protocol exists",
-    ),
-    p(
-        "cache_mode",
-        &["cache-mode"],
-        Kind::Bool,
-        "no",
-        true,
-        "evict keys when near maxmemory; only 'no' until eviction exists",
-    ),
-    p(
-        "snapshot_cron",
-        &["snapshot-cron"],
-        Kind::Str,
-        "",
-        true,
-        "cron schedule for automatic snapshots; only '' until snapshots exist",
-    ),
-    p(
-        "primary_port_http_enabled",
-        &["primary-port-http-enabled"],
-        Kind::Bool,
-        "yes",
-        false,
-        "serve the HTTP console and /metrics on the main port",
-    ),
-    p(
-        "http_admin_console",
-        &["http-admin-console"],
-        Kind::Bool,
-        "yes",
-        false,
-        "serve the HTML console at / on the main port (/metrics is served either way)",
-    ),
-    p(
-        "list-max-listpack-size",
-        &["list-max-ziplist-size"],
-        Kind::Int(i32::MIN as i64, i32::MAX as i64),
-        "-2",
-        true,
-        "list node size: >0 entries per node, -1..-5 = 4/8/16/32/64 KiB per node",
-    ),
-    p(
-        "list-compress-depth",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "0",
-        true,
-        "list nodes left uncompressed at each end (accepted; nodes are not compressed)",
-    ),
-    p(
-        "hash-max-listpack-entries",
-        &["hash-max-ziplist-entries"],
-        Kind::Int(0, i64::MAX),
-        "512",
-        true,
-        "largest hash kept in the compact encoding",
-    ),
-    p(
-        "hash-max-listpack-value",
-        &["hash-max-ziplist-value"],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "longest field or value kept in the compact hash encoding",
-    ),
-    p(
-        "set-max-intset-entries",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "512",
-        true,
-        "largest all-integer set kept as an intset",
-    ),
-    p(
-        "set-max-listpack-entries",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "128",
-        true,
-        "largest set kept in the compact encoding",
-    ),
-    p(
-        "set-max-listpack-value",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "longest member kept in the compact set encoding",
-    ),
-    p(
-        "zset-max-listpack-entries",
-        &["zset-max-ziplist-entries"],
-        Kind::Int(0, i64::MAX),
-        "128",
-        true,
-        "largest sorted set kept in the compact encoding",
-    ),
-    p(
-        "zset-max-listpack-value",
-        &["zset-max-ziplist-value"],
-        Kind::Int(0, i64::MAX),
-        "64",
-        true,
-        "longest member kept in the compact sorted-set encoding",
-    ),
-    p(
-        "protected-mode",
-        &["protected_mode"],
-        Kind::Bool,
-        "yes",
-        true,
-        "refuse non-loopback clients when no password is set",
-    ),
-    p(
-        "proto-max-bulk-len",
-        &["proto_max_bulk_len"],
-        Kind::MemAtLeast(1024 * 1024),
-        "536870912",
-        true,
-        "largest bulk string accepted",
-    ),
-    p(
-        "client-query-buffer-limit",
-        &["client_query_buffer_limit"],
-        Kind::MemAtLeast(1024 * 1024),
-        "1073741824",
-        true,
-        "largest unparsed input per client",
-    ),
-    p(
-        "maxclients",
-        &[],
-        Kind::Int(1, 1_000_000),
-        "64000",
-        true,
-        "maximum connected clients",
-    ),
-    p(
-        "timeout",
-        &[],
-        Kind::Int(0, i64::MAX),
-        "0",
-        true,
-        "close idle clients after N seconds (0 = never)",
-    ),
-    p(
-        "tcp-keepalive",
-        &["tcp_keepalive"],
-        Kind::Int(0, i64::MAX),
-        "300",
-        true,
-        "TCP keepalive seconds",
-    ),
-    p(
-        "maxmemory-policy",
-        &["maxmemory_policy"],
-        // Redis's order (it is listed in the CONFIG SET error).
-        Kind::Enum(&[
-            "volatile-lru",
-            "volatile-lfu",
-            "volatile-random",
-            "volatile-ttl",
-            "allkeys-lru",
-            "allkeys-lfu",
-            "allkeys-random",
-            "noeviction",
-        ]),
-        "noeviction",
-        true,
-        "eviction policy",
-    ),
-    p(
-        "slowlog-log-slower-than",
-        &["slowlog_log_slower_than"],
-        Kind::Int(-1, i64::MAX),
-        "10000",
-        true,
-        "microseconds; -1 disables the slow log",
-    ),
-    p(
-        "slowlog-max-len",
-        &["slowlog_max_len"],
-        Kind::Int(0, i64::MAX),
-        "128",
-        true,
-        "slow log length",
-    ),
-    p(
-        "save",
-        &[],
-        Kind::Str,
-        "",
-        true,
-        "Redis-style save points; only '' (no snapshots) until persistence exists",
-    ),
-    p(
-        "appendonly",
-        &[],
-        Kind::Bool,
-        "no",
-        true,
-        "append only file; only 'no' until it exists",
-    ),
-    p(
-        "appendfsync",
-        &[],
-        Kind::Enum(&["always", "everysec", "no"]),
-        "everysec",
-        true,
-        "AOF fsync policy (takes effect with appendonly)",
-    ),
-    p(
-        "loglevel",
-        &[],
-        Kind::Enum(&["debug", "verbose", "notice", "warning", "nothing"]),
-        "notice",
-        true,
-        "log verbosity",
-    ),
-    p(
-        "logfile",
-        &[],
-        Kind::Str,
-        "",
-        false,
-        "log file ('' = stderr), Redis's line format",
-    ),
-    p(
-        "lua-time-limit",
-        &["busy-reply-threshold"],
-        Kind::Int(0, i64::MAX),
-        "5000",
-        true,
-        "script busy threshold (ms)",
-    ),
-    p(
-        "latency-tracking",
-        &[],
-        Kind::Bool,
-        "yes",
-        true,
-        "per-command latency tracking",
-    ),
-    p(
-        "lazyfree-lazy-user-del",
-        &[],
-        Kind::Bool,
-        "no",
-        true,
-        "accepted for compatibility",
-    ),
-    p(
-        "lazyfree-lazy-user-flush",
-        &[],
-        Kind::Bool,
-        "no",
-        true,
-        "accepted for compatibility",
-    ),
-    p(
-        "activerehashing",
-        &[],
-        Kind::Bool,
-        "yes",
-        true,
-        "accepted for compatibility (Dash tables grow incrementally)",
-    ),
-    p(
-        "active-expire-enabled",
-        &["active_expire_enabled"],
-        Kind::Bool,
-        "yes",
-        true,
-        "run active expiry",
-    ),
-    p(
-        "notify-keyspace-events",
-        &[],
-        Kind::Str,
-        "",
-        true,
-        "keyspace notifications classes; only '' until notifications exist",
-    ),
-    p(
-        "pin_threads",
-        &["pin-threads"],
-        Kind::Bool,
-        "yes",
-        false,
-        "pin shard threads to CPUs",
-    ),
-    p(
-        "shard_sched_batch",
-        &["shard-sched-batch"],
-        Kind::Enum(&["auto", "yes", "no"]),
-        "auto",
-        false,
-        "run shard threads under SCHED_BATCH (auto: when there are more shard threads than CPUs)",
-    ),
-];
-
-// Compile-time guard that GB is used (keeps the constant meaningful for docs).
-const _: i64 = GB;
+/// Parameters that CONFIG SET changes only with `enable-protected-configs yes` (as Redis: they
+/// name files the server writes).
+const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 /// Runtime configuration. Cheap accessors for hot values.
 pub struct Config {
     values: RwLock<HashMap<&'static str, String>>,
+    config_file: RwLock<Option<std::path::PathBuf>>,
     threads: AtomicU64,
     dbnum: AtomicU64,
     hz: AtomicU64,
@@ -463,6 +41,7 @@ pub struct Config {
     slowlog_slower_than: AtomicI64,
     slowlog_max_len: AtomicU64,
     active_expire: AtomicBool,
+    dynamic_hz: AtomicBool,
     /// Collection encoding thresholds, indexed by `EncLimit`.
     enc_limits: [AtomicI64; EncLimit::COUNT],
 }
@@ -510,6 +89,13 @@ pub enum ConfigError {
         why: String,
     },
     Immutable(String),
+    /// CONFIG SET of a protected parameter without `enable-protected-configs`.
+    Protected(String),
+    /// A one-argument parameter given none or several (config files, command line).
+    Arity(String),
+    /// Start-up configuration errors, already formatted as Redis's FATAL CONFIG FILE ERROR
+    /// blocks (one per bad directive).
+    Fatal(String),
     /// A value that needs a feature damselfly does not have yet: refused, never ignored.
     NotImplemented {
         name: String,
@@ -530,12 +116,29 @@ impl std::fmt::Display for ConfigError {
             ConfigError::NotImplemented { name, value, why } => {
                 write!(f, "--{name} {value:?} is refused: {why}")
             }
-            ConfigError::Io(e) => write!(f, "{e}"),
+            ConfigError::Protected(n) => write!(f, "CONFIG SET failed (possibly related to argument '{n}') - can't set protected config"),
+            ConfigError::Arity(n) => write!(f, "wrong number of arguments for '{n}'"),
+            ConfigError::Io(e) | ConfigError::Fatal(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    /// The reason alone, as Redis prints it under a config-file line.
+    pub fn reason(&self) -> String {
+        match self {
+            ConfigError::UnknownParam(_) => "Bad directive or wrong number of arguments".into(),
+            ConfigError::Arity(_) => "wrong number of arguments".into(),
+            ConfigError::BadValue { why, .. } => why.clone(),
+            ConfigError::NotImplemented { why, .. } => format!("refused: {why}"),
+            ConfigError::Immutable(_) => "can't set immutable config".into(),
+            ConfigError::Protected(_) => "can't set protected config".into(),
+            ConfigError::Io(e) | ConfigError::Fatal(e) => e.clone(),
+        }
+    }
+}
 
 fn norm(name: &str) -> String {
     name.trim_start_matches('-')
@@ -628,37 +231,85 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         |v| !v.is_empty(),
         "keyspace notifications are not implemented yet",
     ),
+    (
+        "latency-monitor-threshold",
+        |v| v != "0",
+        "the latency monitor (LATENCY) is not implemented yet (only 0, off, is accepted)",
+    ),
+    (
+        "supervised",
+        |v| v != "no",
+        "the supervision handshake (sd_notify / upstart) is not implemented yet",
+    ),
+    (
+        "oom-score-adj",
+        |v| v != "no",
+        "OOM score adjustment is not implemented yet (only 'no' is accepted)",
+    ),
+    (
+        "client-output-buffer-limit",
+        |v| !v.starts_with("normal 0 0 0 "),
+        "output buffer limits are not enforced yet: the normal class must be '0 0 0' (the other \
+         classes apply to replicas and pub/sub clients, which do not exist yet)",
+    ),
 ];
 
 /// `canonical`, plus the refusal of values whose feature does not exist yet.
-fn accepted(p: &Param, value: &str) -> Result<String, ConfigError> {
-    let v = canonical(p, value)?;
-    if p.name == "dir" && !v.is_empty() && !std::path::Path::new(&v).is_dir() {
-        // Redis chdirs into `dir`; the mirror does too, so refuse what it could not enter.
-        return Err(ConfigError::Io(format!(
-            "Can't chdir to '{v}': No such file or directory"
-        )));
-    }
-    if let Some((_, _, why)) = NOT_IMPLEMENTED
-        .iter()
-        .find(|(n, refuse, _)| *n == p.name && refuse(&v))
-    {
+fn accepted(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigError> {
+    let v = checked(p, current, args)?;
+    if let Some(why) = refusal(p, &v) {
         return Err(ConfigError::NotImplemented {
             name: p.name.to_string(),
-            value: value.to_string(),
+            value: args.join(" "),
             why: why.to_string(),
         });
     }
     Ok(v)
 }
 
-/// Validates `value` for `p` and returns its canonical string form.
-fn canonical(p: &Param, value: &str) -> Result<String, ConfigError> {
+/// `canonical`, plus checks against the system (a `dir` that exists).
+fn checked(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigError> {
+    let v = canonical(p, current, args)?;
+    if p.name == "dir" && !v.is_empty() && !std::path::Path::new(&v).is_dir() {
+        // Redis chdirs into `dir`; the mirror does too, so refuse what it could not enter.
+        return Err(ConfigError::Io(format!(
+            "Can't chdir to '{v}': No such file or directory"
+        )));
+    }
+    Ok(v)
+}
+
+/// Why the canonical value `v` of `p` needs a feature damselfly does not have, if it does.
+fn refusal(p: &Param, v: &str) -> Option<&'static str> {
+    NOT_IMPLEMENTED
+        .iter()
+        .find(|(n, refuse, _)| *n == p.name && refuse(v))
+        .map(|(_, _, why)| *why)
+}
+
+/// Validates the arguments of `p` (one for every kind but `Words`) and returns the canonical
+/// string form of the value.
+fn canonical(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigError> {
+    let value = args.join(" ");
     let bad = |why: &str| ConfigError::BadValue {
         name: p.name.to_string(),
-        value: value.to_string(),
+        value: value.clone(),
         why: why.to_string(),
     };
+    if let Kind::Words(check) = p.kind {
+        // One CONFIG SET value carries all the words: `CONFIG SET save "900 1 300 10"`.
+        let split: Vec<&str> = if args.len() == 1 {
+            args[0].split_whitespace().collect()
+        } else {
+            args.to_vec()
+        };
+        let split = if split.is_empty() { vec![""] } else { split };
+        return check(current, &split).map_err(|why| bad(&why));
+    }
+    let [value] = args else {
+        return Err(ConfigError::Arity(p.name.to_string()));
+    };
+    let value = *value;
     match p.kind {
         Kind::Int(min, max) => {
             let v: i64 = value
@@ -672,6 +323,10 @@ fn canonical(p: &Param, value: &str) -> Result<String, ConfigError> {
             }
             Ok(v.to_string())
         }
+        Kind::Octal(max) => match u32::from_str_radix(value, 8) {
+            Ok(v) if v <= max => Ok(format!("{v:o}")),
+            _ => Err(bad("argument couldn't be parsed as an octal number")),
+        },
         Kind::Mem => parse_memory(value)
             .map(|v| v.to_string())
             .ok_or_else(|| bad("argument must be a memory value")),
@@ -694,12 +349,10 @@ fn canonical(p: &Param, value: &str) -> Result<String, ConfigError> {
             if opts.contains(&l.as_str()) {
                 Ok(l)
             } else {
-                Err(bad("argument(s) must be one of the following: "
-                    .to_string()
-                    .as_str())
-                .with_opts(opts))
+                Err(bad("argument(s) must be one of the following: ").with_opts(opts))
             }
         }
+        Kind::Words(_) => unreachable!("handled above"),
     }
 }
 
@@ -731,6 +384,7 @@ impl Config {
         }
         let c = Config {
             values: RwLock::new(values),
+            config_file: RwLock::new(None),
             threads: AtomicU64::new(0),
             dbnum: AtomicU64::new(16),
             hz: AtomicU64::new(100),
@@ -746,6 +400,7 @@ impl Config {
             slowlog_slower_than: AtomicI64::new(10000),
             slowlog_max_len: AtomicU64::new(128),
             active_expire: AtomicBool::new(true),
+            dynamic_hz: AtomicBool::new(true),
             enc_limits: Default::default(),
         };
         for p in PARAMS {
@@ -785,6 +440,11 @@ impl Config {
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
             "slowlog-max-len" => self.slowlog_max_len.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
+            "dynamic-hz" => self.dynamic_hz.store(v == "yes", Ordering::Relaxed),
+            // At start-up `start` applies it; afterwards CONFIG SET does, here.
+            "jemalloc-bg-thread" if crate::process::started() => {
+                crate::process::apply_jemalloc_bg_thread(v == "yes")
+            }
             "dir" if !v.is_empty() => {
                 if let Err(e) = std::env::set_current_dir(v) {
                     crate::log_warning!("Can't chdir to '{v}': {e}");
@@ -803,10 +463,57 @@ impl Config {
         }
     }
 
-    /// Sets a value at startup (flags) — immutable parameters allowed.
+    /// Sets a one-argument value at startup (flags) — immutable parameters allowed.
     pub fn set_startup(&self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
-        let v = accepted(p, value)?;
+        self.set_directive(name, &[value])
+    }
+
+    /// Applies one directive at startup (config-file line or command-line flag, any number of
+    /// arguments) — immutable parameters allowed.
+    pub fn set_directive(&self, name: &str, args: &[&str]) -> Result<(), ConfigError> {
+        let Some(p) = find_param(name) else {
+            return Err(match params::unsupported(&norm(name)) {
+                Some(why) => ConfigError::NotImplemented {
+                    name: name.to_string(),
+                    value: args.join(" "),
+                    why: why.to_string(),
+                },
+                None => ConfigError::UnknownParam(name.to_string()),
+            });
+        };
+        self.store(p, args, false)
+    }
+
+    /// Start-up: applies a directive that later ones may override, so a value damselfly refuses
+    /// is only refused if it is still the value after every source (`refused` tells). Returns the
+    /// parameter's canonical name.
+    pub fn set_overridable(&self, name: &str, args: &[&str]) -> Result<&'static str, ConfigError> {
+        match find_param(name) {
+            Some(p) => self.store(p, args, true).map(|()| p.name),
+            None => self.set_directive(name, args).map(|()| ""),
+        }
+    }
+
+    /// The parameters whose current value damselfly refuses, with the reason.
+    pub fn refused(&self) -> Vec<(&'static str, &'static str)> {
+        self.all_values()
+            .into_iter()
+            .filter_map(|(p, v)| refusal(p, &v).map(|why| (p.name, why)))
+            .collect()
+    }
+
+    fn store(
+        &self,
+        p: &'static Param,
+        args: &[&str],
+        overridable: bool,
+    ) -> Result<(), ConfigError> {
+        let current = self.get(p.name).unwrap_or_default();
+        let v = if overridable {
+            checked(p, &current, args)?
+        } else {
+            accepted(p, &current, args)?
+        };
         self.mirror(p.name, &v);
         self.values
             .write()
@@ -817,26 +524,51 @@ impl Config {
 
     /// CONFIG SET of one parameter.
     pub fn set(&self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let p = self.settable(name)?;
+        self.store(p, &[value], false)
+    }
+
+    /// The parameter CONFIG SET may change, or why not.
+    fn settable(&self, name: &str) -> Result<&'static Param, ConfigError> {
         let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
         if !p.mutable {
             return Err(ConfigError::Immutable(p.name.to_string()));
         }
-        let v = accepted(p, value)?;
-        self.mirror(p.name, &v);
-        self.values
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(p.name, v);
-        Ok(())
+        if PROTECTED.contains(&p.name)
+            && self.get("enable-protected-configs").as_deref() != Some("yes")
+        {
+            return Err(ConfigError::Protected(p.name.to_string()));
+        }
+        Ok(p)
     }
 
     /// Validates without applying (CONFIG SET is all-or-nothing for several pairs).
     pub fn check(&self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
-        if !p.mutable {
-            return Err(ConfigError::Immutable(p.name.to_string()));
-        }
-        accepted(p, value).map(|_| ())
+        let p = self.settable(name)?;
+        let current = self.get(p.name).unwrap_or_default();
+        accepted(p, &current, &[value]).map(|_| ())
+    }
+
+    /// Where the configuration file is (absolute), when the server was started with one; CONFIG
+    /// REWRITE writes there.
+    pub fn config_file(&self) -> Option<std::path::PathBuf> {
+        self.config_file
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn set_config_file(&self, path: Option<std::path::PathBuf>) {
+        *self.config_file.write().unwrap_or_else(|e| e.into_inner()) = path;
+    }
+
+    /// Every parameter with its current canonical value, in table order.
+    pub fn all_values(&self) -> Vec<(&'static Param, String)> {
+        let values = self.values.read().unwrap_or_else(|e| e.into_inner());
+        PARAMS
+            .iter()
+            .map(|p| (p, values.get(p.name).cloned().unwrap_or_default()))
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<String> {
@@ -886,6 +618,19 @@ impl Config {
     #[inline]
     pub fn hz(&self) -> u64 {
         self.hz.load(Ordering::Relaxed)
+    }
+
+    /// The background tick rate for `clients` connected clients: `hz`, doubled (up to 500) for
+    /// every 200 clients per tick beyond it when `dynamic-hz` is on, as Redis does, so that
+    /// per-client work (idle timeouts) keeps up with many clients.
+    pub fn effective_hz(&self, clients: usize) -> u64 {
+        let mut hz = self.hz().clamp(1, 500);
+        if self.dynamic_hz.load(Ordering::Relaxed) {
+            while clients as u64 / hz > 200 && hz < 500 {
+                hz = (hz * 2).min(500);
+            }
+        }
+        hz
     }
     #[inline]
     pub fn maxmemory(&self) -> u64 {
@@ -954,160 +699,11 @@ impl Config {
     }
 }
 
-/// What `parse_args` decided.
-pub enum Startup {
-    Run(Box<Config>),
-    /// Print this and exit 0 (--help, --version).
-    Exit(String),
-}
-
-/// Parses `DFLY_<flag>` environment variables, then the command line (a `--flagfile` is expanded
-/// where it appears). Forms: `--flag=value`, `--flag value`, `-flag value`, `--flag` (bool true),
-/// `--noflag` (bool false). Redis-style `--maxmemory 2gb` works too.
-pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, ConfigError> {
-    let cfg = Config::new();
-    for (k, v) in env {
-        if let Some(flag) = k.strip_prefix("DFLY_") {
-            if find_param(flag).is_some() {
-                cfg.set_startup(flag, v)?;
-            }
-        }
-    }
-    apply_args(&cfg, args, 0)?;
-    if let Some(out) = HELP_REQUEST.with(|h| h.borrow_mut().take()) {
-        return Ok(Startup::Exit(out));
-    }
-    Ok(Startup::Run(Box::new(cfg)))
-}
-
-thread_local! {
-    static HELP_REQUEST: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-fn apply_args(cfg: &Config, args: &[String], depth: usize) -> Result<(), ConfigError> {
-    if depth > 8 {
-        return Err(ConfigError::Io("flagfile nesting too deep".into()));
-    }
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if !a.starts_with('-') {
-            return Err(ConfigError::Io(format!(
-                "unexpected argument '{a}' (flags look like --port=6379)"
-            )));
-        }
-        let body = a.trim_start_matches('-');
-        let (name, inline_val) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (body, None),
-        };
-        match name {
-            "help" | "h" | "helpfull" => {
-                HELP_REQUEST.with(|h| *h.borrow_mut() = Some(help_text()));
-                continue;
-            }
-            "version" | "v" => {
-                HELP_REQUEST.with(|h| *h.borrow_mut() = Some(version_text()));
-                continue;
-            }
-            "flagfile" => {
-                let path = match inline_val {
-                    Some(v) => v,
-                    None => {
-                        let v = args
-                            .get(i)
-                            .cloned()
-                            .ok_or_else(|| ConfigError::Io("--flagfile needs a path".into()))?;
-                        i += 1;
-                        v
-                    }
-                };
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| ConfigError::Io(format!("cannot read flagfile {path}: {e}")))?;
-                let lines: Vec<String> = text
-                    .lines()
-                    .map(|l| l.trim())
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(|l| l.to_string())
-                    .collect();
-                apply_args(cfg, &lines, depth + 1)?;
-                continue;
-            }
-            _ => {}
-        }
-        let (param, value) = match find_param(name) {
-            Some(p) => {
-                let v = match inline_val {
-                    Some(v) => v,
-                    None if p.kind == Kind::Bool => {
-                        // `--flag yes` or bare `--flag`.
-                        match args.get(i).and_then(|n| parse_bool(n)) {
-                            Some(b) => {
-                                i += 1;
-                                if b { "yes" } else { "no" }.to_string()
-                            }
-                            None => "yes".to_string(),
-                        }
-                    }
-                    None => {
-                        let v = args.get(i).cloned().ok_or_else(|| {
-                            ConfigError::Io(format!("flag --{name} needs a value"))
-                        })?;
-                        i += 1;
-                        v
-                    }
-                };
-                (p, v)
-            }
-            None => match name.strip_prefix("no").and_then(find_param) {
-                Some(p) if p.kind == Kind::Bool && inline_val.is_none() => (p, "no".to_string()),
-                _ => {
-                    return Err(ConfigError::Io(format!(
-                        "unknown command line flag '{name}' (see --help)"
-                    )))
-                }
-            },
-        };
-        cfg.set_startup(param.name, &value)?;
-    }
-    Ok(())
-}
-
-pub fn version_text() -> String {
-    format!("damselfly v{}\n", env!("CARGO_PKG_VERSION"))
-}
-
-pub fn help_text() -> String {
-    let mut s = String::from(
-        "damselfly: a multi-threaded, shared-nothing in-memory store speaking the Redis and Memcached protocols.\n\n\
-         Usage: damselfly [--flag=value ...] [--flagfile=FILE]\n\
-         Every flag can also be given as an environment variable DFLY_<flag>.\n\nFlags:\n",
-    );
-    for p in PARAMS {
-        let names: Vec<String> = std::iter::once(p.name)
-            .chain(p.aliases.iter().copied())
-            .map(|n| format!("--{n}"))
-            .collect();
-        let def = if p.name == "proactor_threads" {
-            "number of CPUs".to_string()
-        } else {
-            format!("{:?}", p.default)
-        };
-        s.push_str(&format!(
-            "  {:<44} {} (default: {})\n",
-            names.join(", "),
-            p.help,
-            def
-        ));
-    }
-    s.push_str("  --flagfile FILE                              read one --flag=value per line\n  --help, --version\n");
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::config::args::{parse_args, Startup};
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Config {
         let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -1197,8 +793,8 @@ mod tests {
         for (name, value) in refused {
             let args = vec![format!("--{name}={value}")];
             match parse_args(&args, &[]) {
-                Err(e @ ConfigError::NotImplemented { .. }) => {
-                    assert!(e.to_string().contains(name), "{e}")
+                Err(ConfigError::Fatal(e)) => {
+                    assert!(e.contains(name) && e.contains("not implemented yet"), "{e}")
                 }
                 Err(e) => panic!("--{name}={value}: wrong error {e}"),
                 Ok(_) => panic!("--{name}={value} was accepted"),

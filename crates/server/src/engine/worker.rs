@@ -448,7 +448,8 @@ impl Worker {
     /// Runs on each thread: periodic shard maintenance at `--hz`.
     pub async fn run_ticker(self: Rc<Self>) {
         loop {
-            let hz = self.shared.config.hz().clamp(1, 500);
+            let clients = self.shared.connected_clients.load(Ordering::Relaxed);
+            let hz = self.shared.config.effective_hz(clients);
             tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
             if self.shared.shutdown.load(Ordering::Relaxed) {
                 return;

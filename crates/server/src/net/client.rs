@@ -13,6 +13,8 @@ pub struct ClientInfo {
     pub id: u64,
     pub addr: String,
     pub laddr: String,
+    /// Connected over loopback or a unix socket (`enable-debug-command local`).
+    pub local: bool,
     pub fd: i32,
     pub name: String,
     pub lib_name: String,

@@ -1,7 +1,7 @@
 //! HTTP on the main port: a tiny console and Prometheus `/metrics`, recognised by the first
 //! request line (`GET /path HTTP/1.x`), as Dragonfly does.
 
-use tokio::net::tcp::OwnedWriteHalf;
+use super::stream::WriteHalf;
 
 use crate::commands::ConnCtx;
 
@@ -14,11 +14,7 @@ pub fn looks_like_http(buf: &[u8]) -> bool {
     is_method && line.windows(7).any(|w| w == b"HTTP/1.")
 }
 
-pub async fn serve(
-    cx: &mut ConnCtx,
-    stream: &OwnedWriteHalf,
-    request: Vec<u8>,
-) -> std::io::Result<()> {
+pub async fn serve(cx: &mut ConnCtx, stream: &WriteHalf, request: Vec<u8>) -> std::io::Result<()> {
     let line_end = request
         .iter()
         .position(|&c| c == b'\n')

@@ -2,48 +2,140 @@
 //! connections spread evenly and each then lives on one thread for its whole life.
 
 use std::net::{SocketAddr, TcpListener as StdListener, ToSocketAddrs};
+use std::os::unix::net::UnixListener as StdUnixListener;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
+
+use super::stream::Stream;
 
 use crate::engine::Worker;
 
-/// Binds every address of `bind` (space separated) on `port`, Redis-style.
-pub fn bind_all(bind: &str, port: u16) -> std::io::Result<Vec<StdListener>> {
+/// Binds every address of `bind` (space separated) on `port`, Redis-style: an address written
+/// with a leading `-` is optional (skipped when this host does not have it, e.g. `-::1` without
+/// IPv6).
+pub fn bind_all(bind: &str, port: u16, backlog: i32) -> std::io::Result<Vec<StdListener>> {
     let mut out = Vec::new();
     let spec = if bind.trim().is_empty() {
         "0.0.0.0"
     } else {
         bind
     };
-    for host in spec.split_whitespace() {
-        let host = host.trim_start_matches('-');
+    for word in spec.split_whitespace() {
+        let optional = word.starts_with('-');
+        let host = word.trim_start_matches('-');
         let host = if host == "*" { "0.0.0.0" } else { host };
-        let addrs: Vec<SocketAddr> = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]:{port}").to_socket_addrs()?.collect()
-        } else {
-            (host, port).to_socket_addrs()?.collect()
-        };
-        for addr in addrs {
-            let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-            sock.set_reuse_address(true)?;
-            if addr.is_ipv6() {
-                let _ = sock.set_only_v6(true);
+        match bind_host(host, port, backlog) {
+            Ok(mut ls) => out.append(&mut ls),
+            Err(e)
+                if optional
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EADDRNOTAVAIL | libc::EAFNOSUPPORT | libc::EPROTONOSUPPORT)
+                    ) =>
+            {
+                crate::log_verbose!("optional bind address {host} is not available: {e}");
             }
-            sock.bind(&addr.into())?;
-            sock.listen(511)?;
-            sock.set_nonblocking(true)?;
-            out.push(sock.into());
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "Could not create server TCP listening socket {host}:{port}: bind: {e}"
+                    ),
+                ))
+            }
         }
     }
     Ok(out)
 }
 
+fn bind_host(host: &str, port: u16, backlog: i32) -> std::io::Result<Vec<StdListener>> {
+    let addrs: Vec<SocketAddr> = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}").to_socket_addrs()?.collect()
+    } else {
+        (host, port).to_socket_addrs()?.collect()
+    };
+    let mut out = Vec::new();
+    for addr in addrs {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        sock.set_reuse_address(true)?;
+        if addr.is_ipv6() {
+            let _ = sock.set_only_v6(true);
+        }
+        sock.bind(&addr.into())?;
+        sock.listen(backlog)?;
+        sock.set_nonblocking(true)?;
+        out.push(sock.into());
+    }
+    Ok(out)
+}
+
+/// Binds the unix socket `path` (replacing a stale socket file) with permissions `perm` (octal;
+/// 0 = as created).
+pub fn bind_unix(path: &str, perm: u32, backlog: i32) -> std::io::Result<StdUnixListener> {
+    let _ = std::fs::remove_file(path);
+    let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    sock.bind(&socket2::SockAddr::unix(path)?)?;
+    sock.listen(backlog)?;
+    sock.set_nonblocking(true)?;
+    if perm != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm))?;
+    }
+    Ok(sock.into())
+}
+
+/// A bound listening socket of either kind.
+pub enum Bound {
+    Tcp(StdListener),
+    Unix(StdUnixListener),
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Stream> {
+        match self {
+            Listener::Tcp(l) => l.accept().await.map(|(s, _)| Stream::Tcp(s)),
+            Listener::Unix(l) => l.accept().await.map(|(s, _)| Stream::Unix(s)),
+        }
+    }
+}
+
+/// Moves an accepted connection to another thread's runtime and back.
+enum Portable {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Portable {
+    fn from(s: Stream) -> std::io::Result<Portable> {
+        Ok(match s {
+            Stream::Tcp(s) => Portable::Tcp(s.into_std()?),
+            Stream::Unix(s) => Portable::Unix(s.into_std()?),
+        })
+    }
+
+    fn adopt(self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Portable::Tcp(s) => Stream::Tcp(tokio::net::TcpStream::from_std(s)?),
+            Portable::Unix(s) => Stream::Unix(tokio::net::UnixStream::from_std(s)?),
+        })
+    }
+}
+
 /// Accept loop (runs on thread 0).
-pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
-    let listener = match TcpListener::from_std(listener) {
+pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
+    let listener = match bound {
+        Bound::Tcp(l) => TcpListener::from_std(l).map(Listener::Tcp),
+        Bound::Unix(l) => UnixListener::from_std(l).map(Listener::Unix),
+    };
+    let listener = match listener {
         Ok(l) => l,
         Err(e) => {
             crate::log_warning!("listener setup failed: {e}");
@@ -51,7 +143,7 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
         }
     };
     loop {
-        let (stream, _) = match listener.accept().await {
+        let stream = match listener.accept().await {
             Ok(s) => s,
             Err(e) => {
                 // EMFILE and friends: back off briefly instead of spinning.
@@ -69,17 +161,13 @@ pub async fn accept_loop(worker: Rc<Worker>, listener: StdListener) {
         if target == worker.id {
             tokio::task::spawn_local(crate::net::session::serve(worker.clone(), stream));
         } else {
-            match stream.into_std() {
-                Ok(std_stream) => {
-                    worker.post(target, move |w| {
-                        match tokio::net::TcpStream::from_std(std_stream) {
-                            Ok(s) => {
-                                tokio::task::spawn_local(crate::net::session::serve(w.clone(), s));
-                            }
-                            Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
-                        }
-                    })
-                }
+            match Portable::from(stream) {
+                Ok(p) => worker.post(target, move |w| match p.adopt() {
+                    Ok(s) => {
+                        tokio::task::spawn_local(crate::net::session::serve(w.clone(), s));
+                    }
+                    Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
+                }),
                 Err(e) => crate::log_warning!("cannot move connection: {e}"),
             }
         }

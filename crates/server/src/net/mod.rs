@@ -4,3 +4,4 @@ pub mod client;
 pub mod http;
 pub mod listener;
 pub mod session;
+pub mod stream;

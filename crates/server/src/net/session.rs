@@ -1,7 +1,6 @@
 //! A client session (one connection): read → parse every complete command in the buffer → execute each
 //! (inline on this thread, or hop to the owning shard) → flush all replies with one write.
 
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -10,10 +9,9 @@ use damselfly_protocol::{Parser, ParserLimits, Reply};
 use smallvec::SmallVec;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 
 use super::client::{ClientHandle, ClientInfo};
+use super::stream::{ReadHalf, Stream, WriteHalf};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
 
@@ -43,35 +41,21 @@ fn limits(w: &Worker) -> ParserLimits {
 }
 
 /// Serves one accepted socket until it closes.
-pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
+pub async fn serve(worker: Rc<Worker>, stream: Stream) {
     let shared = worker.shared.clone();
-    let _ = stream.set_nodelay(true);
-    let keepalive = shared.config.tcp_keepalive_secs();
-    if keepalive > 0 {
-        // As Redis: first probe after `tcp-keepalive` idle seconds, then every third of it.
-        let ka = socket2::TcpKeepalive::new()
-            .with_time(std::time::Duration::from_secs(keepalive))
-            .with_interval(std::time::Duration::from_secs((keepalive / 3).max(1)))
-            .with_retries(3);
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
-    }
-    let peer = stream.peer_addr().ok();
-    let local = stream.local_addr().ok();
-    let fd = raw_fd(&stream);
+    stream.tune(shared.config.tcp_keepalive_secs());
+    let addrs = stream.addrs();
+    let fd = stream.raw_fd();
     // The loop reads through its half while the replies' half lives in the context, so a
     // command that blocks can still send what was answered before it.
     let (mut reader, writer) = stream.into_split();
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
 
     // Protected mode: no password → loopback clients only.
-    if shared.config.protected_mode() && !shared.config.has_password() {
-        if let Some(p) = peer {
-            if !p.ip().is_loopback() {
-                let _ = write_all(&writer, format!("-{DENIED_MSG}\r\n").as_bytes()).await;
-                shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-        }
+    if shared.config.protected_mode() && !shared.config.has_password() && !addrs.is_local {
+        let _ = write_all(&writer, format!("-{DENIED_MSG}\r\n").as_bytes()).await;
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        return;
     }
     let connected = shared.connected_clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > shared.config.maxclients() {
@@ -83,12 +67,12 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
 
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
     let now = Instant::now();
-    let fmt_addr = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
     let handle = Rc::new(ClientHandle {
         info: std::cell::RefCell::new(ClientInfo {
             id,
-            addr: fmt_addr(peer),
-            laddr: fmt_addr(local),
+            addr: addrs.peer,
+            laddr: addrs.local,
+            local: addrs.is_local,
             fd,
             name: String::new(),
             lib_name: String::new(),
@@ -101,7 +85,7 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
             multi: -1,
             qbuf: 0,
             omem: 0,
-            flags: String::new(),
+            flags: if addrs.unix { "U" } else { "" }.to_string(),
             user: "default".into(),
             tid: worker.id,
         }),
@@ -131,11 +115,6 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream) {
     let _ = run(&mut cx, &mut reader).await;
 }
 
-fn raw_fd(s: &TcpStream) -> i32 {
-    use std::os::fd::AsRawFd;
-    s.as_raw_fd()
-}
-
 /// The socket side of a connection's replies: `reply.buf[written..]` is not written yet.
 ///
 /// Why output never blocks input: a client may pipeline a million commands in one write and read
@@ -143,7 +122,7 @@ fn raw_fd(s: &TcpStream) -> i32 {
 /// receive window would deadlock both, so unwritten replies stay buffered (as in Redis, where a
 /// normal client's output buffer has no limit by default) while reading and executing go on.
 pub struct Output {
-    stream: Rc<OwnedWriteHalf>,
+    stream: Rc<WriteHalf>,
     written: usize,
     /// Mid-batch, try writing again once the reply buffer reaches this length (another
     /// FLUSH_THRESHOLD past a write the socket refused: no syscall per command for a client
@@ -152,7 +131,7 @@ pub struct Output {
 }
 
 impl Output {
-    pub fn new(stream: Rc<OwnedWriteHalf>) -> Self {
+    pub fn new(stream: Rc<WriteHalf>) -> Self {
         Output {
             stream,
             written: 0,
@@ -212,7 +191,7 @@ impl Output {
 }
 
 /// Writes all of `data`, waiting for the socket as needed.
-pub async fn write_all(stream: &OwnedWriteHalf, mut data: &[u8]) -> std::io::Result<()> {
+pub async fn write_all(stream: &WriteHalf, mut data: &[u8]) -> std::io::Result<()> {
     while !data.is_empty() {
         stream.writable().await?;
         match stream.try_write(data) {
@@ -224,7 +203,7 @@ pub async fn write_all(stream: &OwnedWriteHalf, mut data: &[u8]) -> std::io::Res
     Ok(())
 }
 
-async fn run(cx: &mut ConnCtx, reader: &mut OwnedReadHalf) -> std::io::Result<()> {
+async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
     let writer = cx.output.stream.clone();
     // Buffers are allocated on the first bytes, so idle connections hold none.
     let mut rbuf: Vec<u8> = Vec::new();

@@ -72,6 +72,13 @@ impl RedisServer {
     }
 }
 
+/// The damselfly binary under test (`DFLY_TEST_BIN` overrides the one cargo built).
+pub fn dfly_bin() -> PathBuf {
+    std::env::var_os("DFLY_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_damselfly").into())
+}
+
 /// True when `DFLY_TEST_TARGET=redis`: tests run against redis-server (see [`Server::start`]).
 pub fn against_redis() -> bool {
     std::env::var("DFLY_TEST_TARGET").is_ok_and(|v| v == "redis")
@@ -105,10 +112,15 @@ impl Server {
             return RedisServer::start();
         }
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let bin = std::env::var_os("DFLY_TEST_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_damselfly").into());
-        Server::spawn("damselfly", bin, &args)
+        Server::spawn("damselfly", dfly_bin(), &args)
+    }
+
+    /// Starts damselfly as `damselfly <config> --port P --bind 127.0.0.1 ... args`, the way
+    /// `redis-server /path/redis.conf` is started (the file's port is overridden).
+    pub fn start_config(config: &std::path::Path, args: &[&str]) -> Server {
+        let mut all = vec![config.display().to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        Server::spawn("damselfly", dfly_bin(), &all)
     }
 
     /// [`Server::start`] with `--proactor_threads=threads` ahead of `args`.
@@ -120,6 +132,11 @@ impl Server {
     }
 
     fn spawn(name: &'static str, bin: PathBuf, args: &[String]) -> Server {
+        // A configuration file (first, as redis-server takes it) stays first.
+        let (leading, args) = match args.first() {
+            Some(a) if !a.starts_with('-') => (Some(a.clone()), &args[1..]),
+            _ => (None, args),
+        };
         // A port can be taken between probing and binding; retry a few times on early exit.
         let mut last_err = String::new();
         for _ in 0..5 {
@@ -132,10 +149,15 @@ impl Server {
             let logf = std::fs::File::create(&log).expect("cannot create server log file");
             let logf2 = logf.try_clone().expect("cannot dup log file");
             let child = Command::new(&bin)
+                .args(leading.iter())
                 .arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
                 .arg("127.0.0.1")
+                // Tests use DEBUG (off by default, as in Redis 7); a test's own args come later
+                // and win.
+                .arg("--enable-debug-command")
+                .arg("yes")
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(logf)

@@ -751,7 +751,11 @@ pub fn norm_of(spec: &Spec, args: &[Vec<u8>]) -> Norm {
             .any(|w| is(&w[0], "by") && !w[1].contains(&b'*'));
         if nosort && !store {
             let window = args.iter().skip(2).any(|a| is(a, "limit"));
-            return if window { Norm::Sample(0) } else { Norm::Sorted };
+            return if window {
+                Norm::Sample(0)
+            } else {
+                Norm::Sorted
+            };
         }
         if alpha && !store {
             let gets: Vec<&Vec<u8>> = args

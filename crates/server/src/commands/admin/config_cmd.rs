@@ -25,23 +25,14 @@ pub fn config_get(cx: &mut ConnCtx, args: &[&[u8]]) {
 }
 
 fn set_error(typed: &str, e: &ConfigError) -> String {
-    match e {
+    let why = match e {
         ConfigError::UnknownParam(_) => {
-            format!("ERR Unknown option or number of arguments for CONFIG SET - '{typed}'")
+            return format!("ERR Unknown option or number of arguments for CONFIG SET - '{typed}'")
         }
-        ConfigError::BadValue { why, .. } => {
-            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}")
-        }
-        ConfigError::Immutable(_) => format!(
-            "ERR CONFIG SET failed (possibly related to argument '{typed}') - can't set immutable config"
-        ),
-        ConfigError::NotImplemented { why, .. } => {
-            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}")
-        }
-        ConfigError::Io(msg) => {
-            format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {msg}")
-        }
-    }
+        ConfigError::NotImplemented { why, .. } => why.clone(),
+        e => e.reason(),
+    };
+    format!("ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}")
 }
 
 /// All-or-nothing: every pair is validated before any is applied.
@@ -103,8 +94,16 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
 }
 
 pub fn config_rewrite(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply
-        .error("ERR The server is running without a config file");
+    match crate::config::rewrite::rewrite(&cx.shared().config) {
+        Ok(()) => {
+            crate::log_notice!("CONFIG REWRITE executed with success.");
+            cx.reply.ok()
+        }
+        Err(e) => {
+            crate::log_warning!("CONFIG REWRITE failed: {e}");
+            cx.reply.error(&format!("ERR {e}"))
+        }
+    }
 }
 
 pub fn config_help(cx: &mut ConnCtx, _args: &[&[u8]]) {

@@ -51,8 +51,24 @@ fn subcommand_error(cx: &mut ConnCtx, sub: &[u8], cmd: &str) {
     );
 }
 
+/// `enable-debug-command`: DEBUG is refused unless `yes`, or `local` and the client is on
+/// loopback or the unix socket (as Redis 7, where it is off by default).
+fn debug_allowed(cx: &ConnCtx) -> bool {
+    match cx.shared().config.get("enable-debug-command").as_deref() {
+        Some("yes") => true,
+        Some("local") => cx.client.info.borrow().local,
+        _ => false,
+    }
+}
+
 pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        if !debug_allowed(cx) {
+            cx.reply.error(
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+            );
+            return;
+        }
         let sub = args[1].to_ascii_lowercase();
         let n = args.len();
         match (sub.as_slice(), n) {

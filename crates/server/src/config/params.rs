@@ -1,0 +1,1028 @@
+//! The parameter table: every flag, config-file directive and CONFIG parameter, declared once.
+//!
+//! Rules for features damselfly does not have yet: a *switch* that turns such a feature on
+//! (`save 900 1`, `appendonly yes`, `maxmemory 1gb`) is refused (see `NOT_IMPLEMENTED` in
+//! `mod.rs`); a *knob* of a feature that is off (`rdbcompression`, `repl-diskless-sync-delay`,
+//! `appendfsync`) is accepted, shown by CONFIG GET and kept by CONFIG REWRITE, because it cannot
+//! change behaviour until the feature exists, and then it is honoured.
+
+/// Validates a multi-argument value (`save 900 1 300 10`, `client-output-buffer-limit normal 0 0
+/// 0`): gets the current canonical value and the arguments, returns the new canonical value or
+/// Redis's reason.
+pub type WordsCheck = fn(current: &str, args: &[&str]) -> Result<String, String>;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// Integer within bounds.
+    Int(i64, i64),
+    /// Byte size; accepts 1k/1kb/1m/1mb/1g/1gb suffixes like Redis.
+    Mem,
+    /// Byte size of at least this many bytes (and at most i64::MAX), as Redis's bounded memory
+    /// parameters (proto-max-bulk-len, client-query-buffer-limit).
+    MemAtLeast(u64),
+    /// yes/no (also true/false/1/0 on the command line).
+    Bool,
+    /// One string argument.
+    Str,
+    Enum(&'static [&'static str]),
+    /// An octal integer at most this large (`unixsocketperm 700`).
+    Octal(u32),
+    /// Several arguments (a config-file line may carry any number; one CONFIG SET value is split
+    /// on spaces), checked and canonicalised by the function.
+    Words(WordsCheck),
+}
+
+/// One configuration parameter.
+pub struct Param {
+    /// Canonical CONFIG name (Redis's name where Redis has one).
+    pub name: &'static str,
+    /// Other accepted names: Dragonfly flag names with underscores, Redis aliases.
+    pub aliases: &'static [&'static str],
+    pub kind: Kind,
+    pub default: &'static str,
+    /// Can CONFIG SET change it at runtime?
+    pub mutable: bool,
+    pub help: &'static str,
+}
+
+const fn p(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: Kind,
+    default: &'static str,
+    mutable: bool,
+    help: &'static str,
+) -> Param {
+    Param {
+        name,
+        aliases,
+        kind,
+        default,
+        mutable,
+        help,
+    }
+}
+
+/// Every parameter. Defaults marked "" for proactor_threads mean "number of CPUs".
+pub static PARAMS: &[Param] = &[
+    p(
+        "port",
+        &[],
+        Kind::Int(0, 65535),
+        "6379",
+        false,
+        "Redis protocol port",
+    ),
+    p(
+        "bind",
+        &[],
+        Kind::Words(words::bind),
+        "0.0.0.0",
+        false,
+        "addresses to listen on, space separated (e.g. 'localhost' or '127.0.0.1 ::1')",
+    ),
+    p("requirepass", &[], Kind::Str, "", true, "password for AUTH"),
+    p(
+        "maxmemory",
+        &[],
+        Kind::Mem,
+        "0",
+        true,
+        "memory limit in human-readable bytes (e.g. 2gb); only 0 (no limit) until limits exist",
+    ),
+    p(
+        "databases",
+        &["dbnum"],
+        Kind::Int(1, 1024),
+        "16",
+        false,
+        "number of databases for SELECT",
+    ),
+    p(
+        "hz",
+        &[],
+        Kind::Int(1, 500),
+        "100",
+        true,
+        "background tick frequency (active expiry)",
+    ),
+    p(
+        "keys_output_limit",
+        &["keys-output-limit"],
+        Kind::Int(0, i64::MAX),
+        "8192",
+        true,
+        "maximum number of keys KEYS returns",
+    ),
+    p(
+        "dir",
+        &[],
+        Kind::Str,
+        "",
+        true,
+        "working directory (the process chdirs into it, as Redis does); snapshots go here",
+    ),
+    p(
+        "dbfilename",
+        &[],
+        Kind::Str,
+        "dump",
+        true,
+        "snapshot file name",
+    ),
+    p(
+        "proactor_threads",
+        &["proactor-threads", "threads"],
+        // SCAN cursors carry the shard index in 8 bits.
+        Kind::Int(0, 256),
+        "0",
+        false,
+        "number of shard threads (0 = number of CPUs)",
+    ),
+    p(
+        "memcached_port",
+        &["memcached-port"],
+        Kind::Int(0, 65535),
+        "0",
+        false,
+        "Memcached protocol port; only 0 (disabled) until the protocol exists",
+    ),
+    p(
+        "cache_mode",
+        &["cache-mode"],
+        Kind::Bool,
+        "no",
+        true,
+        "evict keys when near maxmemory; only 'no' until eviction exists",
+    ),
+    p(
+        "snapshot_cron",
+        &["snapshot-cron"],
+        Kind::Str,
+        "",
+        true,
+        "cron schedule for automatic snapshots; only '' until snapshots exist",
+    ),
+    p(
+        "primary_port_http_enabled",
+        &["primary-port-http-enabled"],
+        Kind::Bool,
+        "yes",
+        false,
+        "serve the HTTP console and /metrics on the main port",
+    ),
+    p(
+        "http_admin_console",
+        &["http-admin-console"],
+        Kind::Bool,
+        "yes",
+        false,
+        "serve the HTML console at / on the main port (/metrics is served either way)",
+    ),
+    p(
+        "list-max-listpack-size",
+        &["list-max-ziplist-size"],
+        Kind::Int(i32::MIN as i64, i32::MAX as i64),
+        "-2",
+        true,
+        "list node size: >0 entries per node, -1..-5 = 4/8/16/32/64 KiB per node",
+    ),
+    p(
+        "list-compress-depth",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "0",
+        true,
+        "list nodes left uncompressed at each end (accepted; nodes are not compressed)",
+    ),
+    p(
+        "hash-max-listpack-entries",
+        &["hash-max-ziplist-entries"],
+        Kind::Int(0, i64::MAX),
+        "512",
+        true,
+        "largest hash kept in the compact encoding",
+    ),
+    p(
+        "hash-max-listpack-value",
+        &["hash-max-ziplist-value"],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest field or value kept in the compact hash encoding",
+    ),
+    p(
+        "set-max-intset-entries",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "512",
+        true,
+        "largest all-integer set kept as an intset",
+    ),
+    p(
+        "set-max-listpack-entries",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "largest set kept in the compact encoding",
+    ),
+    p(
+        "set-max-listpack-value",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest member kept in the compact set encoding",
+    ),
+    p(
+        "zset-max-listpack-entries",
+        &["zset-max-ziplist-entries"],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "largest sorted set kept in the compact encoding",
+    ),
+    p(
+        "zset-max-listpack-value",
+        &["zset-max-ziplist-value"],
+        Kind::Int(0, i64::MAX),
+        "64",
+        true,
+        "longest member kept in the compact sorted-set encoding",
+    ),
+    p(
+        "protected-mode",
+        &["protected_mode"],
+        Kind::Bool,
+        "yes",
+        true,
+        "refuse non-loopback clients when no password is set",
+    ),
+    p(
+        "proto-max-bulk-len",
+        &["proto_max_bulk_len"],
+        Kind::MemAtLeast(1024 * 1024),
+        "536870912",
+        true,
+        "largest bulk string accepted",
+    ),
+    p(
+        "client-query-buffer-limit",
+        &["client_query_buffer_limit"],
+        Kind::MemAtLeast(1024 * 1024),
+        "1073741824",
+        true,
+        "largest unparsed input per client",
+    ),
+    p(
+        "maxclients",
+        &[],
+        Kind::Int(1, 1_000_000),
+        "64000",
+        true,
+        "maximum connected clients",
+    ),
+    p(
+        "timeout",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "0",
+        true,
+        "close idle clients after N seconds (0 = never)",
+    ),
+    p(
+        "tcp-keepalive",
+        &["tcp_keepalive"],
+        Kind::Int(0, i64::MAX),
+        "300",
+        true,
+        "TCP keepalive seconds",
+    ),
+    p(
+        "maxmemory-policy",
+        &["maxmemory_policy"],
+        // Redis's order (it is listed in the CONFIG SET error).
+        Kind::Enum(&[
+            "volatile-lru",
+            "volatile-lfu",
+            "volatile-random",
+            "volatile-ttl",
+            "allkeys-lru",
+            "allkeys-lfu",
+            "allkeys-random",
+            "noeviction",
+        ]),
+        "noeviction",
+        true,
+        "eviction policy",
+    ),
+    p(
+        "slowlog-log-slower-than",
+        &["slowlog_log_slower_than"],
+        Kind::Int(-1, i64::MAX),
+        "10000",
+        true,
+        "microseconds; -1 disables the slow log",
+    ),
+    p(
+        "slowlog-max-len",
+        &["slowlog_max_len"],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "slow log length",
+    ),
+    p(
+        "save",
+        &[],
+        Kind::Words(words::save),
+        "",
+        true,
+        "Redis-style save points; only '' (no snapshots) until persistence exists",
+    ),
+    p(
+        "appendonly",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "append only file; only 'no' until it exists",
+    ),
+    p(
+        "appendfsync",
+        &[],
+        Kind::Enum(&["always", "everysec", "no"]),
+        "everysec",
+        true,
+        "AOF fsync policy (takes effect with appendonly)",
+    ),
+    p(
+        "loglevel",
+        &[],
+        Kind::Enum(&["debug", "verbose", "notice", "warning"]),
+        "notice",
+        true,
+        "log verbosity",
+    ),
+    p(
+        "logfile",
+        &[],
+        Kind::Str,
+        "",
+        false,
+        "log file ('' = stderr), Redis's line format",
+    ),
+    p(
+        "lua-time-limit",
+        &["busy-reply-threshold"],
+        Kind::Int(0, i64::MAX),
+        "5000",
+        true,
+        "script busy threshold (ms)",
+    ),
+    p(
+        "latency-tracking",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "per-command latency tracking",
+    ),
+    p(
+        "lazyfree-lazy-user-del",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "accepted for compatibility",
+    ),
+    p(
+        "lazyfree-lazy-user-flush",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "accepted for compatibility",
+    ),
+    p(
+        "activerehashing",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "accepted for compatibility (Dash tables grow incrementally)",
+    ),
+    p(
+        "active-expire-enabled",
+        &["active_expire_enabled"],
+        Kind::Bool,
+        "yes",
+        true,
+        "run active expiry",
+    ),
+    p(
+        "notify-keyspace-events",
+        &[],
+        Kind::Str,
+        "",
+        true,
+        "keyspace notifications classes; only '' until notifications exist",
+    ),
+    p(
+        "pin_threads",
+        &["pin-threads"],
+        Kind::Bool,
+        "yes",
+        false,
+        "pin shard threads to CPUs",
+    ),
+    p(
+        "shard_sched_batch",
+        &["shard-sched-batch"],
+        Kind::Enum(&["auto", "yes", "no"]),
+        "auto",
+        false,
+        "run shard threads under SCHED_BATCH (auto: when there are more shard threads than CPUs)",
+    ),
+    // ---- Process and start-up (honoured) ----
+    p(
+        "daemonize",
+        &[],
+        Kind::Bool,
+        "no",
+        false,
+        "detach into the background at start-up (stdout/stderr go to /dev/null unless logfile)",
+    ),
+    p(
+        "pidfile",
+        &[],
+        Kind::Str,
+        "",
+        false,
+        "write the process id here at start-up, remove it at shutdown",
+    ),
+    p(
+        "always-show-logo",
+        &[],
+        Kind::Bool,
+        "no",
+        false,
+        "log the ASCII logo (with port and PID) at start-up",
+    ),
+    p(
+        "unixsocket",
+        &[],
+        Kind::Str,
+        "",
+        false,
+        "also accept connections on this unix socket path",
+    ),
+    p(
+        "unixsocketperm",
+        &[],
+        Kind::Octal(0o777),
+        "0",
+        false,
+        "permissions of the unix socket (octal; 0 = leave as created)",
+    ),
+    p(
+        "tcp-backlog",
+        &["tcp_backlog"],
+        Kind::Int(0, i32::MAX as i64),
+        "511",
+        false,
+        "listen() backlog",
+    ),
+    p(
+        "disable-thp",
+        &[],
+        Kind::Bool,
+        "yes",
+        false,
+        "turn transparent huge pages off for this process (prctl PR_SET_THP_DISABLE)",
+    ),
+    p(
+        "jemalloc-bg-thread",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "let jemalloc purge freed pages from a background thread",
+    ),
+    p(
+        "dynamic-hz",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "raise the background tick rate with the number of clients (up to 500)",
+    ),
+    p(
+        "enable-debug-command",
+        &[],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false,
+        "allow DEBUG (local: from loopback and unix-socket clients only)",
+    ),
+    p(
+        "enable-protected-configs",
+        &[],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false,
+        "allow CONFIG SET of protected parameters (dir, dbfilename, ...)",
+    ),
+    p(
+        "enable-module-command",
+        &[],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false,
+        "allow MODULE (damselfly loads no modules: MODULE is refused either way)",
+    ),
+    p(
+        "set-proc-title",
+        &[],
+        Kind::Bool,
+        "yes",
+        false,
+        "cosmetic: the process keeps its own name 'damselfly' (threads are named shard-N)",
+    ),
+    p(
+        "proc-title-template",
+        &[],
+        Kind::Str,
+        "{title} {listen-addr} {server-mode}",
+        true,
+        "cosmetic: see set-proc-title",
+    ),
+    p(
+        "supervised",
+        &[],
+        Kind::Enum(&["upstart", "systemd", "auto", "no"]),
+        "no",
+        false,
+        "supervision handshake; only 'no' until sd_notify exists",
+    ),
+    p(
+        "oom-score-adj",
+        &[],
+        Kind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+        true,
+        "adjust the OOM killer score; only 'no' until it is implemented",
+    ),
+    p(
+        "oom-score-adj-values",
+        &[],
+        Kind::Words(words::oom_score_adj_values),
+        "0 200 800",
+        true,
+        "knob of oom-score-adj",
+    ),
+    p(
+        "latency-monitor-threshold",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "0",
+        true,
+        "latency monitor threshold (ms); only 0 until LATENCY exists",
+    ),
+    p(
+        "client-output-buffer-limit",
+        &["client_output_buffer_limit"],
+        Kind::Words(words::client_output_buffer_limit),
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+        true,
+        "per-class output limits; the normal class only '0 0 0' (unlimited) until limits exist",
+    ),
+    // ---- Knobs of features that are off or not built yet (see the module comment) ----
+    p(
+        "stop-writes-on-bgsave-error",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "snapshot knob",
+    ),
+    p(
+        "rdbcompression",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "snapshot knob",
+    ),
+    p("rdbchecksum", &[], Kind::Bool, "yes", true, "snapshot knob"),
+    p(
+        "rdb-del-sync-files",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "snapshot knob",
+    ),
+    p(
+        "rdb-save-incremental-fsync",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "snapshot knob",
+    ),
+    p(
+        "appendfilename",
+        &[],
+        Kind::Str,
+        "appendonly.aof",
+        false,
+        "AOF knob",
+    ),
+    p(
+        "appenddirname",
+        &[],
+        Kind::Str,
+        "appendonlydir",
+        false,
+        "AOF knob",
+    ),
+    p(
+        "no-appendfsync-on-rewrite",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "auto-aof-rewrite-percentage",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "100",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "auto-aof-rewrite-min-size",
+        &[],
+        Kind::Mem,
+        "67108864",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "aof-load-truncated",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "aof-use-rdb-preamble",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "aof-timestamp-enabled",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "aof-rewrite-incremental-fsync",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "AOF knob",
+    ),
+    p(
+        "replica-serve-stale-data",
+        &["slave-serve-stale-data"],
+        Kind::Bool,
+        "yes",
+        true,
+        "replication knob",
+    ),
+    p(
+        "replica-read-only",
+        &["slave-read-only"],
+        Kind::Bool,
+        "yes",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-diskless-sync",
+        &[],
+        Kind::Bool,
+        "yes",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-diskless-sync-delay",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "5",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-diskless-sync-max-replicas",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "0",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-diskless-load",
+        &[],
+        Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-disable-tcp-nodelay",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "replication knob",
+    ),
+    p(
+        "replica-priority",
+        &["slave-priority"],
+        Kind::Int(0, i32::MAX as i64),
+        "100",
+        true,
+        "replication knob",
+    ),
+    p(
+        "replica-lazy-flush",
+        &["slave-lazy-flush"],
+        Kind::Bool,
+        "no",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-backlog-size",
+        &[],
+        Kind::Mem,
+        "1048576",
+        true,
+        "replication knob",
+    ),
+    p(
+        "repl-timeout",
+        &[],
+        Kind::Int(1, i32::MAX as i64),
+        "60",
+        true,
+        "replication knob",
+    ),
+    p(
+        "propagation-error-behavior",
+        &[],
+        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+        true,
+        "replication knob",
+    ),
+    p(
+        "acllog-max-len",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "128",
+        true,
+        "ACL LOG knob",
+    ),
+    p(
+        "lazyfree-lazy-eviction",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "eviction knob",
+    ),
+    p(
+        "lazyfree-lazy-expire",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "accepted: expired keys are freed inline either way",
+    ),
+    p(
+        "lazyfree-lazy-server-del",
+        &[],
+        Kind::Bool,
+        "no",
+        true,
+        "accepted: implicit deletes free inline either way",
+    ),
+    p(
+        "maxmemory-samples",
+        &[],
+        Kind::Int(1, 64),
+        "5",
+        true,
+        "eviction knob",
+    ),
+    p(
+        "maxmemory-eviction-tenacity",
+        &[],
+        Kind::Int(0, 100),
+        "10",
+        true,
+        "eviction knob",
+    ),
+    p(
+        "hll-sparse-max-bytes",
+        &[],
+        Kind::Mem,
+        "3000",
+        true,
+        "HyperLogLog knob",
+    ),
+    p(
+        "stream-node-max-bytes",
+        &[],
+        Kind::Mem,
+        "4096",
+        true,
+        "stream knob",
+    ),
+    p(
+        "stream-node-max-entries",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "100",
+        true,
+        "stream knob",
+    ),
+];
+
+/// Checks of the multi-argument parameters, with Redis's error texts.
+mod words {
+    /// `bind 127.0.0.1 -::1`: one or more addresses.
+    pub fn bind(_: &str, args: &[&str]) -> Result<String, String> {
+        if args.is_empty() || args.len() > 16 {
+            return Err("wrong number of arguments".into());
+        }
+        Ok(args.join(" "))
+    }
+
+    /// `save <seconds> <changes> [...]` or `save ""`.
+    pub fn save(_: &str, args: &[&str]) -> Result<String, String> {
+        if args.iter().all(|a| a.is_empty()) {
+            return Ok(String::new());
+        }
+        let ok = args.len().is_multiple_of(2)
+            && args
+                .iter()
+                .all(|a| a.parse::<u64>().is_ok_and(|v| v <= i32::MAX as u64));
+        if !ok {
+            return Err("Invalid save parameters".into());
+        }
+        Ok(args.join(" "))
+    }
+
+    /// `oom-score-adj-values <replica> <master> <bg-child>`, each -2000..2000.
+    pub fn oom_score_adj_values(_: &str, args: &[&str]) -> Result<String, String> {
+        if args.len() != 3 {
+            return Err("wrong number of arguments".into());
+        }
+        for a in args {
+            match a.parse::<i64>() {
+                Ok(v) if (-2000..=2000).contains(&v) => {}
+                _ => {
+                    return Err(
+                        "Invalid oom-score-adj-values, elements must be between -2000 and 2000."
+                            .into(),
+                    )
+                }
+            }
+        }
+        Ok(args.join(" "))
+    }
+
+    /// `client-output-buffer-limit <class> <hard> <soft> <seconds> [...]`: the classes given
+    /// replace theirs in the current value; canonical order normal, slave, pubsub.
+    pub fn client_output_buffer_limit(current: &str, args: &[&str]) -> Result<String, String> {
+        if args.is_empty() || !args.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let classes = ["normal", "slave", "pubsub"];
+        let cur: Vec<&str> = current.split_whitespace().collect();
+        let mut limits: Vec<[u64; 3]> = classes
+            .iter()
+            .map(|c| {
+                cur.chunks(4)
+                    .find(|g| g.len() == 4 && g[0] == *c)
+                    .map(|g| [1, 2, 3].map(|i| g[i].parse().unwrap_or(0)))
+                    .unwrap_or([0; 3])
+            })
+            .collect();
+        for g in args.chunks(4) {
+            let class = match g[0].to_ascii_lowercase().as_str() {
+                "normal" => 0,
+                "slave" | "replica" => 1,
+                "pubsub" => 2,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    )
+                }
+            };
+            let hard = super::super::parse_memory(g[1]);
+            let soft = super::super::parse_memory(g[2]);
+            let secs = g[3].parse::<u64>().ok();
+            match (hard, soft, secs) {
+                (Some(h), Some(s), Some(t)) => limits[class] = [h, s, t],
+                _ => return Err(
+                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
+                        .into(),
+                ),
+            }
+        }
+        Ok(classes
+            .iter()
+            .zip(&limits)
+            .map(|(c, l)| format!("{c} {} {} {}", l[0], l[1], l[2]))
+            .collect::<Vec<_>>()
+            .join(" "))
+    }
+}
+
+/// Redis directives damselfly does not have (yet), with the reason a config file naming them is
+/// refused: clearer than "Bad directive" for a file written for redis-server. A name ending in
+/// `*` covers every directive with that prefix.
+pub static UNSUPPORTED: &[(&str, &str)] = &[
+    ("replicaof", "replication is not implemented yet"),
+    ("slaveof", "replication is not implemented yet"),
+    ("masterauth", "replication is not implemented yet"),
+    ("masteruser", "replication is not implemented yet"),
+    ("min-replicas-*", "replication is not implemented yet"),
+    ("min-slaves-*", "replication is not implemented yet"),
+    ("repl-*", "this replication setting is not implemented yet"),
+    ("rename-command", "renaming commands is not implemented yet"),
+    ("user", "ACL users are not implemented yet"),
+    ("aclfile", "ACL files are not implemented yet"),
+    ("loadmodule", "modules are not supported"),
+    ("tls-*", "TLS is not implemented yet"),
+    ("cluster-*", "cluster mode is not implemented yet"),
+    (
+        "io-threads",
+        "damselfly's threads are set with proactor_threads (it is multi-threaded throughout)",
+    ),
+    (
+        "io-threads-do-reads",
+        "damselfly's threads are set with proactor_threads",
+    ),
+    (
+        "maxmemory-clients",
+        "client eviction is not implemented yet",
+    ),
+    (
+        "activedefrag",
+        "active defragmentation is not implemented yet",
+    ),
+    (
+        "active-defrag-*",
+        "active defragmentation is not implemented yet",
+    ),
+    ("lua-*", "scripting is not implemented yet"),
+    (
+        "tracking-table-max-keys",
+        "client-side caching is not implemented yet",
+    ),
+    ("shutdown-*", "this shutdown setting is not implemented yet"),
+    (
+        "sanitize-dump-payload",
+        "DUMP/RESTORE are not implemented yet",
+    ),
+    ("ignore-warnings", "not applicable"),
+];
+
+/// Why `name` (lowercase) is refused, when it is a Redis directive damselfly does not have.
+pub fn unsupported(name: &str) -> Option<&'static str> {
+    UNSUPPORTED.iter().find_map(|(n, why)| {
+        let hit = match n.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == *n,
+        };
+        hit.then_some(*why)
+    })
+}
