@@ -158,7 +158,7 @@ start_server() { # port logfile
         redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
             --enable-debug-command yes --dir "$CACHE" >"$logf" 2>&1 &
     else
-        "$DFLY_BIN" --port "$port" --bind 127.0.0.1 --proactor_threads="$THREADS" >"$logf" 2>&1 &
+        "$DFLY_BIN" --port "$port" --bind 127.0.0.1 --proactor_threads="$THREADS" --enable-debug-command yes >"$logf" 2>&1 &
     fi
     SERVER_PID=$!
     for _ in $(seq 1 200); do
