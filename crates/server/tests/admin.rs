@@ -679,3 +679,59 @@ fn redis_cli_works() {
     assert_eq!(run(&["-3", "ping"]).trim(), "PONG");
     assert!(run(&["-3", "config", "get", "hz"]).contains("hz"));
 }
+
+/// DEBUG DIGEST / DIGEST-VALUE: equal contents give equal digests whatever the encoding and
+/// insertion order, any change changes them, and nothing digests to forty zeros (Redis's test
+/// suite compares digests before and after conversions and copies).
+#[test]
+fn debug_digest_follows_contents_not_encodings() {
+    let srv = start(&["--proactor_threads=2"]);
+    let mut con = srv.client();
+    let zeros = "0".repeat(40);
+    let digest = |con: &mut redis::Connection| -> String { q(con, &["DEBUG", "DIGEST"]) };
+    assert_eq!(digest(&mut con), zeros);
+    let _: i64 = q(&mut con, &["HSET", "h1", "a", "1", "b", "2"]);
+    let _: () = q(
+        &mut con,
+        &["CONFIG", "SET", "hash-max-listpack-entries", "0"],
+    );
+    let _: i64 = q(&mut con, &["HSET", "h2", "b", "2", "a", "1"]);
+    let _: i64 = q(&mut con, &["RPUSH", "l1", "x", "y"]);
+    let _: i64 = q(&mut con, &["RPUSH", "l2", "y", "x"]);
+    let _: i64 = q(&mut con, &["SADD", "s1", "1", "2", "3"]);
+    let _: i64 = q(&mut con, &["SADD", "s2", "3", "2", "1", "z"]);
+    let _: i64 = q(&mut con, &["SREM", "s2", "z"]);
+    let d: Vec<String> = q(
+        &mut con,
+        &[
+            "DEBUG",
+            "DIGEST-VALUE",
+            "h1",
+            "h2",
+            "l1",
+            "l2",
+            "s1",
+            "s2",
+            "missing",
+        ],
+    );
+    assert_eq!(
+        d[0], d[1],
+        "listpack and hashtable hashes with the same fields"
+    );
+    assert_ne!(d[2], d[3], "lists are ordered");
+    assert_eq!(
+        d[4], d[5],
+        "intset and hashtable sets with the same members"
+    );
+    assert_eq!(d[6], zeros);
+    assert!(d[..6].iter().all(|x| x.len() == 40 && *x != zeros));
+    let before = digest(&mut con);
+    let _: i64 = q(&mut con, &["EXPIRE", "l1", "100"]);
+    let with_ttl = digest(&mut con);
+    assert_ne!(before, with_ttl, "expiry is part of the dataset digest");
+    let _: i64 = q(&mut con, &["PERSIST", "l1"]);
+    assert_eq!(digest(&mut con), before);
+    let _: () = q(&mut con, &["FLUSHALL"]);
+    assert_eq!(digest(&mut con), zeros);
+}

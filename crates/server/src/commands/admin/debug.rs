@@ -97,6 +97,57 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     .await;
                 cx.reply.raw(&bytes);
             }
+            (b"digest", 2) => {
+                let parts = cx
+                    .hops()
+                    .all_shards(|c, ()| {
+                        let mut acc = [0u8; 20];
+                        for (i, db) in c.shard.dbs.iter().enumerate() {
+                            let mut cursor = 0;
+                            loop {
+                                cursor = db.scan(cursor, |k, v, at| {
+                                    let d = super::digest::key_digest(i, k.as_bytes(), v, at);
+                                    super::digest::combine(&mut acc, &d);
+                                });
+                                if cursor == 0 {
+                                    break;
+                                }
+                            }
+                        }
+                        acc
+                    })
+                    .run()
+                    .await;
+                let mut all = [0u8; 20];
+                for p in &parts {
+                    super::digest::combine(&mut all, p);
+                }
+                cx.reply.simple(&super::digest::hex(&all));
+            }
+            (b"digest-value", _) => {
+                let mut out = Vec::with_capacity(n - 2);
+                for (i, key) in args[2..].iter().enumerate() {
+                    let owned = key.to_vec();
+                    let hop = cx.hops().on_key(key, move |c, ()| {
+                        let now = c.now;
+                        let db = c.db();
+                        db.find(&owned, now)
+                            .map(|pos| super::digest::value_digest(db.at(pos).1))
+                            .unwrap_or([0; 20])
+                    });
+                    // One hop per key; only the last one ends the command.
+                    let d = if i + 3 == n {
+                        hop.run().await
+                    } else {
+                        hop.run_more().await
+                    };
+                    out.push(super::digest::hex(&d));
+                }
+                cx.reply.array(out.len());
+                for d in out {
+                    cx.reply.simple(&d);
+                }
+            }
             (b"set-active-expire", 3) => {
                 let on = parse_i64(args[2]).unwrap_or(0) != 0;
                 cx.hops()
@@ -125,6 +176,10 @@ fn debug_help(cx: &mut ConnCtx) {
         &[
             "CHANGE-REPL-ID",
             "    Change the replication IDs of the instance.",
+            "DIGEST",
+            "    Output a hex signature representing the current DB content.",
+            "DIGEST-VALUE <key> [<key> ...]",
+            "    Output a hex signature of the values of all the specified keys.",
             "ERROR <string>",
             "    Return a Redis protocol error with <string> as message. Useful for clients",
             "    unit tests to simulate Redis errors.",

@@ -13,6 +13,7 @@ pub mod command_cmd;
 pub mod config_cmd;
 pub mod console;
 pub mod debug;
+pub mod digest;
 pub mod info;
 pub mod metrics;
 pub mod misc;
