@@ -352,7 +352,7 @@ fn bad_files_name_the_file_the_line_and_the_reason() {
     let (st, _, err) = run_to_exit(&[conf.to_str().unwrap(), "--hz", "x"], None);
     assert!(!st.success());
     assert!(
-        err.contains("command line") && err.contains(">>> '--hz x'"),
+        err.contains("command line") && err.contains(">>> 'hz \"x\"'"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(dir);

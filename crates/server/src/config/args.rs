@@ -78,7 +78,7 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
         );
     }
     let mut exit = None;
-    command_line(rest, 0, &mut directives, &mut errors, &mut exit)?;
+    command_line(rest, 0, &mut directives, &mut exit)?;
     if let Some(text) = exit {
         return Ok(Startup::Exit(text));
     }
@@ -120,17 +120,14 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
     Ok(Startup::Run(Box::new(cfg)))
 }
 
-/// Does this option word start a directive (rather than being an argument of the previous one)?
-/// `--anything` does, except right after a bare `--name` that is not a boolean, where it is that
-/// directive's argument (Redis: `--masterauth --secret`), unless it names a known option.
-/// `-name` does only for known names, so `-2` and `-::1` stay arguments.
-fn option_name(word: &str) -> Option<&str> {
-    if let Some(n) = word.strip_prefix("--") {
-        return (!n.is_empty()).then_some(n);
+/// `-name` (gflags style, one dash) starts an option only for known names, so that `-2` and
+/// `-::1` stay arguments.
+fn dash_option(word: &str) -> Option<&str> {
+    if word.starts_with("--") {
+        return None;
     }
     let n = word.strip_prefix('-')?;
-    let n = n.split_once('=').map_or(n, |(n, _)| n);
-    known(n).then_some(word.trim_start_matches('-'))
+    known(split_eq(n).0).then_some(n)
 }
 
 fn known(name: &str) -> bool {
@@ -138,55 +135,86 @@ fn known(name: &str) -> bool {
         name,
         "help" | "h" | "helpfull" | "version" | "v" | "flagfile"
     ) || find_param(name).is_some()
-        || name
-            .strip_prefix("no")
-            .and_then(find_param)
-            .is_some_and(|p| matches!(p.kind, Kind::Bool))
+        || is_negated_bool(name)
+}
+
+fn is_bool(name: &str) -> bool {
+    find_param(name).is_some_and(|p| matches!(p.kind, Kind::Bool))
+}
+
+fn is_negated_bool(name: &str) -> bool {
+    find_param(name).is_none() && name.strip_prefix("no").is_some_and(is_bool)
+}
+
+/// One option of the command line: a name, an inline `=value`, and the words after it.
+struct Group {
+    name: String,
+    inline: Option<String>,
+    args: Vec<String>,
+}
+
+/// Groups the command line into options the way redis-server does: `--name` starts an option
+/// and the words after it are its arguments; right after a bare `--name` the next word is an
+/// argument even when it starts with `--` (`--masterauth --secret`), except after a boolean
+/// (Dragonfly's bare `--flag`) and after `--save` (Redis: `--save --port 1` is `save ""`). One
+/// word with spaces (`"--maxmemory 700mb"`) is split like a config line; words before any
+/// option form one (`loglevel verbose`, which Redis accepts too).
+fn group(words: &[String]) -> Result<Vec<Group>, ConfigError> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut handled = true;
+    for w in words {
+        let body = match w.strip_prefix("--") {
+            Some(b) if handled && !b.is_empty() => Some(b),
+            _ => dash_option(w),
+        };
+        let Some(body) = body else {
+            match groups.last_mut() {
+                Some(g) if g.inline.is_none() => g.args.push(w.clone()),
+                _ => groups.push(Group {
+                    name: w.clone(),
+                    inline: None,
+                    args: Vec::new(),
+                }),
+            }
+            handled = true;
+            continue;
+        };
+        let eq_form = split_eq(body).1.is_some() && !split_eq(body).0.contains(' ');
+        if body.contains(' ') && !eq_form {
+            let words = super::file::split_args(body)
+                .map_err(|e| ConfigError::Io(format!("{e}: '{w}'")))?;
+            let mut it = words.into_iter();
+            let name = it.next().unwrap_or_default();
+            groups.push(Group {
+                name,
+                inline: None,
+                args: it.collect(),
+            });
+            handled = true;
+            continue;
+        }
+        let (name, inline) = split_eq(body);
+        handled = inline.is_some() || is_bool(name) || is_negated_bool(name) || name == "save";
+        groups.push(Group {
+            name: name.to_string(),
+            inline: inline.map(str::to_string),
+            args: Vec::new(),
+        });
+    }
+    Ok(groups)
 }
 
 fn command_line(
     words: &[String],
     depth: usize,
     out: &mut Vec<Directive>,
-    errors: &mut Vec<LineError>,
     exit: &mut Option<String>,
 ) -> Result<(), ConfigError> {
     if depth > 8 {
         return Err(ConfigError::Io("flagfile nesting too deep".into()));
     }
-    // (name, inline `=value`, following words)
-    let mut groups: Vec<(String, Option<String>, Vec<String>)> = Vec::new();
-    let mut i = 0;
-    while i < words.len() {
-        let w = &words[i];
-        i += 1;
-        let open_bare = groups.last().is_some_and(|(n, inline, args)| {
-            inline.is_none()
-                && args.is_empty()
-                && !find_param(n).is_some_and(|p| matches!(p.kind, Kind::Bool))
-        });
-        match option_name(w) {
-            Some(body) if !(open_bare && w.starts_with("--") && !known(split_eq(body).0)) => {
-                let (name, inline) = split_eq(body);
-                groups.push((name.to_string(), inline.map(str::to_string), Vec::new()));
-            }
-            _ => match groups.last_mut() {
-                Some((_, None, args)) => args.push(w.clone()),
-                _ => {
-                    return Err(ConfigError::Io(format!(
-                        "unexpected argument '{w}' (options look like --port 6379; a \
-                         configuration file must come first)"
-                    )))
-                }
-            },
-        }
-    }
-    for (name, inline, args) in groups {
+    for Group { name, inline, args } in group(words)? {
         let n = out.len() + 1;
-        let text = std::iter::once(format!("--{name}"))
-            .chain(inline.iter().map(|v| format!("={v}")))
-            .chain(args.iter().map(|a| format!(" {}", file::quote_arg(a))))
-            .collect::<String>();
         match name.as_str() {
             "help" | "h" | "helpfull" => {
                 *exit = Some(help_text());
@@ -208,41 +236,32 @@ fn command_line(
                     .filter(|l| !l.is_empty() && !l.starts_with('#'))
                     .map(str::to_string)
                     .collect();
-                command_line(&lines, depth + 1, out, errors, exit)?;
+                command_line(&lines, depth + 1, out, exit)?;
                 continue;
             }
             _ => {}
         }
+        let args = match inline {
+            Some(v) => vec![v],
+            None => args,
+        };
+        // As Redis shows a command-line option in its error block: `port "6379" "6380"`.
+        let text = std::iter::once(name.clone())
+            .chain(args.iter().map(|a| file::repr_arg(a)))
+            .collect::<Vec<_>>()
+            .join(" ");
         let origin = Origin::CommandLine { n };
-        let (name, args) = match (inline, find_param(&name)) {
-            (Some(v), _) => (name, vec![v]),
-            (None, Some(_)) if !args.is_empty() => (name, args),
-            (None, Some(p)) => match p.kind {
-                Kind::Bool => (name, vec!["yes".to_string()]),
-                // `--save` alone (Redis): no save points.
-                Kind::Words(_) => (name, vec![String::new()]),
-                _ => {
-                    errors.push(LineError {
-                        origin,
-                        text,
-                        reason: format!("option --{name} needs a value"),
-                    });
-                    continue;
-                }
-            },
-            (None, None) => match name.strip_prefix("no").and_then(find_param) {
-                Some(p) if matches!(p.kind, Kind::Bool) && args.is_empty() => {
-                    (p.name.to_string(), vec!["no".to_string()])
-                }
-                _ => {
-                    errors.push(LineError {
-                        origin,
-                        text,
-                        reason: "Bad directive or wrong number of arguments (see --help)".into(),
-                    });
-                    continue;
-                }
-            },
+        let (name, args) = if !args.is_empty() {
+            (name, args)
+        } else if is_bool(&name) {
+            (name, vec!["yes".to_string()])
+        } else if is_negated_bool(&name) {
+            (name[2..].to_string(), vec!["no".to_string()])
+        } else if name.eq_ignore_ascii_case("save") {
+            // `--save` alone (Redis): no save points.
+            (name, vec![String::new()])
+        } else {
+            (name, args)
         };
         out.push(Directive {
             name,
@@ -337,7 +356,7 @@ mod tests {
             panic!("save 900 1 accepted")
         };
         assert_eq!(text.matches("FATAL CONFIG FILE ERROR").count(), 1, "{text}");
-        assert!(text.contains(">>> '--save 900 1'"), "{text}");
+        assert!(text.contains(">>> 'save \"900\" \"1\"'"), "{text}");
         let c = cfg(&[
             "--save",
             "--list-max-listpack-size",
@@ -376,7 +395,7 @@ mod tests {
             text.contains("argument couldn't be parsed into an integer"),
             "{text}"
         );
-        assert!(text.contains(">>> '--nosuch 1'"), "{text}");
+        assert!(text.contains(">>> 'nosuch \"1\"'"), "{text}");
         assert!(text.contains("wrong number of arguments"), "{text}");
     }
 
@@ -412,6 +431,77 @@ mod tests {
             "{text}"
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The command-line cases of Redis's own suite (unit/introspection.tcl).
+    #[test]
+    fn redis_command_line_error_cases() {
+        let fatal = |args: &[&str]| match cfg(args) {
+            Err(ConfigError::Fatal(t)) => t,
+            _ => panic!("{args:?} accepted"),
+        };
+        let has = |t: &str, line: &str, why: &str| {
+            assert!(t.contains(&format!(">>> '{line}'\n")), "{line}: {t}");
+            assert!(t.contains(why), "{why}: {t}");
+        };
+        has(&fatal(&["--port"]), "port", "wrong number of arguments");
+        has(
+            &fatal(&["--port", "6380", "--loglevel"]),
+            "loglevel",
+            "wrong number of arguments",
+        );
+        has(
+            &fatal(&["--port", "6379", "6380"]),
+            "port \"6379\" \"6380\"",
+            "wrong number of arguments",
+        );
+        has(
+            &fatal(&["--port", "--loglevel", "verbose"]),
+            "port \"--loglevel\" \"verbose\"",
+            "wrong number of arguments",
+        );
+        has(
+            &fatal(&["--port", "--bla", "--loglevel", "verbose"]),
+            "port \"--bla\"",
+            "argument couldn't be parsed into an integer",
+        );
+        has(
+            &fatal(&["--logfile", "--my--log--file", "--loglevel", "--bla"]),
+            "loglevel \"--bla\"",
+            "argument(s) must be one of the following",
+        );
+        has(
+            &fatal(&["--replicaof", "127.0.0.1", "abc"]),
+            "replicaof \"127.0.0.1\" \"abc\"",
+            "Invalid master port",
+        );
+        // What Redis accepts: values starting with `--`, `--save` alone, one word with spaces,
+        // and words before any option.
+        let c = cfg(&[
+            "--proc-title-template",
+            "--save",
+            "--save",
+            "",
+            "--loglevel",
+            "verbose",
+        ])
+        .unwrap();
+        assert_eq!(c.get("proc-title-template").as_deref(), Some("--save"));
+        assert_eq!(c.get("save").as_deref(), Some(""));
+        assert_eq!(c.get("loglevel").as_deref(), Some("verbose"));
+        let c = cfg(&["--loglevel", "verbose", "--save"]).unwrap();
+        assert_eq!(c.get("save").as_deref(), Some(""));
+        let c = cfg(&[
+            "/dev/null",
+            "loglevel",
+            "verbose",
+            "--hz '42'",
+            "--maxmemory-policy volatile-lru",
+        ])
+        .unwrap();
+        assert_eq!(c.get("loglevel").as_deref(), Some("verbose"));
+        assert_eq!(c.hz(), 42);
+        assert_eq!(c.get("maxmemory-policy").as_deref(), Some("volatile-lru"));
     }
 
     #[test]

@@ -291,6 +291,16 @@ fn hex(c: u8) -> Option<u8> {
     (c as char).to_digit(16).map(|d| d as u8)
 }
 
+/// An argument always in double quotes, as Redis's `sdscatrepr` prints it (error messages).
+pub fn repr_arg(a: &str) -> String {
+    let q = quote_arg(a);
+    if q.starts_with('"') {
+        q
+    } else {
+        format!("\"{q}\"")
+    }
+}
+
 /// Quotes an argument so that `split_args` reads it back unchanged (CONFIG REWRITE): bare when
 /// it is a plain word, otherwise in double quotes with escapes, like Redis's `sdscatrepr`.
 pub fn quote_arg(a: &str) -> String {

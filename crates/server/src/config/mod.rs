@@ -232,6 +232,11 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         "keyspace notifications are not implemented yet",
     ),
     (
+        "replicaof",
+        |v| !v.is_empty(),
+        "replication is not implemented yet",
+    ),
+    (
         "latency-monitor-threshold",
         |v| v != "0",
         "the latency monitor (LATENCY) is not implemented yet (only 0, off, is accepted)",

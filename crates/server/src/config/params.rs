@@ -598,6 +598,14 @@ pub static PARAMS: &[Param] = &[
         true,
         "per-class output limits; the normal class only '0 0 0' (unlimited) until limits exist",
     ),
+    p(
+        "replicaof",
+        &["slaveof"],
+        Kind::Words(words::replicaof),
+        "",
+        false,
+        "replicate from <host> <port>; only '' until replication exists",
+    ),
     // ---- Knobs of features that are off or not built yet (see the module comment) ----
     p(
         "stop-writes-on-bgsave-error",
@@ -884,6 +892,21 @@ mod words {
         Ok(args.join(" "))
     }
 
+    /// `replicaof <host> <port>`, or `replicaof no one` / `""` for none.
+    pub fn replicaof(_: &str, args: &[&str]) -> Result<String, String> {
+        match args {
+            [""] => Ok(String::new()),
+            [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => {
+                Ok(String::new())
+            }
+            [host, port] => match port.parse::<u16>() {
+                Ok(p) if p > 0 => Ok(format!("{host} {p}")),
+                _ => Err("Invalid master port".into()),
+            },
+            _ => Err("wrong number of arguments".into()),
+        }
+    }
+
     /// `save <seconds> <changes> [...]` or `save ""`.
     pub fn save(_: &str, args: &[&str]) -> Result<String, String> {
         if args.iter().all(|a| a.is_empty()) {
@@ -970,8 +993,6 @@ mod words {
 /// refused: clearer than "Bad directive" for a file written for redis-server. A name ending in
 /// `*` covers every directive with that prefix.
 pub static UNSUPPORTED: &[(&str, &str)] = &[
-    ("replicaof", "replication is not implemented yet"),
-    ("slaveof", "replication is not implemented yet"),
     ("masterauth", "replication is not implemented yet"),
     ("masteruser", "replication is not implemented yet"),
     ("min-replicas-*", "replication is not implemented yet"),

@@ -45,25 +45,36 @@ pub fn config_set(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     let cfg = cx.shared().config.clone();
-    let mut pairs: Vec<(String, String)> = Vec::new();
+    let pairs: Vec<(String, String)> = args[2..]
+        .chunks(2)
+        .map(|p| {
+            (
+                String::from_utf8_lossy(p[0]).into_owned(),
+                String::from_utf8_lossy(p[1]).into_owned(),
+            )
+        })
+        .collect();
+    // As Redis: names first (unknown, immutable, duplicate), then values.
     let mut seen: Vec<&'static str> = Vec::new();
-    for pair in args[2..].chunks(2) {
-        let name = String::from_utf8_lossy(pair[0]).into_owned();
-        let value = String::from_utf8_lossy(pair[1]).into_owned();
-        if let Some(p) = find_param(&name) {
-            if seen.contains(&p.name) {
-                cx.reply.error(&format!(
-                    "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
-                ));
-                return;
-            }
-            seen.push(p.name);
-        }
-        if let Err(e) = cfg.check(&name, &value) {
-            cx.reply.error(&set_error(&name, &e));
+    for (name, _) in &pairs {
+        let Some(p) = find_param(name) else {
+            cx.reply
+                .error(&set_error(name, &ConfigError::UnknownParam(name.clone())));
+            return;
+        };
+        if seen.contains(&p.name) {
+            cx.reply.error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
+            ));
             return;
         }
-        pairs.push((name, value));
+        seen.push(p.name);
+    }
+    for (name, value) in &pairs {
+        if let Err(e) = cfg.check(name, value) {
+            cx.reply.error(&set_error(name, &e));
+            return;
+        }
     }
     for (name, value) in &pairs {
         if let Err(e) = cfg.set(name, value) {
@@ -94,7 +105,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
 }
 
 pub fn config_rewrite(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    match crate::config::rewrite::rewrite(&cx.shared().config) {
+    match crate::config::rewrite::rewrite(&cx.shared().config, false) {
         Ok(()) => {
             crate::log_notice!("CONFIG REWRITE executed with success.");
             cx.reply.ok()

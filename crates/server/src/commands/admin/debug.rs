@@ -164,6 +164,14 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.ok();
             }
             (b"change-repl-id", 2) => cx.reply.ok(),
+            (b"config-rewrite-force-all", 2) => {
+                match crate::config::rewrite::rewrite(&cx.shared().config, true) {
+                    Ok(()) => cx.reply.ok(),
+                    Err(e) => cx
+                        .reply
+                        .error(&format!("ERR CONFIG-REWRITE-FORCE-ALL failed: {e}")),
+                }
+            }
             _ => subcommand_error(cx, args[1], "DEBUG"),
         }
     })
@@ -176,6 +184,9 @@ fn debug_help(cx: &mut ConnCtx) {
         &[
             "CHANGE-REPL-ID",
             "    Change the replication IDs of the instance.",
+            "CONFIG-REWRITE-FORCE-ALL",
+            "    Like CONFIG REWRITE but writes all configuration options, including",
+            "    keywords not listed in original configuration file or default values.",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
             "DIGEST-VALUE <key> [<key> ...]",
