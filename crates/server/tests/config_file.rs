@@ -241,6 +241,49 @@ fn rewrite_appends_new_values_and_keeps_includes() {
     drop(c);
     drop(srv);
 
+    // A relative config path still names the same file after `dir` moved the working
+    // directory (Redis's test runner starts servers that way).
+    let sub = dir.join("data");
+    std::fs::create_dir_all(&sub).unwrap();
+    let rel = dir.join("rel.conf");
+    std::fs::write(&rel, format!("dir {}\n", sub.display())).unwrap();
+    let mut child = std::process::Command::new(dfly_bin())
+        .current_dir(&dir)
+        .args(["rel.conf", "--bind", "127.0.0.1", "--port"])
+        .arg(common::free_port().to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port: u16 = {
+        // Read the port back from the log's banner line.
+        let mut out = child.stdout.take().unwrap();
+        let mut log = String::new();
+        let mut buf = [0u8; 4096];
+        while !log.contains("Ready to accept") {
+            let n = out.read(&mut buf).unwrap();
+            assert!(n > 0, "{log}");
+            log.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        log.split("port=")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"CONFIG SET hz 77\r\nCONFIG REWRITE\r\n")
+        .unwrap();
+    let mut got = [0u8; 10];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"+OK\r\n+OK\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(std::fs::read_to_string(&rel).unwrap().contains("hz 77"));
+    assert!(!sub.join("rel.conf").exists());
+
     // Without a config file there is nothing to rewrite (Redis's error).
     let srv = Server::start(&[]);
     let mut c = srv.raw_conn();

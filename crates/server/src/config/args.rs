@@ -83,6 +83,8 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
         return Ok(Startup::Exit(text));
     }
 
+    // Made absolute before `dir` changes the working directory.
+    let config_abs = config_path.map(|p| file::absolute(Path::new(p)));
     let cfg = Config::new();
     // A value damselfly refuses counts only if no later source overrides it (`redis.conf` says
     // `save 900 1`, the command line `--save ""`): it is reported at the directive that set it.
@@ -114,9 +116,7 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
             errors.iter().map(LineError::fatal_block).collect(),
         ));
     }
-    if let Some(path) = config_path {
-        cfg.set_config_file(Some(file::absolute(Path::new(path))));
-    }
+    cfg.set_config_file(config_abs);
     Ok(Startup::Run(Box::new(cfg)))
 }
 
