@@ -455,6 +455,16 @@ fn hex_val(c: u8) -> Option<u8> {
     }
 }
 
+/// Splits one line into arguments with the rules of Redis `sdssplitargs`, as for inline
+/// commands: the one splitter also behind `redis.conf` lines. `None` for unbalanced quotes (or
+/// a closing quote not followed by a space). The line must not contain NUL.
+pub fn split_line(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut ranges = Vec::new();
+    split_args(line, &mut out, &mut ranges).ok()?;
+    Some(ranges.iter().map(|&(a, b)| out[a..b].to_vec()).collect())
+}
+
 /// Split an inline request line into arguments with the rules of Redis
 /// `sdssplitargs`. The line never contains NUL (see `parse_inline`), so
 /// `at` returning 0 past the end plays the role of C's terminator.

@@ -204,91 +204,21 @@ pub fn absolute(path: &Path) -> PathBuf {
     }
 }
 
-/// Splits a line into arguments as Redis does (`sdssplitargs`): words separated by spaces;
-/// `"..."` with `\n \r \t \b \a \\ \" \xHH` escapes; `'...'` with `\'`; a closing quote must be
-/// followed by a space or the end of the line.
+/// Splits a line into arguments as Redis does (`sdssplitargs`, the same splitter as inline
+/// commands): words separated by spaces; `"..."` with `\n \r \t \b \a \\ \" \xHH` escapes;
+/// `'...'` with `\'`; a closing quote must be followed by a space or the end of the line.
 pub fn split_args(line: &str) -> Result<Vec<String>, &'static str> {
-    const UNBALANCED: &str = "Unbalanced quotes in configuration line";
-    let b = line.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    loop {
-        while i < b.len() && b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        if i >= b.len() {
-            return Ok(out);
-        }
-        let mut cur: Vec<u8> = Vec::new();
-        let (mut in_dq, mut in_sq) = (false, false);
-        loop {
-            if in_dq {
-                let Some(&c) = b.get(i) else {
-                    return Err(UNBALANCED);
-                };
-                if c == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' {
-                    if let (Some(h), Some(l)) = (hex(b[i + 2]), hex(b[i + 3])) {
-                        cur.push(h * 16 + l);
-                        i += 4;
-                        continue;
-                    }
-                }
-                if c == b'\\' && i + 1 < b.len() {
-                    cur.push(match b[i + 1] {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 8,
-                        b'a' => 7,
-                        other => other,
-                    });
-                    i += 2;
-                    continue;
-                }
-                if c == b'"' {
-                    if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
-                        return Err(UNBALANCED);
-                    }
-                    i += 1;
-                    break;
-                }
-                cur.push(c);
-                i += 1;
-            } else if in_sq {
-                let Some(&c) = b.get(i) else {
-                    return Err(UNBALANCED);
-                };
-                if c == b'\\' && i + 1 < b.len() && b[i + 1] == b'\'' {
-                    cur.push(b'\'');
-                    i += 2;
-                    continue;
-                }
-                if c == b'\'' {
-                    if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
-                        return Err(UNBALANCED);
-                    }
-                    i += 1;
-                    break;
-                }
-                cur.push(c);
-                i += 1;
-            } else {
-                match b.get(i) {
-                    None => break,
-                    Some(c) if c.is_ascii_whitespace() => break,
-                    Some(b'"') => in_dq = true,
-                    Some(b'\'') => in_sq = true,
-                    Some(&c) => cur.push(c),
-                }
-                i += 1;
-            }
-        }
-        out.push(String::from_utf8_lossy(&cur).into_owned());
+    if line.contains('\0') {
+        return Err("NUL byte in configuration line");
     }
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
+    damselfly_protocol::parser::split_line(line.as_bytes())
+        .map(|words| {
+            words
+                .iter()
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect()
+        })
+        .ok_or("Unbalanced quotes in configuration line")
 }
 
 /// An argument always in double quotes, as Redis's `sdscatrepr` prints it (error messages).
