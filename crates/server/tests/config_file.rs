@@ -528,6 +528,21 @@ fn start_up_lines_pid_file_unix_socket_and_sigterm() {
         .contains("Received SIGINT scheduling shutdown..."));
     let mut srv = Server::start_config(&conf, &[]);
     let mut c = srv.raw_conn();
+    // SHUTDOWN SAVE cannot save (no snapshots yet): refused as Redis refuses when saving fails,
+    // and the server keeps running; SHUTDOWN SAVE FORCE goes ahead (and says so in the log).
+    assert_eq!(
+        c.q("SHUTDOWN SAVE"),
+        Resp::Error(b"ERR Errors trying to SHUTDOWN. Check logs.".to_vec())
+    );
+    assert_eq!(c.q("PING"), Resp::Simple(b"PONG".to_vec()));
+    assert!(srv.output().contains("Error trying to save the DB"));
+    c.send_raw(b"SHUTDOWN SAVE FORCE\r\n");
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    let mut srv = Server::start_config(&conf, &[]);
+    let mut c = srv.raw_conn();
     c.send_raw(b"SHUTDOWN\r\n");
     assert!(srv
         .wait_exit(Duration::from_secs(10))

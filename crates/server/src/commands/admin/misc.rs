@@ -22,13 +22,15 @@ pub fn lastsave(cx: &mut ConnCtx, _args: &[&[u8]]) {
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success the connection just closes.
 pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
-    let (mut nosave, mut save, mut abort) = (false, false, false);
+    let (mut nosave, mut save, mut abort, mut force) = (false, false, false, false);
     for a in &args[1..] {
         if eq_ic(a, "nosave") {
             nosave = true;
         } else if eq_ic(a, "save") {
             save = true;
-        } else if eq_ic(a, "now") || eq_ic(a, "force") {
+        } else if eq_ic(a, "now") {
+        } else if eq_ic(a, "force") {
+            force = true;
         } else if eq_ic(a, "abort") {
             abort = true;
         } else {
@@ -43,6 +45,15 @@ pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
     if abort {
         cx.reply.error("ERR No shutdown in progress.");
         return;
+    }
+    if save {
+        // SHUTDOWN SAVE asks for a snapshot that cannot be taken yet: as Redis when saving
+        // fails, refuse unless FORCE (which shuts down anyway).
+        crate::log_warning!("Error trying to save the DB: snapshots are not implemented yet");
+        if !force {
+            cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            return;
+        }
     }
     crate::log_warning!("User requested shutdown...");
     crate::request_shutdown(cx.shared());
