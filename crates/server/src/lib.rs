@@ -6,6 +6,7 @@
 //! - `types`    — compact representations (`KeyStr` keys, `CompactStr` string values, `Value`).
 //! - `server`   — listeners, connections, client registry, HTTP console.
 //! - `commands` — the command table and one module per family (`string.rs`, `keys.rs`, ...).
+//! - `persistence` — RDB snapshots and DUMP/RESTORE payloads (Redis's format, both ways).
 //! - `stats`    — per-thread counters behind INFO.
 
 pub mod commands;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod engine;
 pub mod log;
 pub mod net;
+pub mod persistence;
 pub mod process;
 pub mod rand;
 pub mod stats;
@@ -110,9 +112,13 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if batch {
         crate::log_notice!("more shard threads than CPUs: shard threads run under SCHED_BATCH");
     }
+    let mut datasets = load_snapshot(&shared)?;
+    let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
     let mut listeners = Some(bound);
     let mut handles = Vec::new();
     for i in 0..shared.threads {
+        let data = std::mem::take(&mut datasets[i]);
+        let loaded_tx = loaded_tx.clone();
         let shared = shared.clone();
         let ls = if i == 0 {
             listeners.take().unwrap_or_default()
@@ -127,8 +133,16 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("shard-{i}"))
-                .spawn(move || thread_main(i, shared, ls, cpu, batch))?,
+                .spawn(move || thread_main(i, shared, ls, cpu, batch, data, loaded_tx))?,
         );
+    }
+    drop(loaded_tx);
+    // Serve only a complete dataset: every shard reports its part applied first.
+    for res in loaded_rx.iter() {
+        if let Err(e) = res {
+            crate::log_warning!("Fatal error loading the DB: {e}. Exiting.");
+            std::process::exit(1);
+        }
     }
     crate::log_notice!("Ready to accept connections");
     if !unixsocket.is_empty() {
@@ -146,12 +160,59 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Reads the snapshot named by `dir`/`dbfilename` into per-shard batches (none when there is
+/// no file). A file that cannot be read completely stops the start-up: nothing is served from
+/// a partial dataset.
+fn load_snapshot(shared: &Shared) -> std::io::Result<Vec<Vec<persistence::load::Entry>>> {
+    let empty = || (0..shared.threads).map(|_| Vec::new()).collect();
+    let path = persistence::load_path(&shared.config);
+    let lim = persistence::rdb::object::EncLimits::from_config(&shared.config);
+    let started = std::time::Instant::now();
+    let res = persistence::load::load_path(
+        &path,
+        shared.threads,
+        shared.config.dbnum(),
+        engine::clock::unix_ms(),
+        &lim,
+    );
+    match res {
+        Ok(None) => Ok(empty()),
+        Ok(Some(ds)) => {
+            crate::log_notice!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                ds.keys_loaded,
+                ds.keys_expired
+            );
+            crate::log_notice!(
+                "DB loaded from disk: {:.3} seconds",
+                started.elapsed().as_secs_f64()
+            );
+            let p = &shared.persist;
+            p.last_load_keys_loaded
+                .store(ds.keys_loaded, Ordering::Relaxed);
+            p.last_load_keys_expired
+                .store(ds.keys_expired, Ordering::Relaxed);
+            Ok(ds.shards)
+        }
+        Err(e) => {
+            let msg = format!(
+                "Fatal error loading the DB ({}): {e}. Exiting.",
+                path.display()
+            );
+            crate::log_warning!("{msg}");
+            Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg))
+        }
+    }
+}
+
 fn thread_main(
     id: usize,
     shared: Arc<Shared>,
     listeners: Vec<net::listener::Bound>,
     cpu: Option<usize>,
     batch: bool,
+    data: Vec<persistence::load::Entry>,
+    loaded: std::sync::mpsc::Sender<Result<(), persistence::load::LoadError>>,
 ) {
     if let Some(cpu) = cpu {
         pin_to(cpu);
@@ -177,6 +238,8 @@ fn thread_main(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let w = Worker::new(id, shared.clone());
+        let _ = loaded.send(persistence::load::apply(&mut w.shard_mut(), data));
+        drop(loaded);
         tokio::task::spawn_local(w.clone().run_inbox());
         tokio::task::spawn_local(w.clone().run_ticker());
         for l in listeners {
@@ -184,6 +247,7 @@ fn thread_main(
         }
         if id == 0 {
             tokio::task::spawn_local(watch_signals(w.clone()));
+            tokio::task::spawn_local(commands::persistence::save_cron(w.clone()));
         }
         wait_shutdown(&w).await;
     });
@@ -216,13 +280,29 @@ async fn watch_signals(w: Rc<Worker>) {
     ) else {
         return;
     };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    crate::log_warning!("Received {name} scheduling shutdown...");
-    crate::log_warning!("User requested shutdown...");
-    request_shutdown(&w.shared);
+    loop {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        crate::log_warning!("Received {name} scheduling shutdown...");
+        crate::log_warning!("User requested shutdown...");
+        // As Redis: with save points configured the final snapshot must succeed, or the
+        // server keeps running (nothing acknowledged is lost by exiting).
+        if !commands::persistence::save_points(&w.shared.config).is_empty() {
+            let mut cx = commands::ConnCtx::internal(w.clone());
+            if let Err(e) = commands::persistence::shutdown_save(&mut cx).await {
+                crate::log_warning!("Error trying to save the DB, can't exit: {e}");
+                crate::log_warning!(
+                    "{name} received but errors trying to shut down the server, check the logs \
+                     for more information"
+                );
+                continue;
+            }
+        }
+        request_shutdown(&w.shared);
+        return;
+    }
 }
 
 /// Descriptors kept for listeners, logs and the runtime besides clients (Redis's

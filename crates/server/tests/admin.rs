@@ -516,9 +516,13 @@ fn debug_populate_memory_time() {
         q_err(&mut c, &["DEBUG", "OBJECT", "nokey"]),
         "ERR no such key"
     );
+    // Save, flush, load back (in the server's own --dir: see common::Server::start).
+    let before: i64 = q(&mut c, &["DBSIZE"]);
+    let _: () = q(&mut c, &["DEBUG", "RELOAD"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), before);
     assert_eq!(
-        q_err(&mut c, &["DEBUG", "RELOAD"]),
-        "ERR DEBUG RELOAD not supported yet"
+        q_err(&mut c, &["DEBUG", "RELOAD", "BOGUS"]),
+        "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
     );
     let _: () = q(&mut c, &["DEBUG", "SLEEP", "0.01"]);
     let _: () = q(&mut c, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);

@@ -82,7 +82,8 @@ fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
         "unixsocketperm" => vec!["700".into()],
         "client-output-buffer-limit" => vec!["pubsub 64mb 16mb 90".into()],
         "oom-score-adj-values" => vec!["10 20 30".into()],
-        "save" | "snapshot_cron" | "bind" => vec![],
+        "save" => vec!["900 1 300 10".into()],
+        "snapshot_cron" | "bind" => vec![],
         _ => match p.kind {
             Kind::Int(min, max) => {
                 let d: i64 = p.default.parse().unwrap_or(0);
@@ -526,10 +527,25 @@ fn start_up_lines_pid_file_unix_socket_and_sigterm() {
     assert!(srv
         .output()
         .contains("Received SIGINT scheduling shutdown..."));
-    let mut srv = Server::start_config(&conf, &[]);
+    // SHUTDOWN SAVE writes the snapshot, and the next start loads it.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let data_s = data.display().to_string();
+    let mut srv = Server::start_config(&conf, &["--dir", &data_s]);
     let mut c = srv.raw_conn();
-    // SHUTDOWN SAVE cannot save (no snapshots yet): refused as Redis refuses when saving fails,
+    assert_eq!(c.q("SET persisted yes"), Resp::Simple(b"OK".to_vec()));
+    c.send_raw(b"SHUTDOWN SAVE\r\n");
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    assert!(data.join("dump.rdb").exists());
+    let mut srv = Server::start_config(&conf, &["--dir", &data_s]);
+    let mut c = srv.raw_conn();
+    assert_eq!(c.q("GET persisted"), Resp::Bulk(b"yes".to_vec()));
+    // When the save fails (here: its directory is gone) SHUTDOWN SAVE is refused as in Redis
     // and the server keeps running; SHUTDOWN SAVE FORCE goes ahead (and says so in the log).
+    std::fs::remove_dir_all(&data).unwrap();
     assert_eq!(
         c.q("SHUTDOWN SAVE"),
         Resp::Error(b"ERR Errors trying to SHUTDOWN. Check logs.".to_vec())

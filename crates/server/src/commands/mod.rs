@@ -18,6 +18,7 @@ pub mod hash;
 pub mod keys;
 pub mod list;
 pub mod multi;
+pub mod persistence;
 pub mod registry;
 pub mod scan;
 pub mod set;
@@ -92,6 +93,9 @@ pub mod flags {
         (ALLOW_BUSY, "allow_busy"),
     ];
 }
+
+/// Redis's reply to writes while snapshots fail (`stop-writes-on-bgsave-error`).
+pub const ERR_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 pub type BoxFut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 pub type ShardFn = fn(&mut CmdCtx<'_>, &[&[u8]]);
@@ -205,6 +209,71 @@ impl ConnCtx {
             coord: Default::default(),
             multi: None,
             watch: None,
+        }
+    }
+
+    /// A context with no connection behind it, for work the server starts itself (background
+    /// saves, save points): its replies are discarded and it is not in CLIENT LIST. Run a job
+    /// on it with [`ConnCtx::run_internal`].
+    pub fn internal(worker: Rc<Worker>) -> ConnCtx {
+        let now = std::time::Instant::now();
+        let id = worker
+            .shared
+            .next_client_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let client = Rc::new(ClientHandle {
+            info: std::cell::RefCell::new(crate::net::client::ClientInfo {
+                id,
+                addr: String::new(),
+                laddr: String::new(),
+                local: true,
+                fd: -1,
+                name: "internal".into(),
+                lib_name: String::new(),
+                lib_ver: String::new(),
+                db: 0,
+                created: now,
+                last_interaction: now,
+                last_cmd: "NULL",
+                resp: 2,
+                multi: -1,
+                qbuf: 0,
+                omem: 0,
+                flags: String::new(),
+                user: "default".into(),
+                tid: worker.id,
+            }),
+            killed: std::cell::Cell::new(false),
+            wake: tokio::sync::Notify::new(),
+        });
+        let out = crate::net::session::Output::new(Rc::new(crate::net::stream::WriteHalf::Null));
+        ConnCtx::new(worker, client, out, true)
+    }
+
+    /// Runs `job` as if it were command `args` (that command's lock plan and transaction
+    /// boundaries, inside a fault boundary), for jobs the server starts itself on an
+    /// [`internal`](ConnCtx::internal) context. None when the job panicked (its locks are
+    /// released all the same).
+    pub(crate) async fn run_internal<R>(
+        &mut self,
+        args: &[&[u8]],
+        job: impl for<'c> FnOnce(&'c mut ConnCtx) -> Pin<Box<dyn Future<Output = R> + 'c>>,
+    ) -> Option<R> {
+        let entry = registry()
+            .lookup(args[0])
+            .expect("an internal job runs as a declared command");
+        let plan = coordinator::plan_command(self, entry.spec, args);
+        self.coord.begin_command(entry.spec, plan);
+        let res = guard::CatchUnwind::new(job(self)).await;
+        let w = self.worker.clone();
+        self.coord.end_command(&w);
+        match res {
+            Ok(r) => Some(r),
+            Err(fault) => {
+                let mut scratch = Reply::new(damselfly_protocol::RespVersion::Resp2);
+                internal_error(&w, &mut scratch, entry.static_name, &fault);
+                None
+            }
         }
     }
 
@@ -394,6 +463,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
+    if (spec.flags & flags::WRITE != 0 || entry.static_name == "ping")
+        && cx
+            .worker
+            .shared
+            .persist
+            .writes_refused(&cx.worker.shared.config)
+    {
+        cx.reply.error(ERR_MISCONF);
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        multi::flag(cx);
+        return;
+    }
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
@@ -455,6 +536,9 @@ pub(crate) fn record_call(
     usec: u64,
 ) {
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
+    if !failed && entry.spec.flags & flags::WRITE != 0 {
+        cx.worker.shared.persist.count_write(cx.worker.id);
+    }
     let mut st = cx.worker.stats();
     st.commands_processed += 1;
     let cs = st.cmd_mut(entry.id);

@@ -103,6 +103,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::connection::COMMANDS,
         super::admin::COMMANDS,
         super::multi::COMMANDS,
+        super::persistence::COMMANDS,
         super::list::COMMANDS,
         super::hash::COMMANDS,
         super::set::COMMANDS,

@@ -643,6 +643,10 @@ mod tests {
         ("command|getkeysandflags", "@slow @connection"),
         ("command|help", "@slow @connection"),
         ("lastsave", "@admin @fast @dangerous"),
+        ("save", "@admin @slow @dangerous"),
+        ("bgsave", "@admin @slow @dangerous"),
+        ("dump", "@keyspace @read @slow"),
+        ("restore", "@keyspace @write @slow @dangerous"),
         ("sort", "@write @set @sortedset @list @slow @dangerous"),
         ("sort_ro", "@read @set @sortedset @list @slow @dangerous"),
         // Derived from the flags and the group only.

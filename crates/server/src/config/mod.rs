@@ -214,12 +214,7 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
     (
         "snapshot_cron",
         |v| !v.trim().is_empty(),
-        "snapshots are not implemented yet",
-    ),
-    (
-        "save",
-        |v| !v.trim().is_empty(),
-        "RDB snapshots are not implemented yet (only '', no save points, is accepted)",
+        "scheduled snapshots are not implemented yet (SAVE, BGSAVE and SHUTDOWN SAVE are)",
     ),
     (
         "appendonly",
@@ -791,7 +786,6 @@ mod tests {
             ("cache_mode", "yes"),
             ("memcached_port", "11211"),
             ("snapshot_cron", "*/5 * * * *"),
-            ("save", "900 1"),
             ("appendonly", "yes"),
             ("notify-keyspace-events", "KEA"),
         ];
@@ -818,6 +812,7 @@ mod tests {
             ("maxmemory", "0"),
             ("cache_mode", "no"),
             ("save", ""),
+            ("save", "900 1 300 10"),
             ("appendonly", "no"),
             ("notify-keyspace-events", ""),
             ("snapshot_cron", ""),

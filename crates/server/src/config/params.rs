@@ -1,7 +1,7 @@
 //! The parameter table: every flag, config-file directive and CONFIG parameter, declared once.
 //!
 //! Rules for features damselfly does not have yet: a *switch* that turns such a feature on
-//! (`save 900 1`, `appendonly yes`, `maxmemory 1gb`) is refused (see `NOT_IMPLEMENTED` in
+//! (`appendonly yes`, `maxmemory 1gb`) is refused (see `NOT_IMPLEMENTED` in
 //! `mod.rs`); a *knob* of a feature that is off (`rdbcompression`, `repl-diskless-sync-delay`,
 //! `appendfsync`) is accepted, shown by CONFIG GET and kept by CONFIG REWRITE, because it cannot
 //! change behaviour until the feature exists, and then it is honoured.
@@ -128,7 +128,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Str,
         "dump",
         true,
-        "snapshot file name",
+        "snapshot file name (.rdb added when it has no extension; {timestamp} becomes the save time)",
     ),
     p(
         "proactor_threads",
@@ -339,7 +339,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Words(words::save),
         "",
         true,
-        "Redis-style save points; only '' (no snapshots) until persistence exists",
+        "save points: \"<seconds> <changes> ...\" (a background save once both are reached); '' for none",
     ),
     p(
         "appendonly",
@@ -621,9 +621,9 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "yes",
         true,
-        "snapshot knob",
+        "LZF-compress long strings in snapshots and DUMP payloads",
     ),
-    p("rdbchecksum", &[], Kind::Bool, "yes", true, "snapshot knob"),
+    p("rdbchecksum", &[], Kind::Bool, "yes", true, "end snapshots with a CRC64"),
     p(
         "rdb-del-sync-files",
         &[],

@@ -37,8 +37,8 @@ pub struct Shared {
     pub shutdown: AtomicBool,
     pub shutdown_notify: tokio::sync::Notify,
     pub run_id: String,
-    /// Unix time of the last successful save (LASTSAVE).
-    pub last_save: AtomicU64,
+    /// Snapshot bookkeeping (LASTSAVE, INFO persistence, one save at a time).
+    pub persist: crate::persistence::State,
     pub next_conn_thread: AtomicUsize,
     /// Global transaction id counter (only multi-shard or contended transactions take one).
     pub next_txid: AtomicU64,
@@ -62,7 +62,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),
             run_id: make_run_id(now),
-            last_save: AtomicU64::new(now / 1000),
+            persist: crate::persistence::State::new(now, threads),
             next_conn_thread: AtomicUsize::new(0),
             next_txid: AtomicU64::new(1),
         })

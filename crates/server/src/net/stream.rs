@@ -25,6 +25,8 @@ pub enum ReadHalf {
 pub enum WriteHalf {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
+    /// No socket: an internal client's replies (background saves) go nowhere.
+    Null,
 }
 
 /// Addresses as CLIENT LIST shows them: `ip:port` for TCP, `path:0` for a unix socket.
@@ -127,6 +129,7 @@ impl WriteHalf {
         match self {
             WriteHalf::Tcp(w) => w.try_write(buf),
             WriteHalf::Unix(w) => w.try_write(buf),
+            WriteHalf::Null => Ok(buf.len()),
         }
     }
 
@@ -134,6 +137,7 @@ impl WriteHalf {
         match self {
             WriteHalf::Tcp(w) => w.writable().await,
             WriteHalf::Unix(w) => w.writable().await,
+            WriteHalf::Null => Ok(()),
         }
     }
 }

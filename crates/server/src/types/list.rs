@@ -35,7 +35,7 @@ impl Fill {
 
     /// Can a node of `bytes` bytes and `count` entries exist? A node always takes one entry.
     #[inline]
-    fn fits(self, bytes: usize, count: u32) -> bool {
+    pub fn fits(self, bytes: usize, count: u32) -> bool {
         if count <= 1 {
             return true;
         }

@@ -30,6 +30,8 @@ pub struct Server {
     port: u16,
     log: PathBuf,
     name: &'static str,
+    /// The private `--dir` [`Server::start`] made, removed on drop.
+    own_dir: Option<PathBuf>,
 }
 
 /// Reference Redis for differential tests.
@@ -111,8 +113,20 @@ impl Server {
         if against_redis() {
             return RedisServer::start();
         }
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        Server::spawn("damselfly", dfly_bin(), &args)
+        // A private working directory, so that a snapshot one test saves (SAVE, DEBUG RELOAD,
+        // SHUTDOWN) is never loaded by another test's server; a test's own --dir comes later
+        // and wins.
+        let dir = std::env::temp_dir().join(format!(
+            "damselfly-test-dir-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut all = vec!["--dir".to_string(), dir.display().to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        let mut srv = Server::spawn("damselfly", dfly_bin(), &all);
+        srv.own_dir = Some(dir);
+        srv
     }
 
     /// Starts damselfly as `damselfly <config> --port P --bind 127.0.0.1 ... args`, the way
@@ -169,6 +183,7 @@ impl Server {
                 port,
                 log,
                 name,
+                own_dir: None,
             };
             match srv.wait_ready() {
                 Ok(()) => return srv,
@@ -332,6 +347,9 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(d) = &self.own_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
         if !std::thread::panicking() {
             let _ = std::fs::remove_file(&self.log);
         } else {

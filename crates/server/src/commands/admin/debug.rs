@@ -61,6 +61,16 @@ fn debug_allowed(cx: &ConnCtx) -> bool {
     }
 }
 
+/// DEBUG RELOAD replaces the dataset at one point in time: every shard, exclusively.
+pub fn debug_plan(args: &[&[u8]], plan: &mut dyn crate::commands::PlanSink) {
+    if args
+        .get(1)
+        .is_some_and(|a| a.eq_ignore_ascii_case(b"reload"))
+    {
+        plan.lock_all_shards(true);
+    }
+}
+
 pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         if !debug_allowed(cx) {
@@ -156,7 +166,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     .await;
                 cx.reply.ok();
             }
-            (b"reload", _) => cx.reply.error("ERR DEBUG RELOAD not supported yet"),
+            (b"reload", _) => crate::commands::persistence::reload(cx, &args[2..]).await,
             (b"jmap", _) => cx.reply.error("ERR DEBUG JMAP not supported yet"),
             (b"error", 3) => cx.reply.error_bytes(args[2]),
             (b"log", 3) => {

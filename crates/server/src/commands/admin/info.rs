@@ -254,20 +254,38 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "current_fork_perc:0.00");
             line!(o, "current_save_keys_processed:0");
             line!(o, "current_save_keys_total:0");
-            line!(o, "rdb_changes_since_last_save:{}", t.write_calls());
-            line!(o, "rdb_bgsave_in_progress:0");
+            let p = &shared.persist;
+            let changes = p.changes_since_save();
+            line!(o, "rdb_changes_since_last_save:{}", changes);
+            let bg = p.bgsave_in_progress.load(Ordering::Relaxed);
+            line!(o, "rdb_bgsave_in_progress:{}", bg as u8);
             line!(
                 o,
                 "rdb_last_save_time:{}",
-                shared.last_save.load(Ordering::Relaxed)
+                p.last_save.load(Ordering::Relaxed)
             );
-            line!(o, "rdb_last_bgsave_status:ok");
-            line!(o, "rdb_last_bgsave_time_sec:-1");
-            line!(o, "rdb_current_bgsave_time_sec:-1");
-            line!(o, "rdb_saves:0");
+            let ok = p.last_bgsave_ok.load(Ordering::Relaxed);
+            line!(
+                o,
+                "rdb_last_bgsave_status:{}",
+                if ok { "ok" } else { "err" }
+            );
+            let last = p.last_bgsave_secs.load(Ordering::Relaxed);
+            line!(o, "rdb_last_bgsave_time_sec:{}", last);
+            let current = if bg {
+                let started = p.bgsave_started_ms.load(Ordering::Relaxed);
+                (crate::engine::clock::unix_ms().saturating_sub(started) / 1000) as i64
+            } else {
+                -1
+            };
+            line!(o, "rdb_current_bgsave_time_sec:{}", current);
+            line!(o, "rdb_saves:{}", p.saves.load(Ordering::Relaxed));
+            // No fork, so no copy-on-write.
             line!(o, "rdb_last_cow_size:0");
-            line!(o, "rdb_last_load_keys_expired:0");
-            line!(o, "rdb_last_load_keys_loaded:0");
+            let expired = p.last_load_keys_expired.load(Ordering::Relaxed);
+            line!(o, "rdb_last_load_keys_expired:{}", expired);
+            let loaded = p.last_load_keys_loaded.load(Ordering::Relaxed);
+            line!(o, "rdb_last_load_keys_loaded:{}", loaded);
             line!(o, "aof_enabled:0");
             line!(o, "aof_rewrite_in_progress:0");
             line!(o, "aof_rewrite_scheduled:0");

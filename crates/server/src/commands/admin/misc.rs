@@ -16,12 +16,16 @@ pub fn time(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 pub fn lastsave(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    let t = cx.shared().last_save.load(Ordering::Relaxed);
+    let t = cx.shared().persist.last_save.load(Ordering::Relaxed);
     cx.reply.int(t as i64);
 }
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. On success the connection just closes.
-pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
+pub fn shutdown<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(shutdown_async(cx, args))
+}
+
+async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
     let (mut nosave, mut save, mut abort, mut force) = (false, false, false, false);
     for a in &args[1..] {
         if eq_ic(a, "nosave") {
@@ -46,13 +50,18 @@ pub fn shutdown(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.reply.error("ERR No shutdown in progress.");
         return;
     }
-    if save {
-        // SHUTDOWN SAVE asks for a snapshot that cannot be taken yet: as Redis when saving
-        // fails, refuse unless FORCE (which shuts down anyway).
-        crate::log_warning!("Error trying to save the DB: snapshots are not implemented yet");
-        if !force {
-            cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
-            return;
+    // As Redis: SAVE saves; without NOSAVE, configured save points save too.
+    let points = !crate::commands::persistence::save_points(&cx.shared().config).is_empty();
+    if save || (points && !nosave) {
+        if let Err(e) = crate::commands::persistence::shutdown_save(cx).await {
+            crate::log_warning!("Error trying to save the DB: {e}");
+            if !force {
+                crate::log_warning!(
+                    "Errors trying to shut down the server. Check the logs for more information."
+                );
+                cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
+                return;
+            }
         }
     }
     crate::log_warning!("User requested shutdown...");

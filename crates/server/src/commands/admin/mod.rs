@@ -42,9 +42,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the server time."),
     cmd("lastsave", 1, LOADING | STALE | FAST, NOKEYS, Local(misc::lastsave)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    cmd("shutdown", -1, ADMIN_FLAGS | NO_MULTI | SENTINEL | ALLOW_BUSY, NOKEYS, Local(misc::shutdown))
+    cmd("shutdown", -1, ADMIN_FLAGS | NO_MULTI | SENTINEL | ALLOW_BUSY, NOKEYS, Conn(misc::shutdown))
         .doc(G, "1.0.0", "Synchronously saves the database(s) to disk and shuts down the server."),
-    cmd("debug", -2, ADMIN_FLAGS, NOKEYS, Conn(debug::debug))
+    cmd("debug", -2, ADMIN_FLAGS, NOKEYS, Conn(debug::debug)).plan(debug::debug_plan)
         .doc(G, "1.0.0", "A container for debugging commands."),
     container("memory", -2, MEMORY_SUBS)
         .doc(G, "2.0.0", "A container for memory diagnostics commands."),

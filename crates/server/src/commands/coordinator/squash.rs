@@ -40,7 +40,15 @@ type ShardReplies = Option<(Vec<u8>, SmallVec<[usize; 16]>)>;
 
 /// Can this command join a squashed run? (Arity and auth already valid, single key.)
 pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
-    if cx.coord.in_transaction() || cx.reply_mode != ReplyMode::On || cx.squash_barrier() {
+    if cx.coord.in_transaction()
+        || cx.reply_mode != ReplyMode::On
+        || cx.squash_barrier()
+        || cx
+            .worker
+            .shared
+            .persist
+            .writes_refused(&cx.worker.shared.config)
+    {
         return None;
     }
     let entry = registry().lookup(args[0])?;

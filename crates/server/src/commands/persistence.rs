@@ -1,0 +1,445 @@
+//! Persistence commands: SAVE BGSAVE DUMP RESTORE, and the snapshot steps DEBUG RELOAD and
+//! SHUTDOWN SAVE share (`save_snapshot`, `reload`). The format and file handling live in
+//! `crate::persistence`.
+//!
+//! A snapshot is one chain over every shard under a whole-shard lock (the command's plan hook
+//! asks for it): all shards serialize at the same point of the transaction order, so no
+//! MULTI/EXEC or multi-key command is split by the snapshot.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use super::spec::prelude::*;
+use super::util::*;
+use super::{BoxFut, CmdCtx, ConnCtx};
+use crate::engine::clock;
+use crate::engine::db::TtlMode;
+use crate::engine::Worker;
+use crate::persistence::load::{self, Entry, LoadError};
+use crate::persistence::rdb::object::{read_object, write_object, EncLimits};
+use crate::persistence::rdb::wire::{verify_dump_payload, DUMP_PAYLOAD_ERROR};
+use crate::persistence::rdb::{dump_payload, Reader, Writer};
+use crate::persistence::snapshot::{self, Header};
+use crate::persistence::{self as persist};
+
+const G: Group = Group::Server;
+const SAVE_FLAGS: u32 = ADMIN | NOSCRIPT;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd("save", 1, SAVE_FLAGS | NO_MULTI, NOKEYS, Conn(save)).plan(snapshot_plan).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
+    cmd("bgsave", -1, SAVE_FLAGS, NOKEYS, Local(bgsave)).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
+    cmd("dump", 2, READONLY, range(1, 1, 1), Shard(dump)).acl(acl::KEYSPACE)
+        .doc(Group::Generic, "2.6.0", "Returns a serialized representation of the value stored at a key."),
+    cmd("restore", -4, WRITE | DENYOOM, range(1, 1, 1), Shard(restore)).acl(acl::KEYSPACE | acl::DANGEROUS)
+        .doc(Group::Generic, "2.6.0", "Creates a key from the serialized representation of a value."),
+];
+
+/// Every shard, shared: writers wait, readers go on, and all shards serialize at one point.
+pub fn snapshot_plan(_args: &[&[u8]], plan: &mut dyn PlanSink) {
+    plan.lock_all_shards(false);
+}
+
+/// Why a snapshot failed (logged; clients get Redis's terse `-ERR`).
+pub type SaveError = String;
+
+/// Serializes every shard into a new snapshot file and commits it. With `keep_locks` the
+/// command's whole-shard locks stay held for a following chain (DEBUG RELOAD loads under
+/// them). The caller holds the save slot (`State::try_begin`).
+pub async fn save_snapshot(
+    cx: &mut ConnCtx,
+    keep_locks: bool,
+) -> Result<std::path::PathBuf, SaveError> {
+    let shared = cx.shared();
+    let path = persist::snapshot_path(&shared.config);
+    let header = Header {
+        redis_ver: super::connection::REDIS_VERSION,
+        used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
+        compression: shared.config.bool("rdbcompression"),
+        checksum: shared.config.bool("rdbchecksum"),
+    };
+    let lim = EncLimits::from_config(&shared.config);
+    let writes = shared.persist.writes();
+    let (sink, done) = snapshot::start_writer(&path, header).map_err(|e| e.to_string())?;
+    let shard_sink = sink.clone();
+    let hops = cx
+        .hops()
+        .all_shards(move |c, ()| snapshot::serialize_shard(c.shard, c.now, &lim, &shard_sink));
+    let parts = if keep_locks {
+        hops.run_more().await
+    } else {
+        hops.run().await
+    };
+    if parts.iter().any(Option::is_none) {
+        // The writer failed: it reports why below.
+        drop(sink);
+    } else {
+        sink.done();
+    }
+    let saved = done
+        .await
+        .map_err(|_| "the snapshot writer stopped".to_string())?
+        .map_err(|e| e.to_string())?;
+    let st = &cx.shared().persist;
+    st.last_save
+        .store(clock::unix_ms() / 1000, Ordering::Relaxed);
+    st.saves.fetch_add(1, Ordering::Relaxed);
+    st.writes_at_save.store(writes, Ordering::Relaxed);
+    let keys: u64 = parts.iter().flatten().sum();
+    crate::log_notice!("DB saved on disk ({keys} keys, {} bytes)", saved.bytes);
+    Ok(path)
+}
+
+/// SAVE.
+fn save<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if !cx.shared().persist.try_begin() {
+            cx.reply.error("ERR Background save already in progress");
+            return;
+        }
+        let res = save_snapshot(cx, false).await;
+        cx.shared().persist.end();
+        match res {
+            Ok(_) => cx.reply.ok(),
+            Err(e) => {
+                crate::log_warning!("Error saving DB on disk: {e}");
+                cx.reply.error("ERR");
+            }
+        }
+    })
+}
+
+/// BGSAVE [SCHEDULE]: starts [`background_save`] and answers at once; with SCHEDULE while a
+/// save runs, the save-point job starts one when it ends.
+fn bgsave(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let schedule = match args.len() {
+        1 => false,
+        2 if eq_ic(args[1], "schedule") => true,
+        _ => {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+    };
+    if start_background_save(&cx.worker) {
+        cx.reply.simple("Background saving started");
+    } else if schedule {
+        cx.shared().persist.scheduled.store(true, Ordering::Relaxed);
+        cx.reply.simple("Background saving scheduled");
+    } else {
+        cx.reply.error("ERR Background save already in progress");
+    }
+}
+
+/// Claims the save slot and starts a background save on this thread; false when a save is
+/// already running.
+pub fn start_background_save(worker: &Rc<Worker>) -> bool {
+    let st = &worker.shared.persist;
+    if !st.try_begin() {
+        return false;
+    }
+    st.bgsave_in_progress.store(true, Ordering::Relaxed);
+    st.bgsave_started_ms
+        .store(clock::unix_ms(), Ordering::Relaxed);
+    crate::log_notice!("Background saving started");
+    tokio::task::spawn_local(background_save(worker.clone()));
+    true
+}
+
+/// The save job of BGSAVE and of save points: a snapshot on an internal client, run as SAVE
+/// (its lock plan). The shards serialize under a shared whole-shard lock (writes wait, reads go
+/// on: docs/design/snapshots.md), then the file is written and committed by the writer thread.
+async fn background_save(worker: Rc<Worker>) {
+    let started = clock::unix_ms();
+    let mut cx = ConnCtx::internal(worker.clone());
+    let res = cx
+        .run_internal(&[b"save"], |cx| Box::pin(save_snapshot(cx, false)))
+        .await
+        .unwrap_or_else(|| Err("the save failed with an internal error".into()));
+    let st = &worker.shared.persist;
+    st.last_bgsave_ok.store(res.is_ok(), Ordering::Relaxed);
+    st.last_bgsave_secs.store(
+        (clock::unix_ms().saturating_sub(started) / 1000) as i64,
+        Ordering::Relaxed,
+    );
+    st.bgsave_in_progress.store(false, Ordering::Relaxed);
+    st.end();
+    match res {
+        Ok(_) => crate::log_notice!("Background saving terminated with success"),
+        Err(e) => crate::log_warning!("Background saving error: {e}"),
+    }
+}
+
+/// Redis's retry delay after a failed automatic save.
+const AUTO_SAVE_RETRY_MS: u64 = 5000;
+
+/// Save points (`save <seconds> <changes> ...`) and BGSAVE SCHEDULE: checked ten times a second
+/// on thread 0, as Redis's serverCron does.
+pub async fn save_cron(worker: Rc<Worker>) {
+    let shared = worker.shared.clone();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if shared.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let st = &shared.persist;
+        if st.saving.load(Ordering::Relaxed) {
+            continue;
+        }
+        if st.scheduled.swap(false, Ordering::Relaxed) {
+            start_background_save(&worker);
+            continue;
+        }
+        let now = clock::unix_ms();
+        let changes = st.changes_since_save();
+        let since = (now / 1000).saturating_sub(st.last_save.load(Ordering::Relaxed));
+        let failed_recently = !st.last_bgsave_ok.load(Ordering::Relaxed)
+            && now.saturating_sub(st.last_auto_try_ms.load(Ordering::Relaxed)) < AUTO_SAVE_RETRY_MS;
+        if changes == 0 || failed_recently {
+            continue;
+        }
+        let due = save_points(&shared.config)
+            .into_iter()
+            .find(|&(secs, min)| changes >= min && since >= secs);
+        if let Some((secs, min)) = due {
+            crate::log_notice!("{min} changes in {secs} seconds. Saving...");
+            st.last_auto_try_ms.store(now, Ordering::Relaxed);
+            start_background_save(&worker);
+        }
+    }
+}
+
+/// The configured save points as (seconds, changes) pairs.
+pub fn save_points(cfg: &crate::config::Config) -> Vec<(u64, u64)> {
+    let v = cfg.get("save").unwrap_or_default();
+    let w: Vec<u64> = v
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    w.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
+/// The snapshot of a shutdown (SHUTDOWN SAVE, or SHUTDOWN / SIGTERM with save points), on `cx`
+/// (a client's, or an internal one for signals). Waits for a running background save first, as
+/// Redis kills its child and saves anew.
+pub async fn shutdown_save(cx: &mut ConnCtx) -> Result<(), SaveError> {
+    crate::log_notice!("Saving the final RDB snapshot before exiting.");
+    let st = &cx.shared().persist;
+    let mut waited = 0;
+    while !st.try_begin() {
+        if waited >= 600 {
+            return Err("a save is still in progress".into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        waited += 1;
+    }
+    let res = cx
+        .run_internal(&[b"save"], |cx| Box::pin(save_snapshot(cx, false)))
+        .await
+        .unwrap_or_else(|| Err("the save failed with an internal error".into()));
+    cx.shared().persist.end();
+    res.map(|_| ())
+}
+
+/// DEBUG RELOAD [NOSAVE] [NOFLUSH] [MERGE]: saves (unless NOSAVE), empties the dataset (unless
+/// NOFLUSH) and loads the file back, all under the command's whole-shard locks. The file is
+/// parsed completely before anything is flushed: a bad file leaves the dataset as it was.
+pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let (mut nosave, mut noflush, mut merge) = (false, false, false);
+    for a in args {
+        if eq_ic(a, "nosave") {
+            nosave = true;
+        } else if eq_ic(a, "noflush") {
+            noflush = true;
+        } else if eq_ic(a, "merge") {
+            merge = true;
+        } else {
+            cx.reply
+                .error("ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.");
+            return;
+        }
+    }
+    let st = &cx.shared().persist;
+    if !st.try_begin() {
+        cx.reply.error("ERR Background save already in progress");
+        return;
+    }
+    let path = if nosave {
+        Ok(persist::load_path(&cx.shared().config))
+    } else {
+        save_snapshot(cx, true).await
+    };
+    let res = match path {
+        Err(e) => Err(format!("Error trying to save the DB: {e}")),
+        Ok(path) => {
+            let shared = cx.shared();
+            let lim = EncLimits::from_config(&shared.config);
+            match load::load_path(&path, cx.threads(), shared.config.dbnum(), cx.now_ms, &lim) {
+                Ok(Some(ds)) => Ok(ds),
+                Ok(None) => Err(format!(
+                    "Error trying to load the RDB dump: {} not found",
+                    path.display()
+                )),
+                Err(e) => Err(format!("Error trying to load the RDB dump: {e}")),
+            }
+        }
+    };
+    let ds = match res {
+        Ok(ds) => ds,
+        Err(e) => {
+            cx.shared().persist.end();
+            crate::log_warning!("{e}");
+            cx.reply.error(&format!("ERR {e}"));
+            return;
+        }
+    };
+    let (loaded, expired) = (ds.keys_loaded, ds.keys_expired);
+    let batches: Arc<Vec<Mutex<Vec<Entry>>>> =
+        Arc::new(ds.shards.into_iter().map(Mutex::new).collect());
+    let results = cx
+        .hops()
+        .all_shards(move |c, ()| {
+            if !noflush {
+                for db in c.shard.dbs.iter_mut() {
+                    db.clear();
+                }
+            }
+            let batch = std::mem::take(
+                &mut *batches[c.shard.id]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            apply_batch(c, batch, merge)
+        })
+        .run()
+        .await;
+    let st = &cx.shared().persist;
+    st.end();
+    st.last_load_keys_loaded.store(loaded, Ordering::Relaxed);
+    st.last_load_keys_expired.store(expired, Ordering::Relaxed);
+    match results.into_iter().find_map(Result::err) {
+        None => {
+            crate::log_notice!("DB reloaded by DEBUG RELOAD (MERGE={})", merge as u8);
+            cx.reply.ok()
+        }
+        Some(e) => {
+            crate::log_warning!("Error trying to load the RDB dump: {e}");
+            cx.reply
+                .error(&format!("ERR Error trying to load the RDB dump: {e}"));
+        }
+    }
+}
+
+/// A shard's part of a load into a live dataset: with `merge` an existing key is replaced (as
+/// Redis's DEBUG RELOAD MERGE), otherwise it is a duplicate and fails the load.
+fn apply_batch(c: &mut CmdCtx<'_>, batch: Vec<Entry>, merge: bool) -> Result<(), LoadError> {
+    if merge {
+        for e in &batch {
+            let db = c.shard.db(e.db);
+            if let Some(pos) = db.prime().find(e.key.key()) {
+                db.remove_at(pos);
+            }
+        }
+    }
+    load::apply(c.shard, batch)
+}
+
+/// DUMP key.
+fn dump(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let lim = EncLimits::from_config(&c.shared.config);
+    let compress = c.shared.config.bool("rdbcompression");
+    let now = c.now;
+    let Some(v) = c.db().get_read(args[1], now) else {
+        c.reply.null();
+        return;
+    };
+    let mut w = Writer::new(Vec::new());
+    w.set_compression(compress);
+    // Writes into a Vec cannot fail.
+    let _ = write_object(&mut w, None, v, &lim);
+    c.reply.bulk(&dump_payload(&w.into_inner()));
+}
+
+/// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency].
+fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (None::<i64>, None::<i64>);
+    let mut i = 4;
+    while i < args.len() {
+        let more = i + 1 < args.len();
+        if eq_ic(args[i], "replace") {
+            replace = true;
+        } else if eq_ic(args[i], "absttl") {
+            absttl = true;
+        } else if eq_ic(args[i], "idletime") && more && freq.is_none() {
+            match parse_i64(args[i + 1]) {
+                Some(v) if v >= 0 => idle = Some(v),
+                Some(_) => return c.reply.error("ERR Invalid IDLETIME value, must be >= 0"),
+                None => return c.reply.error(ERR_NOT_INT),
+            }
+            i += 1;
+        } else if eq_ic(args[i], "freq") && more && idle.is_none() {
+            match parse_i64(args[i + 1]) {
+                Some(v) if (0..=255).contains(&v) => freq = Some(v),
+                Some(_) => {
+                    return c
+                        .reply
+                        .error("ERR Invalid FREQ value, must be >= 0 and <= 255")
+                }
+                None => return c.reply.error(ERR_NOT_INT),
+            }
+            i += 1;
+        } else {
+            return c.reply.error(ERR_SYNTAX);
+        }
+        i += 1;
+    }
+    let ttl = match parse_i64(args[2]) {
+        Some(t) if t >= 0 => t,
+        Some(_) => return c.reply.error("ERR Invalid TTL value, must be >= 0"),
+        None => return c.reply.error(ERR_NOT_INT),
+    };
+    let now = c.now;
+    let key = args[1];
+    if !replace && c.db().exists(key, now) {
+        return c.reply.error("BUSYKEY Target key name already exists.");
+    }
+    let Ok((obj, _version)) = verify_dump_payload(args[3], false) else {
+        return c.reply.error(&format!("ERR {DUMP_PAYLOAD_ERROR}"));
+    };
+    let lim = EncLimits::from_config(&c.shared.config);
+    let mut r = Reader::new(obj);
+    let parsed = r
+        .read_u8()
+        .and_then(|t| read_object(&mut r, t, &lim))
+        .ok()
+        .filter(|_| r.is_at_end());
+    let Some(loaded) = parsed.flatten() else {
+        return c.reply.error("ERR Bad data format");
+    };
+    let at = match (ttl, absttl) {
+        (0, _) => None,
+        (t, true) => Some(t as u64),
+        (t, false) => Some(now.saturating_add(t as u64)),
+    };
+    let db = c.db();
+    if replace {
+        db.remove(key, now);
+    }
+    if at.is_some_and(|at| at <= now) {
+        // Already expired: Redis deletes (REPLACE) and answers OK without creating it.
+        c.reply.ok();
+        return;
+    }
+    let ttl_mode = match at {
+        Some(at) => TtlMode::At(at),
+        None => TtlMode::Clear,
+    };
+    db.set(key, loaded.value, ttl_mode, now);
+    if let Some(d) = loaded.field_deadline {
+        db.hfe.set(key, Some(d));
+    }
+    c.reply.ok();
+}

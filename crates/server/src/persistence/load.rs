@@ -1,0 +1,209 @@
+//! Reading a snapshot file into per-shard batches.
+//!
+//! The whole file is checked before anything is handed to a shard: the CRC64 trailer first (a
+//! file truncated or altered anywhere fails here, with nothing loaded), then every entry is
+//! parsed and rebuilt. Only a file that parsed completely becomes a dataset, so a bad file is
+//! never served half-loaded: start-up exits with the file, offset and what was expected.
+
+use std::path::Path;
+
+use super::rdb::object::{read_object, EncLimits};
+use super::rdb::verify_trailer;
+use super::rdb::wire::{opcode, RdbError, RdbErrorKind, Reader};
+use crate::types::key::KeyStr;
+use crate::types::value::Value;
+
+/// Newest RDB version we read: Redis 7.4's (its field-TTL hashes are the only addition we use;
+/// a newer file's other additions are refused by type).
+pub const MAX_READ_VERSION: u32 = 12;
+
+/// One key for one shard.
+pub struct Entry {
+    pub db: usize,
+    pub key: KeyStr,
+    pub value: Value,
+    pub expire_at: Option<u64>,
+    /// The earliest field deadline of a hash with field TTLs.
+    pub field_deadline: Option<u64>,
+}
+
+/// A parsed file: its keys by shard, and what INFO reports about the load.
+pub struct Dataset {
+    pub shards: Vec<Vec<Entry>>,
+    pub keys_loaded: u64,
+    pub keys_expired: u64,
+}
+
+/// Why a file could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    Io(std::io::Error),
+    Format(RdbError),
+    /// `SELECTDB n` beyond the configured databases.
+    TooManyDbs {
+        db: u64,
+        dbnum: usize,
+    },
+    DuplicateKey {
+        db: usize,
+        key: Vec<u8>,
+    },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Io(e) => write!(f, "{e}"),
+            LoadError::Format(e) => write!(f, "{e}"),
+            LoadError::TooManyDbs { db, dbnum } => write!(
+                f,
+                "FATAL: Data file was created with a Redis server configured to handle more than \
+                 {dbnum} databases (it selects db {db}). Exiting"
+            ),
+            LoadError::DuplicateKey { db, key } => write!(
+                f,
+                "RDB has duplicated key '{}' in DB {db}",
+                String::from_utf8_lossy(key)
+            ),
+        }
+    }
+}
+
+impl From<RdbError> for LoadError {
+    fn from(e: RdbError) -> Self {
+        LoadError::Format(e)
+    }
+}
+
+/// Reads the file at `path` (None: no such file, which is a fresh start, not an error).
+pub fn load_path(
+    path: &Path,
+    shards: usize,
+    dbnum: usize,
+    now: u64,
+    lim: &EncLimits,
+) -> Result<Option<Dataset>, LoadError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LoadError::Io(e)),
+    };
+    parse(&bytes, shards, dbnum, now, lim).map(Some)
+}
+
+/// Parses a whole file image. Keys whose deadline is at or before `now` are dropped (counted in
+/// `keys_expired`), as a Redis master does.
+pub fn parse(
+    file: &[u8],
+    shards: usize,
+    dbnum: usize,
+    now: u64,
+    lim: &EncLimits,
+) -> Result<Dataset, LoadError> {
+    let mut r = Reader::new(file);
+    let version = r.read_header(MAX_READ_VERSION)?;
+    if version >= 5 {
+        verify_trailer(file)?;
+    }
+    let mut out = Dataset {
+        shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
+        keys_loaded: 0,
+        keys_expired: 0,
+    };
+    let mut db = 0usize;
+    let mut expire_at: Option<u64> = None;
+    loop {
+        let t = r.read_u8()?;
+        match t {
+            opcode::EOF => {
+                if version >= 5 {
+                    r.read_checksum()?;
+                }
+                if !r.is_at_end() {
+                    return Err(r
+                        .error(RdbErrorKind::Other("data after the end of the file"))
+                        .into());
+                }
+                return Ok(out);
+            }
+            opcode::SELECTDB => {
+                let n = r.read_plain_len()?;
+                if n >= dbnum as u64 {
+                    return Err(LoadError::TooManyDbs { db: n, dbnum });
+                }
+                db = n as usize;
+            }
+            opcode::RESIZEDB => {
+                r.read_plain_len()?;
+                r.read_plain_len()?;
+            }
+            opcode::AUX => {
+                // redis-ver, ctime, used-mem, repl ids...: informational for a load; "lua"
+                // scripts of old files are not cached (SCRIPT LOAD them again).
+                r.read_string()?;
+                r.read_string()?;
+            }
+            opcode::EXPIRETIME_MS => expire_at = Some(r.read_millis()?.max(0) as u64),
+            opcode::EXPIRETIME => expire_at = Some((r.read_secs()?.max(0) as u64) * 1000),
+            opcode::IDLE => {
+                r.read_plain_len()?;
+            }
+            opcode::FREQ => {
+                r.read_u8()?;
+            }
+            opcode::MODULE_AUX => {
+                return Err(r
+                    .error(RdbErrorKind::Other("module data is not supported"))
+                    .into())
+            }
+            opcode::FUNCTION2 | opcode::FUNCTION_PRE_GA => {
+                return Err(r
+                    .error(RdbErrorKind::Other(
+                        "the file holds Redis functions, which are not supported yet",
+                    ))
+                    .into())
+            }
+            t => {
+                let key = r.read_string()?;
+                let obj = read_object(&mut r, t, lim)?;
+                let at = expire_at.take();
+                let Some(obj) = obj else {
+                    continue; // an empty collection: skipped, as Redis does
+                };
+                if at.is_some_and(|at| at <= now) {
+                    out.keys_expired += 1;
+                    continue;
+                }
+                out.keys_loaded += 1;
+                let shard = crate::engine::shard_of(&key, shards);
+                out.shards[shard].push(Entry {
+                    db,
+                    key: KeyStr::from_bytes(&key),
+                    value: obj.value,
+                    expire_at: at,
+                    field_deadline: obj.field_deadline,
+                });
+            }
+        }
+    }
+}
+
+/// Puts a shard's batch into its (empty) databases. A key met twice means a corrupt file
+/// (Redis stops too); the load fails and the caller does not serve the data.
+pub fn apply(shard: &mut crate::engine::shard::Shard, batch: Vec<Entry>) -> Result<(), LoadError> {
+    for e in batch {
+        let db = shard.db(e.db);
+        let key = e.key;
+        if db.prime().find(key.key()).is_some() {
+            return Err(LoadError::DuplicateKey {
+                db: e.db,
+                key: key.to_vec(),
+            });
+        }
+        if let Some(at) = e.field_deadline {
+            db.hfe.set(key.key(), Some(at));
+        }
+        db.insert_new_owned(key, e.value, e.expire_at);
+    }
+    Ok(())
+}
