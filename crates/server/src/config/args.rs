@@ -348,13 +348,15 @@ mod tests {
             "4",
             "--port=7000",
         ];
-        let c = cfg(&[&["--save", "900", "1"][..], &rest].concat());
-        // `save 900 1` is refused (no snapshots yet): every other directive is reported too.
+        let c = cfg(&[&["--save", "900", "1"][..], &rest].concat()).unwrap();
+        assert_eq!(c.get("save").as_deref(), Some("900 1"));
+        // `appendonly yes` is refused (no AOF yet), reported in Redis's format.
+        let c = cfg(&[&["--appendonly", "yes"][..], &rest].concat());
         let Err(ConfigError::Fatal(text)) = c else {
-            panic!("save 900 1 accepted")
+            panic!("appendonly yes accepted")
         };
         assert_eq!(text.matches("FATAL CONFIG FILE ERROR").count(), 1, "{text}");
-        assert!(text.contains(">>> 'save \"900\" \"1\"'"), "{text}");
+        assert!(text.contains(">>> 'appendonly \"yes\"'"), "{text}");
         let c = cfg(&[&["--save"][..], &rest].concat()).unwrap();
         assert_eq!(c.get("save").as_deref(), Some(""));
         assert_eq!(c.get("list-max-listpack-size").as_deref(), Some("-3"));
