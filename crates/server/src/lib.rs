@@ -112,7 +112,8 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if batch {
         crate::log_notice!("more shard threads than CPUs: shard threads run under SCHED_BATCH");
     }
-    let mut datasets = load_snapshot(&shared)?;
+    let load_started = std::time::Instant::now();
+    let (mut datasets, loading) = load_snapshot(&shared)?;
     let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
     let mut listeners = Some(bound);
     let mut handles = Vec::new();
@@ -144,6 +145,13 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             std::process::exit(1);
         }
     }
+    if loading {
+        // As Redis, once every key is in place (read, parse and insert).
+        crate::log_notice!(
+            "DB loaded from disk: {:.3} seconds",
+            load_started.elapsed().as_secs_f64()
+        );
+    }
     crate::log_notice!("Ready to accept connections");
     if !unixsocket.is_empty() {
         crate::log_notice!("The server is now ready to accept connections at {unixsocket}");
@@ -163,11 +171,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
 /// Reads the snapshot named by `dir`/`dbfilename` into per-shard batches (none when there is
 /// no file). A file that cannot be read completely stops the start-up: nothing is served from
 /// a partial dataset.
-fn load_snapshot(shared: &Shared) -> std::io::Result<Vec<Vec<persistence::load::Entry>>> {
+/// The batches, and whether a file was read.
+fn load_snapshot(shared: &Shared) -> std::io::Result<(Vec<Vec<persistence::load::Entry>>, bool)> {
     let empty = || (0..shared.threads).map(|_| Vec::new()).collect();
     let path = persistence::load_path(&shared.config);
     let lim = persistence::rdb::object::EncLimits::from_config(&shared.config);
-    let started = std::time::Instant::now();
     let res = persistence::load::load_path(
         &path,
         shared.threads,
@@ -176,23 +184,19 @@ fn load_snapshot(shared: &Shared) -> std::io::Result<Vec<Vec<persistence::load::
         &lim,
     );
     match res {
-        Ok(None) => Ok(empty()),
+        Ok(None) => Ok((empty(), false)),
         Ok(Some(ds)) => {
             crate::log_notice!(
                 "Done loading RDB, keys loaded: {}, keys expired: {}.",
                 ds.keys_loaded,
                 ds.keys_expired
             );
-            crate::log_notice!(
-                "DB loaded from disk: {:.3} seconds",
-                started.elapsed().as_secs_f64()
-            );
             let p = &shared.persist;
             p.last_load_keys_loaded
                 .store(ds.keys_loaded, Ordering::Relaxed);
             p.last_load_keys_expired
                 .store(ds.keys_expired, Ordering::Relaxed);
-            Ok(ds.shards)
+            Ok((ds.shards, true))
         }
         Err(e) => {
             let msg = format!(

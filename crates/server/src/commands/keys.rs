@@ -848,6 +848,19 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !flush_flags_ok(&mut cx.reply, args) {
             return;
         }
+        // As Redis kills its saving child: a running snapshot stops (it would hold FLUSHALL's
+        // shard locks until done) and fails; the previous file stays.
+        if cx
+            .shared()
+            .persist
+            .saving
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            cx.shared()
+                .persist
+                .abort
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         cx.hops()
             .all_shards(|c, ()| {
                 for db in c.shard.dbs.iter_mut() {

@@ -38,10 +38,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(Group::Generic, "2.6.0", "Creates a key from the serialized representation of a value."),
 ];
 
-/// Every shard, shared: writers wait, readers go on, and all shards serialize at one point.
+/// Every shard, shared: all shards serialize at one point of the transaction order.
 pub fn snapshot_plan(_args: &[&[u8]], plan: &mut dyn PlanSink) {
     plan.lock_all_shards(false);
 }
+
+/// The error of a save FLUSHALL stopped: not a failure of the disk (no MISCONF follows).
+const ABORTED: &str = "aborted by FLUSHALL";
 
 /// Why a snapshot failed (logged; clients get Redis's terse `-ERR`).
 pub type SaveError = String;
@@ -62,20 +65,33 @@ pub async fn save_snapshot(
         checksum: shared.config.bool("rdbchecksum"),
     };
     let lim = EncLimits::from_config(&shared.config);
+    let key_delay = shared
+        .config
+        .get("rdb-key-save-delay")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let writes = shared.persist.writes();
     let (sink, done) = snapshot::start_writer(&path, header).map_err(|e| e.to_string())?;
     let shard_sink = sink.clone();
-    let hops = cx
-        .hops()
-        .all_shards(move |c, ()| snapshot::serialize_shard(c.shard, c.now, &lim, &shard_sink));
-    let parts = if keep_locks {
-        hops.run_more().await
-    } else {
-        hops.run().await
-    };
+    let hops = cx.hops().all_shards(move |c, ()| {
+        let abort = &c.shared.persist.abort;
+        snapshot::serialize_shard(c.shard, c.now, &lim, key_delay, abort, &shard_sink)
+    });
+    // Always as a non-final chain: a final one that touches every shard once runs as a
+    // single-hop transaction, whose first remote part is awaited before the others start
+    // (right for MSET, serial for a snapshot). The shards all serialize at once this way, and
+    // an empty final step concludes them when no chain follows.
+    let parts = hops.run_more().await;
+    if !keep_locks {
+        cx.hops().all_shards(|_, ()| ()).run().await;
+    }
     if parts.iter().any(Option::is_none) {
-        // The writer failed: it reports why below.
+        // The writer failed (it reports why below) or FLUSHALL aborted the save.
         drop(sink);
+        if cx.shared().persist.abort.swap(false, Ordering::Relaxed) {
+            let _ = done.await;
+            return Err(SaveError::from(ABORTED));
+        }
     } else {
         sink.done();
     }
@@ -149,8 +165,8 @@ pub fn start_background_save(worker: &Rc<Worker>) -> bool {
 }
 
 /// The save job of BGSAVE and of save points: a snapshot on an internal client, run as SAVE
-/// (its lock plan). The shards serialize under a shared whole-shard lock (writes wait, reads go
-/// on: docs/design/snapshots.md), then the file is written and committed by the writer thread.
+/// (its lock plan). The shards serialize under a shared whole-shard lock, each in one step (the
+/// server waits meanwhile: docs/design/snapshots.md), then the file is written and committed by the writer thread.
 async fn background_save(worker: Rc<Worker>) {
     let started = clock::unix_ms();
     let mut cx = ConnCtx::internal(worker.clone());
@@ -159,7 +175,9 @@ async fn background_save(worker: Rc<Worker>) {
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
     let st = &worker.shared.persist;
-    st.last_bgsave_ok.store(res.is_ok(), Ordering::Relaxed);
+    let aborted = matches!(&res, Err(e) if e == ABORTED);
+    st.last_bgsave_ok
+        .store(res.is_ok() || aborted, Ordering::Relaxed);
     st.last_bgsave_secs.store(
         (clock::unix_ms().saturating_sub(started) / 1000) as i64,
         Ordering::Relaxed,

@@ -616,6 +616,14 @@ pub static PARAMS: &[Param] = &[
         "snapshot knob",
     ),
     p(
+        "rdb-key-save-delay",
+        &[],
+        Kind::Int(i64::MIN, i64::MAX),
+        "0",
+        true,
+        "debugging: sleep per key while saving (microseconds; negative: nanoseconds)",
+    ),
+    p(
         "rdbcompression",
         &[],
         Kind::Bool,

@@ -39,6 +39,8 @@ pub struct State {
     pub writes_at_save: AtomicU64,
     /// BGSAVE SCHEDULE was asked for while a save ran.
     pub scheduled: AtomicBool,
+    /// FLUSHALL asks the running save to stop (Redis kills its child): shards check it per key.
+    pub abort: AtomicBool,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
     /// Keys of the running save done so far / in all (`current_save_keys_*`).
@@ -70,17 +72,24 @@ impl State {
             saves: AtomicU64::new(0),
             writes_at_save: AtomicU64::new(0),
             scheduled: AtomicBool::new(false),
+            abort: AtomicBool::new(false),
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
             keys_processed: AtomicU64::new(0),
         }
     }
 
-    /// Claims the one save slot; false when a save is already running.
+    /// Claims the one save slot; false when a save is already running. (A FLUSHALL from now
+    /// on aborts this save, even before its job starts.)
     pub fn try_begin(&self) -> bool {
-        self.saving
+        let won = self
+            .saving
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+            .is_ok();
+        if won {
+            self.abort.store(false, Ordering::Relaxed);
+        }
+        won
     }
 
     pub fn end(&self) {

@@ -159,8 +159,16 @@ fn sync_dir(path: &Path) -> io::Result<()> {
 
 /// Serializes every database of `shard` into chunks for `sink`: `[SELECTDB n] [EXPIRETIME_MS
 /// at] type key value ...`. Keys already expired at `now` are left out. Returns the number of
-/// keys written, or None when the writer went away (the save failed; the caller reports it).
-pub fn serialize_shard(shard: &Shard, now: u64, lim: &EncLimits, sink: &ChunkSink) -> Option<u64> {
+/// keys written, or None when the writer went away or `abort` was raised (the save failed; the
+/// caller reports it).
+pub fn serialize_shard(
+    shard: &Shard,
+    now: u64,
+    lim: &EncLimits,
+    key_delay: i64,
+    abort: &std::sync::atomic::AtomicBool,
+    sink: &ChunkSink,
+) -> Option<u64> {
     let mut keys = 0u64;
     for (dbi, db) in shard.dbs.iter().enumerate() {
         if db.is_empty() {
@@ -174,12 +182,19 @@ pub fn serialize_shard(shard: &Shard, now: u64, lim: &EncLimits, sink: &ChunkSin
                 if failed || at.is_some_and(|at| at <= now) {
                     return;
                 }
+                if abort.load(std::sync::atomic::Ordering::Relaxed) {
+                    failed = true;
+                    return;
+                }
                 if let Some(at) = at {
                     let _ = w.write_expire_ms(at as i64);
                 }
                 // Writes into a Vec cannot fail.
                 let _ = write_object(&mut w, Some(k.key()), v, lim);
                 keys += 1;
+                if key_delay != 0 {
+                    debug_delay(key_delay);
+                }
                 if w.get_ref().len() >= CHUNK_BYTES {
                     let full = std::mem::replace(&mut w, chunk_writer(dbi)).into_inner();
                     failed = !sink.send(full);
@@ -205,4 +220,15 @@ fn chunk_writer(dbi: usize) -> Writer<Vec<u8>> {
     let mut w = Writer::new(Vec::with_capacity(CHUNK_BYTES + (CHUNK_BYTES >> 2)));
     let _ = w.write_selectdb(dbi as u64);
     w
+}
+
+/// `rdb-key-save-delay` (a Redis debugging knob the test suite uses to make saves slow):
+/// positive values are microseconds, negative ones nanoseconds.
+fn debug_delay(v: i64) {
+    let d = if v > 0 {
+        std::time::Duration::from_micros(v as u64)
+    } else {
+        std::time::Duration::from_nanos(v.unsigned_abs())
+    };
+    std::thread::sleep(d);
 }

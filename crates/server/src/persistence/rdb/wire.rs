@@ -195,7 +195,7 @@ impl fmt::Display for RdbErrorKind {
             RdbErrorKind::Lzf(e) => write!(f, "invalid LZF compressed string: {e}"),
             RdbErrorKind::BadChecksum { expected, actual } => write!(
                 f,
-                "wrong RDB checksum: stored {expected:#018x}, computed {actual:#018x}"
+                "RDB CRC error: wrong RDB checksum, stored {expected:#018x}, computed {actual:#018x}"
             ),
             RdbErrorKind::BadVersion(v) => write!(f, "can't handle RDB format version {v}"),
             RdbErrorKind::BadMagic => f.write_str("wrong signature (not an RDB file)"),
@@ -1029,7 +1029,7 @@ mod tests {
         assert_eq!(e.offset, bad.len() as u64 - 8);
         assert!(matches!(e.kind, RdbErrorKind::BadChecksum { .. }));
         assert!(e.to_string().starts_with(&format!(
-            "RDB format error at offset {}: wrong RDB checksum",
+            "RDB format error at offset {}: RDB CRC error: wrong RDB checksum",
             bad.len() - 8
         )));
 
