@@ -63,6 +63,7 @@ pub async fn save_snapshot(
         used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
         compression: shared.config.bool("rdbcompression"),
         checksum: shared.config.bool("rdbchecksum"),
+        incremental_fsync: shared.config.bool("rdb-save-incremental-fsync"),
     };
     let lim = EncLimits::from_config(&shared.config);
     let key_delay = shared

@@ -613,7 +613,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "yes",
         true,
-        "snapshot knob",
+        "refuse writes (MISCONF) after a failed background save while save points are set",
     ),
     p(
         "rdb-key-save-delay",
@@ -646,7 +646,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "yes",
         true,
-        "snapshot knob",
+        "fsync snapshot files every 32 MiB while writing them",
     ),
     p(
         "appendfilename",

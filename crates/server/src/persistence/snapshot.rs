@@ -20,6 +20,8 @@ use crate::engine::shard::Shard;
 
 /// A chunk is handed to the writer once it holds this much.
 const CHUNK_BYTES: usize = 256 << 10;
+/// Redis's REDIS_AUTOSYNC_BYTES.
+const INCREMENTAL_FSYNC_BYTES: u64 = 32 << 20;
 /// Chunks in flight between the shards and the writer (bounds the memory a save takes).
 const CHANNEL_CHUNKS: usize = 16;
 
@@ -57,6 +59,9 @@ impl ChunkSink {
 /// Aux fields a snapshot starts with (what redis-server 7.0 writes; `redis-check-rdb` prints
 /// them).
 pub struct Header {
+    /// `rdb-save-incremental-fsync`: sync the file every 32 MiB while writing, so the kernel
+    /// never has a huge dirty backlog to flush at once.
+    pub incremental_fsync: bool,
     /// The `redis-ver` aux field: the Redis version we answer as.
     pub redis_ver: &'static str,
     pub used_mem: u64,
@@ -94,10 +99,11 @@ pub fn start_writer(
     let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let target = path.to_path_buf();
+    let incremental = header.incremental_fsync;
     std::thread::Builder::new()
         .name("rdb-writer".into())
         .spawn(move || {
-            let res = begun.and_then(|_| write_all(w, rx, &tmp, &target));
+            let res = begun.and_then(|_| write_all(w, rx, &tmp, &target, incremental));
             if res.is_err() {
                 let _ = std::fs::remove_file(&tmp);
             }
@@ -129,10 +135,19 @@ fn write_all(
     rx: Receiver<Msg>,
     tmp: &Path,
     target: &Path,
+    incremental_fsync: bool,
 ) -> io::Result<Saved> {
+    let mut synced = 0u64;
     loop {
         match rx.recv() {
-            Ok(Msg::Chunk(c)) => w.write_raw(&c)?,
+            Ok(Msg::Chunk(c)) => {
+                w.write_raw(&c)?;
+                if incremental_fsync && w.bytes_written() - synced >= INCREMENTAL_FSYNC_BYTES {
+                    w.get_mut().flush()?;
+                    w.get_mut().get_ref().sync_data()?;
+                    synced = w.bytes_written();
+                }
+            }
             Ok(Msg::Done) => break,
             // Every sender dropped without Done: the save was abandoned.
             Err(_) => return Err(io::Error::other("snapshot abandoned")),

@@ -351,6 +351,12 @@ impl<W: Write> Writer<W> {
         self.crc
     }
 
+    /// The underlying writer, mutably (to flush and sync it mid-file); bytes written to it
+    /// directly are not in the checksum.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+
     /// The underlying writer (e.g. to inspect a `Vec` being filled).
     pub fn get_ref(&self) -> &W {
         &self.inner
