@@ -216,32 +216,15 @@ impl ConnCtx {
     /// saves, save points): its replies are discarded and it is not in CLIENT LIST. Run a job
     /// on it with [`ConnCtx::run_internal`].
     pub fn internal(worker: Rc<Worker>) -> ConnCtx {
-        let now = std::time::Instant::now();
         let id = worker
             .shared
             .next_client_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let client = Rc::new(ClientHandle {
             info: std::cell::RefCell::new(crate::net::client::ClientInfo {
-                id,
-                addr: String::new(),
-                laddr: String::new(),
                 local: true,
-                fd: -1,
                 name: "internal".into(),
-                lib_name: String::new(),
-                lib_ver: String::new(),
-                db: 0,
-                created: now,
-                last_interaction: now,
-                last_cmd: "NULL",
-                resp: 2,
-                multi: -1,
-                qbuf: 0,
-                omem: 0,
-                flags: String::new(),
-                user: "default".into(),
-                tid: worker.id,
+                ..crate::net::client::ClientInfo::new(id, worker.id)
             }),
             killed: std::cell::Cell::new(false),
             wake: tokio::sync::Notify::new(),

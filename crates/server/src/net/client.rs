@@ -34,6 +34,32 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// A fresh client's fields (db 0, RESP2, user default); callers set the address fields.
+    pub fn new(id: u64, tid: usize) -> ClientInfo {
+        let now = Instant::now();
+        ClientInfo {
+            id,
+            addr: String::new(),
+            laddr: String::new(),
+            local: false,
+            fd: -1,
+            name: String::new(),
+            lib_name: String::new(),
+            lib_ver: String::new(),
+            db: 0,
+            created: now,
+            last_interaction: now,
+            last_cmd: "NULL",
+            resp: 2,
+            multi: -1,
+            qbuf: 0,
+            omem: 0,
+            flags: String::new(),
+            user: "default".into(),
+            tid,
+        }
+    }
+
     /// One line of CLIENT LIST / CLIENT INFO in Redis 7's format.
     pub fn line(&self) -> String {
         let now = Instant::now();

@@ -66,28 +66,14 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
     }
 
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let now = Instant::now();
     let handle = Rc::new(ClientHandle {
         info: std::cell::RefCell::new(ClientInfo {
-            id,
             addr: addrs.peer,
             laddr: addrs.local,
             local: addrs.is_local,
             fd,
-            name: String::new(),
-            lib_name: String::new(),
-            lib_ver: String::new(),
-            db: 0,
-            created: now,
-            last_interaction: now,
-            last_cmd: "NULL",
-            resp: 2,
-            multi: -1,
-            qbuf: 0,
-            omem: 0,
             flags: if addrs.unix { "U" } else { "" }.to_string(),
-            user: "default".into(),
-            tid: worker.id,
+            ..ClientInfo::new(id, worker.id)
         }),
         killed: std::cell::Cell::new(false),
         wake: tokio::sync::Notify::new(),

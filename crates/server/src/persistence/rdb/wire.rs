@@ -247,59 +247,20 @@ pub type Result<T, E = RdbError> = std::result::Result<T, E>;
 // ---------------------------------------------------------------------------
 // Integer <-> decimal helpers shared by the encoders.
 
-/// Parses `s` as an i64 only if it is the canonical decimal form (what
-/// Redis's `string2ll`/`lpStringToInt64` accept: optional `-`, no leading
-/// zeros, no `+`, no spaces, not `-0`, in range). Such strings are stored as
-/// integers by RDB and listpacks, and read back identically.
+/// Parses `s` as an i64 only if it is the canonical decimal form (Redis's `string2ll` /
+/// `lpStringToInt64`: optional `-`, no leading zeros, no `+`, not `-0`, in range): such strings
+/// are stored as integers by RDB and listpacks and read back identically. The server's one
+/// implementation, the protocol crate's.
+#[inline]
 pub fn parse_canonical_i64(s: &[u8]) -> Option<i64> {
-    let (neg, digits) = match s.first()? {
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    match digits {
-        [] => return None,
-        [b'0'] => return if neg { None } else { Some(0) },
-        [b'1'..=b'9', ..] => {}
-        _ => return None,
-    }
-    if digits.len() > 19 {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            None
-        } else {
-            Some((v as i64).wrapping_neg())
-        }
-    } else {
-        i64::try_from(v).ok()
-    }
+    damselfly_protocol::double::parse_i64(s)
 }
 
-/// Formats `v` in decimal into `buf`, returning the used tail.
+/// Formats `v` in decimal into `buf`, returning the used tail (the protocol crate's writer).
+#[inline]
 pub fn format_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    let mut u = v.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
+    let n = damselfly_protocol::double::write_i64(v, buf);
+    &buf[20 - n..]
 }
 
 // ---------------------------------------------------------------------------
