@@ -83,7 +83,8 @@ fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
         "client-output-buffer-limit" => vec!["pubsub 64mb 16mb 90".into()],
         "oom-score-adj-values" => vec!["10 20 30".into()],
         "save" => vec!["900 1 300 10".into()],
-        "snapshot_cron" | "bind" => vec![],
+        "snapshot_cron" => vec!["*/5 * * * *".into()],
+        "bind" => vec![],
         _ => match p.kind {
             Kind::Int(min, max) => {
                 let d: i64 = p.default.parse().unwrap_or(0);

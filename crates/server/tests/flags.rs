@@ -53,7 +53,6 @@ fn run_briefly(args: &[&str]) -> Option<(std::process::ExitStatus, String)> {
 fn flags_needing_missing_features_stop_the_server_with_a_message() {
     let refused: &[(&[&str], &str)] = &[
         (&["--appendonly", "yes"], "appendonly"),
-        (&["--snapshot_cron", "*/5 * * * *"], "snapshot_cron"),
         (&["--cache_mode"], "cache_mode"),
         (&["--cache_mode=true"], "cache_mode"),
         (&["--memcached_port", "11211"], "memcached_port"),

@@ -764,3 +764,45 @@ fn failed_bgsave_stops_writes_until_a_save_succeeds() {
     assert_eq!(srv.raw(b"SET a 2\r\n"), b"+OK\r\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--snapshot_cron` takes 5-field cron expressions (checked field by field) and shows in
+/// CONFIG GET; a bad one is refused with the field named.
+#[test]
+fn snapshot_cron_is_validated() {
+    let srv = Server::start(&["--snapshot_cron", "*/5 * * * *"]);
+    let mut con = srv.client();
+    assert_eq!(
+        items(qs(&mut con, &["CONFIG", "GET", "snapshot_cron"])),
+        [b"snapshot_cron".to_vec(), b"*/5 * * * *".to_vec()]
+    );
+    assert_eq!(
+        bulk(&qs(
+            &mut con,
+            &["CONFIG", "SET", "snapshot_cron", "0 6 * * MON-FRI"]
+        )),
+        b"OK"
+    );
+    let r = String::from_utf8_lossy(&srv.raw(&common::encode(&[
+        "CONFIG",
+        "SET",
+        "snapshot_cron",
+        "61 * * * *",
+    ])))
+    .into_owned();
+    assert!(
+        r.starts_with("-ERR") && r.contains("invalid cron minute field '61'"),
+        "{r}"
+    );
+    let out = Command::new(common::dfly_bin())
+        .args([
+            "--port",
+            &common::free_port().to_string(),
+            "--snapshot_cron",
+            "* * *",
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("5 fields"), "{text}");
+}

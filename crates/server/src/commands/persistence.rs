@@ -198,6 +198,7 @@ const AUTO_SAVE_RETRY_MS: u64 = 5000;
 /// on thread 0, as Redis's serverCron does.
 pub async fn save_cron(worker: Rc<Worker>) {
     let shared = worker.shared.clone();
+    let mut last_minute = clock::unix_ms() / 60_000;
     loop {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         if shared.shutdown.load(Ordering::Relaxed) {
@@ -212,6 +213,19 @@ pub async fn save_cron(worker: Rc<Worker>) {
             continue;
         }
         let now = clock::unix_ms();
+        // `snapshot_cron`: once per matching minute of local time.
+        let minute = now / 60_000;
+        if minute != last_minute {
+            last_minute = minute;
+            let expr = shared.config.get("snapshot_cron").unwrap_or_default();
+            if let Ok(c) = crate::persistence::cron::Cron::parse(&expr) {
+                if c.matches(&crate::persistence::cron::local_tm((now / 1000) as i64)) {
+                    crate::log_notice!("snapshot_cron '{expr}': starting a background save");
+                    start_background_save(&worker);
+                    continue;
+                }
+            }
+        }
         let changes = st.changes_since_save();
         let since = (now / 1000).saturating_sub(st.last_save.load(Ordering::Relaxed));
         let failed_recently = !st.last_bgsave_ok.load(Ordering::Relaxed)

@@ -212,11 +212,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         "the memcached protocol is not implemented yet (only 0, disabled, is accepted)",
     ),
     (
-        "snapshot_cron",
-        |v| !v.trim().is_empty(),
-        "scheduled snapshots are not implemented yet (SAVE, BGSAVE and SHUTDOWN SAVE are)",
-    ),
-    (
         "appendonly",
         |v| v == "yes",
         "the append-only file is not implemented yet",
@@ -785,7 +780,6 @@ mod tests {
             ("maxmemory", "50mb"),
             ("cache_mode", "yes"),
             ("memcached_port", "11211"),
-            ("snapshot_cron", "*/5 * * * *"),
             ("appendonly", "yes"),
             ("notify-keyspace-events", "KEA"),
         ];
@@ -816,6 +810,7 @@ mod tests {
             ("appendonly", "no"),
             ("notify-keyspace-events", ""),
             ("snapshot_cron", ""),
+            ("snapshot_cron", "*/5 * * * *"),
         ] {
             c.set(name, value)
                 .unwrap_or_else(|e| panic!("{name} {value:?}: {e}"));

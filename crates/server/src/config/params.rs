@@ -158,10 +158,10 @@ pub static PARAMS: &[Param] = &[
     p(
         "snapshot_cron",
         &["snapshot-cron"],
-        Kind::Str,
+        Kind::Words(words::cron),
         "",
         true,
-        "cron schedule for automatic snapshots; only '' until snapshots exist",
+        "cron schedule (5 fields, local time) for background snapshots, e.g. \"*/5 * * * *\"",
     ),
     p(
         "primary_port_http_enabled",
@@ -928,6 +928,16 @@ mod words {
             return Err("Invalid save parameters".into());
         }
         Ok(args.join(" "))
+    }
+
+    /// `snapshot_cron "<min> <hour> <mday> <month> <wday>"`; empty for none.
+    pub fn cron(_: &str, args: &[&str]) -> Result<String, String> {
+        if args.iter().all(|a| a.is_empty()) {
+            return Ok(String::new());
+        }
+        let expr = args.join(" ");
+        crate::persistence::cron::Cron::parse(&expr)?;
+        Ok(expr)
     }
 
     /// `oom-score-adj-values <replica> <master> <bg-child>`, each -2000..2000.

@@ -10,6 +10,7 @@
 //!
 //! The commands (SAVE, BGSAVE, DEBUG RELOAD, DUMP, RESTORE) live in `commands/persistence.rs`.
 
+pub mod cron;
 pub mod load;
 pub mod rdb;
 pub mod snapshot;
