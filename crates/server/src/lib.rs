@@ -112,14 +112,15 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if batch {
         crate::log_notice!("more shard threads than CPUs: shard threads run under SCHED_BATCH");
     }
-    let load_started = std::time::Instant::now();
-    let (mut datasets, loading) = load_snapshot(&shared)?;
-    let (loaded_tx, loaded_rx) = std::sync::mpsc::channel();
+    // The snapshot loads while the server already answers: commands that need the data get
+    // `-LOADING` until every shard has its keys (INFO, PING-free admin commands work), as in
+    // Redis. Nothing is served from a partial dataset.
+    let snapshot = persistence::load_path(&shared.config);
+    let loading = snapshot.exists();
+    shared.persist.loading.store(loading, Ordering::SeqCst);
     let mut listeners = Some(bound);
     let mut handles = Vec::new();
     for i in 0..shared.threads {
-        let data = std::mem::take(&mut datasets[i]);
-        let loaded_tx = loaded_tx.clone();
         let shared = shared.clone();
         let ls = if i == 0 {
             listeners.take().unwrap_or_default()
@@ -134,23 +135,16 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("shard-{i}"))
-                .spawn(move || thread_main(i, shared, ls, cpu, batch, data, loaded_tx))?,
+                .spawn(move || thread_main(i, shared, ls, cpu, batch))?,
         );
-    }
-    drop(loaded_tx);
-    // Serve only a complete dataset: every shard reports its part applied first.
-    for res in loaded_rx.iter() {
-        if let Err(e) = res {
-            crate::log_warning!("Fatal error loading the DB: {e}. Exiting.");
-            std::process::exit(1);
-        }
     }
     if loading {
-        // As Redis, once every key is in place (read, parse and insert).
-        crate::log_notice!(
-            "DB loaded from disk: {:.3} seconds",
-            load_started.elapsed().as_secs_f64()
-        );
+        if let Err(e) = load_snapshot(&shared, &snapshot) {
+            // The last line of the log says why (tools and Redis's tests read it).
+            pidfile.remove();
+            crate::log_warning!("{e}");
+            std::process::exit(1);
+        }
     }
     crate::log_notice!("Ready to accept connections");
     if !unixsocket.is_empty() {
@@ -168,45 +162,68 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads the snapshot named by `dir`/`dbfilename` into per-shard batches (none when there is
-/// no file). A file that cannot be read completely stops the start-up: nothing is served from
-/// a partial dataset.
-/// The batches, and whether a file was read.
-fn load_snapshot(shared: &Shared) -> std::io::Result<(Vec<Vec<persistence::load::Entry>>, bool)> {
-    let empty = || (0..shared.threads).map(|_| Vec::new()).collect();
-    let path = persistence::load_path(&shared.config);
+/// Loads the snapshot at `path` into the running shards: the file is read and parsed
+/// completely first (a bad file fails before any shard sees a key), then every shard inserts
+/// its batch on its own thread; `loading` ends once all have.
+fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> {
+    let started = std::time::Instant::now();
     let lim = persistence::rdb::object::EncLimits::from_config(&shared.config);
-    let res = persistence::load::load_path(
-        &path,
+    let delay = shared
+        .config
+        .get("key-load-delay")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let fatal = |e: &dyn std::fmt::Display| {
+        format!(
+            "Fatal error loading the DB ({}): {e}. Exiting.",
+            path.display()
+        )
+    };
+    let ds = persistence::load::load_path_slowly(
+        path,
         shared.threads,
         shared.config.dbnum(),
         engine::clock::unix_ms(),
         &lim,
-    );
-    match res {
-        Ok(None) => Ok((empty(), false)),
-        Ok(Some(ds)) => {
-            crate::log_notice!(
-                "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                ds.keys_loaded,
-                ds.keys_expired
-            );
-            let p = &shared.persist;
-            p.last_load_keys_loaded
-                .store(ds.keys_loaded, Ordering::Relaxed);
-            p.last_load_keys_expired
-                .store(ds.keys_expired, Ordering::Relaxed);
-            Ok((ds.shards, true))
-        }
-        Err(e) => {
-            let msg = format!(
-                "Fatal error loading the DB ({}): {e}. Exiting.",
-                path.display()
-            );
-            crate::log_warning!("{msg}");
-            Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg))
-        }
+        delay,
+    )
+    .map_err(|e| fatal(&e))?;
+    let Some(ds) = ds else {
+        shared.persist.loading.store(false, Ordering::SeqCst);
+        return Ok(());
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, batch) in ds.shards.into_iter().enumerate() {
+        let tx = tx.clone();
+        shared.post(
+            shared.threads,
+            i,
+            Box::new(move |w: &Worker| {
+                let _ = tx.send(persistence::load::apply(&mut w.shard_mut(), batch));
+            }),
+        );
     }
+    drop(tx);
+    for res in rx.iter() {
+        res.map_err(|e| fatal(&e))?;
+    }
+    let p = &shared.persist;
+    p.last_load_keys_loaded
+        .store(ds.keys_loaded, Ordering::Relaxed);
+    p.last_load_keys_expired
+        .store(ds.keys_expired, Ordering::Relaxed);
+    crate::log_notice!(
+        "Done loading RDB, keys loaded: {}, keys expired: {}.",
+        ds.keys_loaded,
+        ds.keys_expired
+    );
+    // As Redis, once every key is in place (read, parse and insert).
+    crate::log_notice!(
+        "DB loaded from disk: {:.3} seconds",
+        started.elapsed().as_secs_f64()
+    );
+    p.loading.store(false, Ordering::SeqCst);
+    Ok(())
 }
 
 fn thread_main(
@@ -215,8 +232,6 @@ fn thread_main(
     listeners: Vec<net::listener::Bound>,
     cpu: Option<usize>,
     batch: bool,
-    data: Vec<persistence::load::Entry>,
-    loaded: std::sync::mpsc::Sender<Result<(), persistence::load::LoadError>>,
 ) {
     if let Some(cpu) = cpu {
         pin_to(cpu);
@@ -242,8 +257,6 @@ fn thread_main(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let w = Worker::new(id, shared.clone());
-        let _ = loaded.send(persistence::load::apply(&mut w.shard_mut(), data));
-        drop(loaded);
         tokio::task::spawn_local(w.clone().run_inbox());
         tokio::task::spawn_local(w.clone().run_ticker());
         for l in listeners {

@@ -806,3 +806,66 @@ fn snapshot_cron_is_validated() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && text.contains("5 fields"), "{text}");
 }
+
+/// While the start-up snapshot loads the server answers, as Redis: `-LOADING` for commands that
+/// need the data, INFO says `loading:1`; then everything is there.
+#[test]
+fn loading_state_while_the_snapshot_loads() {
+    let dir = tmpdir("loading");
+    let d = dir.to_str().unwrap();
+    {
+        let srv = Server::start(&["--dir", d]);
+        let mut con = srv.client();
+        qs(&mut con, &["DEBUG", "POPULATE", "20000"]);
+        assert_eq!(bulk(&qs(&mut con, &["SAVE"])), b"OK");
+    }
+    let port = common::free_port();
+    let mut child = Command::new(common::dfly_bin())
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            d,
+        ])
+        .args(["--key-load-delay", "200", "--proactor_threads", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let conn = || loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let ping = common::raw_exchange(conn(), b"PING\r\n", std::time::Duration::from_millis(300));
+    assert_eq!(
+        String::from_utf8_lossy(&ping.data),
+        "-LOADING Redis is loading the dataset in memory\r\n"
+    );
+    let info = common::raw_exchange(
+        conn(),
+        b"INFO persistence\r\n",
+        std::time::Duration::from_millis(300),
+    );
+    assert!(String::from_utf8_lossy(&info.data).contains("loading:1"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = common::raw_exchange(conn(), b"DBSIZE\r\n", std::time::Duration::from_millis(300));
+        if r.data == b":20000\r\n" {
+            break;
+        }
+        assert!(
+            r.data.starts_with(b"-LOADING"),
+            "{:?}",
+            String::from_utf8_lossy(&r.data)
+        );
+        assert!(std::time::Instant::now() < deadline, "still loading");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

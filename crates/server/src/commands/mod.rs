@@ -94,6 +94,9 @@ pub mod flags {
     ];
 }
 
+/// Redis's reply while the dataset loads at start-up.
+pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
+
 /// Redis's reply to writes while snapshots fail (`stop-writes-on-bgsave-error`).
 pub const ERR_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
@@ -442,6 +445,19 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             return;
         }
         cx.reply.error("NOAUTH Authentication required.");
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        multi::flag(cx);
+        return;
+    }
+    if spec.flags & flags::LOADING == 0
+        && cx
+            .worker
+            .shared
+            .persist
+            .loading
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        cx.reply.error(ERR_LOADING);
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;

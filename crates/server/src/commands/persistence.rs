@@ -205,7 +205,7 @@ pub async fn save_cron(worker: Rc<Worker>) {
             return;
         }
         let st = &shared.persist;
-        if st.saving.load(Ordering::Relaxed) {
+        if st.saving.load(Ordering::Relaxed) || st.loading.load(Ordering::Relaxed) {
             continue;
         }
         if st.scheduled.swap(false, Ordering::Relaxed) {
@@ -258,6 +258,11 @@ pub fn save_points(cfg: &crate::config::Config) -> Vec<(u64, u64)> {
 /// (a client's, or an internal one for signals). Waits for a running background save first, as
 /// Redis kills its child and saves anew.
 pub async fn shutdown_save(cx: &mut ConnCtx) -> Result<(), SaveError> {
+    if cx.shared().persist.loading.load(Ordering::SeqCst) {
+        // As Redis: a partly loaded dataset must never replace the file it comes from.
+        crate::log_warning!("Not saving: the dataset is still loading.");
+        return Ok(());
+    }
     crate::log_notice!("Saving the final RDB snapshot before exiting.");
     let st = &cx.shared().persist;
     let mut waited = 0;
@@ -295,6 +300,10 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     let st = &cx.shared().persist;
+    if st.loading.load(Ordering::SeqCst) {
+        cx.reply.error(super::ERR_LOADING);
+        return;
+    }
     if !st.try_begin() {
         cx.reply.error("ERR Background save already in progress");
         return;

@@ -624,6 +624,14 @@ pub static PARAMS: &[Param] = &[
         "debugging: sleep per key while saving (microseconds; negative: nanoseconds)",
     ),
     p(
+        "key-load-delay",
+        &[],
+        Kind::Int(i64::MIN, i64::MAX),
+        "0",
+        true,
+        "debugging: sleep per key while loading a snapshot (microseconds; negative: nanoseconds)",
+    ),
+    p(
         "rdbcompression",
         &[],
         Kind::Bool,

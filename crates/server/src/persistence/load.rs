@@ -91,6 +91,24 @@ pub fn load_path(
     parse(&bytes, shards, dbnum, now, lim).map(Some)
 }
 
+/// [`load_path`] with `key-load-delay` (a Redis debugging knob the test suite uses to make a
+/// load slow: microseconds per key, negative nanoseconds).
+pub fn load_path_slowly(
+    path: &Path,
+    shards: usize,
+    dbnum: usize,
+    now: u64,
+    lim: &EncLimits,
+    key_delay: i64,
+) -> Result<Option<Dataset>, LoadError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LoadError::Io(e)),
+    };
+    parse_inner(&bytes, shards, dbnum, now, lim, key_delay).map(Some)
+}
+
 /// Parses a whole file image. Keys whose deadline is at or before `now` are dropped (counted in
 /// `keys_expired`), as a Redis master does.
 pub fn parse(
@@ -99,6 +117,17 @@ pub fn parse(
     dbnum: usize,
     now: u64,
     lim: &EncLimits,
+) -> Result<Dataset, LoadError> {
+    parse_inner(file, shards, dbnum, now, lim, 0)
+}
+
+fn parse_inner(
+    file: &[u8],
+    shards: usize,
+    dbnum: usize,
+    now: u64,
+    lim: &EncLimits,
+    key_delay: i64,
 ) -> Result<Dataset, LoadError> {
     let mut r = Reader::new(file);
     let version = r.read_header(MAX_READ_VERSION)?;
@@ -166,6 +195,9 @@ pub fn parse(
             t => {
                 let key = r.read_string()?;
                 let obj = read_object(&mut r, t, lim)?;
+                if key_delay != 0 {
+                    crate::persistence::snapshot::debug_delay(key_delay);
+                }
                 let at = expire_at.take();
                 let Some(obj) = obj else {
                     continue; // an empty collection: skipped, as Redis does

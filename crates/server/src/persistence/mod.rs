@@ -24,6 +24,9 @@ use crate::config::Config;
 pub struct State {
     /// Unix seconds of the last successful save (LASTSAVE); start-up time before any.
     pub last_save: AtomicU64,
+    /// The start-up snapshot is still loading: commands without the `loading` flag answer
+    /// `-LOADING` (INFO `loading:1`).
+    pub loading: AtomicBool,
     /// A SAVE, BGSAVE or DEBUG RELOAD is running (only one at a time, as in Redis).
     pub saving: AtomicBool,
     /// The running save is a BGSAVE (`rdb_bgsave_in_progress`).
@@ -65,6 +68,7 @@ impl State {
                 .collect(),
             last_auto_try_ms: AtomicU64::new(0),
             last_save: AtomicU64::new(now_ms / 1000),
+            loading: AtomicBool::new(false),
             saving: AtomicBool::new(false),
             bgsave_in_progress: AtomicBool::new(false),
             bgsave_started_ms: AtomicU64::new(0),

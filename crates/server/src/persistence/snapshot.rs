@@ -237,9 +237,10 @@ fn chunk_writer(dbi: usize) -> Writer<Vec<u8>> {
     w
 }
 
-/// `rdb-key-save-delay` (a Redis debugging knob the test suite uses to make saves slow):
+/// `rdb-key-save-delay` / `key-load-delay` (Redis debugging knobs the test suite uses to make
+/// saves and loads slow):
 /// positive values are microseconds, negative ones nanoseconds.
-fn debug_delay(v: i64) {
+pub fn debug_delay(v: i64) {
     let d = if v > 0 {
         std::time::Duration::from_micros(v as u64)
     } else {

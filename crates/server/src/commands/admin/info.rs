@@ -246,7 +246,8 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
         }
         "persistence" => {
             o.push_str("# Persistence\r\n");
-            line!(o, "loading:0");
+            let loading = shared.persist.loading.load(Ordering::Relaxed);
+            line!(o, "loading:{}", loading as u8);
             line!(o, "async_loading:0");
             line!(o, "current_cow_peak:0");
             line!(o, "current_cow_size:0");

@@ -48,6 +48,12 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
             .shared
             .persist
             .writes_refused(&cx.worker.shared.config)
+        || cx
+            .worker
+            .shared
+            .persist
+            .loading
+            .load(std::sync::atomic::Ordering::Relaxed)
     {
         return None;
     }
