@@ -869,3 +869,31 @@ fn loading_state_while_the_snapshot_loads() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// FLUSHALL with save points saves the empty dataset (so a restart does not bring the old file
+/// back) and resets the change counter, as Redis; without save points it does neither.
+#[test]
+fn flushall_saves_when_save_points_are_set() {
+    let dir = tmpdir("flushall");
+    let d = dir.to_str().unwrap();
+    let srv = Server::start(&["--dir", d, "--save", "3600 1"]);
+    let mut con = srv.client();
+    qs(&mut con, &["SET", "k", "v"]);
+    assert_eq!(bulk(&qs(&mut con, &["SAVE"])), b"OK");
+    qs(&mut con, &["SET", "k2", "v"]);
+    qs(&mut con, &["FLUSHALL"]);
+    assert_eq!(info_field(&mut con, "rdb_changes_since_last_save"), "0");
+    assert_eq!(info_field(&mut con, "rdb_saves"), "2");
+    drop(srv);
+    let srv = Server::start(&["--dir", d]);
+    let mut con = srv.client();
+    assert_eq!(
+        bulk(&qs(&mut con, &["DBSIZE"])),
+        b"0",
+        "the saved file is the empty dataset"
+    );
+    qs(&mut con, &["SET", "k", "v"]);
+    qs(&mut con, &["FLUSHALL"]);
+    assert_eq!(info_field(&mut con, "rdb_changes_since_last_save"), "2");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -861,14 +861,18 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .abort
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        cx.hops()
-            .all_shards(|c, ()| {
-                for db in c.shard.dbs.iter_mut() {
-                    db.clear();
-                }
-            })
-            .run()
-            .await;
+        let save = super::persistence::flushall_saves(cx);
+        let clear = cx.hops().all_shards(|c, ()| {
+            for db in c.shard.dbs.iter_mut() {
+                db.clear();
+            }
+        });
+        if save {
+            clear.run_more().await;
+            super::persistence::save_after_flushall(cx).await;
+        } else {
+            clear.run().await;
+        }
         cx.reply.ok();
     })
 }

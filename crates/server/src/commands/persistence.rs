@@ -191,6 +191,32 @@ async fn background_save(worker: Rc<Worker>) {
     }
 }
 
+/// Does FLUSHALL save the (now empty) dataset? As Redis: when save points are configured, so
+/// that the old file is not loaded back after a restart.
+pub fn flushall_saves(cx: &ConnCtx) -> bool {
+    !cx.shared().persist.loading.load(Ordering::Relaxed)
+        && !save_points(&cx.shared().config).is_empty()
+}
+
+/// FLUSHALL's foreground save, under FLUSHALL's own (exclusive, all-shard) locks; the chain
+/// concludes them. Skipped (locks still concluded) when another save holds the slot.
+pub async fn save_after_flushall(cx: &mut ConnCtx) {
+    if !cx.shared().persist.try_begin() {
+        cx.hops().all_shards(|_, ()| ()).run().await;
+        return;
+    }
+    let res = save_snapshot(cx, false).await;
+    let st = &cx.shared().persist;
+    st.end();
+    match res {
+        // FLUSHALL itself is counted as a write once it returns: it is part of this save.
+        Ok(_) => {
+            st.writes_at_save.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => crate::log_warning!("FLUSHALL: error saving the empty dataset: {e}"),
+    }
+}
+
 /// Redis's retry delay after a failed automatic save.
 const AUTO_SAVE_RETRY_MS: u64 = 5000;
 
