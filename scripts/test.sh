@@ -4,7 +4,9 @@
 #   ./scripts/test.sh
 #
 # Stages: deps → fmt → clippy → build (release) → test (cargo test --workspace) → redis-suite
-# (Redis 7.0's Tcl suite against the release binary, compared with tests/redis-suite/expected-pass).
+# (Redis 7.0's Tcl suite against the release binary: external mode for the default units, compared
+# with tests/redis-suite/expected-pass, and normal mode - runtest starts the servers - for the units
+# with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md).
 # Every stage runs even when an earlier one failed (except that nothing needing the binary runs
 # when the build fails); a summary with timings is printed and the exit status is non-zero when
 # any stage failed.
@@ -89,7 +91,7 @@ run_stage fmt cargo fmt --all -- --check
 run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
 if run_stage build cargo build --release; then
     run_stage test cargo_test
-    run_stage redis-suite ./scripts/redis-suite.sh
+    run_stage redis-suite ./scripts/redis-suite.sh --mode both
 else
     for s in test redis-suite; do
         NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
