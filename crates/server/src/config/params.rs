@@ -624,6 +624,14 @@ pub static PARAMS: &[Param] = &[
         "debugging: sleep per key while saving (microseconds; negative: nanoseconds)",
     ),
     p(
+        "loading-process-events-interval-bytes",
+        &[],
+        Kind::Int(1024, i64::MAX),
+        "2097152",
+        true,
+        "accepted for compatibility (clients are always served while a snapshot loads)",
+    ),
+    p(
         "key-load-delay",
         &[],
         Kind::Int(i64::MIN, i64::MAX),
