@@ -14,7 +14,7 @@ const G: Group = Group::Connection;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST | STALE, NOKEYS, Local(ping))
+    cmd("ping", -1, FAST | STALE | DENY_ON_DISK_ERROR, NOKEYS, Local(ping))
         .doc(G, "1.0.0", "Returns the server's liveliness response."),
     cmd("echo", 2, FAST, NOKEYS, Local(echo))
         .doc(G, "1.0.0", "Returns the given string."),

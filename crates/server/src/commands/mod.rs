@@ -67,6 +67,9 @@ pub mod flags {
     /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
     pub const TX_GLOBAL_READ: u32 = 1 << 24;
     pub const TX_GLOBAL_WRITE: u32 = 1 << 25;
+    /// Not a Redis flag: refused like a write while snapshots fail (MISCONF), as Redis refuses
+    /// PING then (so health checks see the disk error).
+    pub const DENY_ON_DISK_ERROR: u32 = 1 << 26;
     /// Not a Redis flag: inside MULTI the command runs at once instead of being queued (EXEC
     /// DISCARD MULTI WATCH QUIT RESET).
     pub const RUNS_IN_MULTI: u32 = 1 << 27;
@@ -462,7 +465,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if (spec.flags & flags::WRITE != 0 || entry.static_name == "ping")
+    if spec.flags & (flags::WRITE | flags::DENY_ON_DISK_ERROR) != 0
         && cx
             .worker
             .shared
