@@ -255,8 +255,29 @@ fn assert_same(a: &Snapshot, b: &Snapshot, what: &str) {
     }
 }
 
+/// [`assert_same`] for every db of [`all_dbs`].
+fn assert_dbs_same(a: &[Snapshot], b: &[Snapshot], what: &str) {
+    for (a, b) in a.iter().zip(b) {
+        assert_same(a, b, what);
+    }
+}
+
 fn all_dbs(con: &mut Connection) -> Vec<Snapshot> {
     ["0", "1", "5"].iter().map(|db| snapshot(con, db)).collect()
+}
+
+/// Runs the damselfly binary with `args` until it exits (start-up failures); its status and
+/// output.
+fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let port = common::free_port().to_string();
+    let out = Command::new(common::dfly_bin())
+        .args(["--port", &port])
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status, text)
 }
 
 fn check_rdb(path: &Path) {
@@ -291,9 +312,7 @@ fn damselfly_snapshot_loads_into_redis() {
     check_rdb(&file);
     let redis = RedisServer::start_with(&["--dir", d, "--dbfilename", "dfly.rdb"]);
     let theirs = all_dbs(&mut redis.client());
-    for (a, b) in ours.iter().zip(&theirs) {
-        assert_same(a, b, "damselfly SAVE -> redis-server load");
-    }
+    assert_dbs_same(&ours, &theirs, "damselfly SAVE -> redis-server load");
     // And back: the same file into a fresh damselfly with another shard count.
     drop(dfly);
     let again = Server::start(&[
@@ -304,9 +323,7 @@ fn damselfly_snapshot_loads_into_redis() {
         "dfly.rdb",
     ]);
     let back = all_dbs(&mut again.client());
-    for (a, b) in ours.iter().zip(&back) {
-        assert_same(a, b, "damselfly SAVE -> damselfly load");
-    }
+    assert_dbs_same(&ours, &back, "damselfly SAVE -> damselfly load");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -327,9 +344,7 @@ fn redis_snapshot_loads_into_damselfly() {
         "redis.rdb",
     ]);
     let ours = all_dbs(&mut dfly.client());
-    for (a, b) in theirs.iter().zip(&ours) {
-        assert_same(a, b, "redis-server SAVE -> damselfly load");
-    }
+    assert_dbs_same(&theirs, &ours, "redis-server SAVE -> damselfly load");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -495,9 +510,7 @@ fn debug_reload_keeps_everything() {
     let before = all_dbs(&mut con);
     assert_eq!(bulk(&qs(&mut con, &["DEBUG", "RELOAD"])), b"OK");
     let after = all_dbs(&mut con);
-    for (a, b) in before.iter().zip(&after) {
-        assert_same(a, b, "DEBUG RELOAD");
-    }
+    assert_dbs_same(&before, &after, "DEBUG RELOAD");
     assert!(
         dir.join("dump.rdb").exists(),
         "the default dbfilename 'dump' gets .rdb"
@@ -535,13 +548,8 @@ fn bad_files_stop_startup() {
         ("version", version, "version"),
     ] {
         std::fs::write(dir.join("dump.rdb"), &bytes).unwrap();
-        let out = Command::new(common::dfly_bin())
-            .args(["--port", &common::free_port().to_string(), "--dir", d])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{what}: started anyway:\n{text}");
+        let (status, text) = run_to_exit(&["--dir", d]);
+        assert!(!status.success(), "{what}: started anyway:\n{text}");
         assert!(text.contains("dump.rdb"), "{what}: no file name:\n{text}");
         assert!(
             text.to_lowercase().contains(expect),
@@ -793,18 +801,8 @@ fn snapshot_cron_is_validated() {
         r.starts_with("-ERR") && r.contains("invalid cron minute field '61'"),
         "{r}"
     );
-    let out = Command::new(common::dfly_bin())
-        .args([
-            "--port",
-            &common::free_port().to_string(),
-            "--snapshot_cron",
-            "* * *",
-        ])
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && text.contains("5 fields"), "{text}");
+    let (status, text) = run_to_exit(&["--snapshot_cron", "* * *"]);
+    assert!(!status.success() && text.contains("5 fields"), "{text}");
 }
 
 /// While the start-up snapshot loads the server answers, as Redis: `-LOADING` for commands that
