@@ -131,10 +131,29 @@ fn write_compact<W: Write>(w: &mut Writer<W>, s: &CompactStr) -> io::Result<()> 
 
 /// A quicklist of listpack nodes, each as big as `list-max-listpack-size` lets a node grow
 /// (what Redis's own quicklist would hold after the same pushes).
+/// Redis's `packed_threshold`: an element this large gets a PLAIN quicklist node of its own,
+/// and a listpack never holds one (a listpack's size field is 32 bits).
+const PACKED_THRESHOLD: usize = 1 << 30;
+
+/// One quicklist node of a list being written.
+enum QlNode<'a> {
+    Packed(Vec<u8>),
+    Plain(&'a [u8]),
+}
+
 fn write_list<W: Write>(mut o: Obj<'_, '_, W>, l: &List, fill: Fill) -> io::Result<()> {
-    let mut nodes: Vec<Vec<u8>> = Vec::new();
+    let mut nodes: Vec<QlNode<'_>> = Vec::new();
     let mut node = LpBuilder::new();
     for e in l.iter() {
+        if let Entry::Str(s) = e {
+            if s.len() >= PACKED_THRESHOLD {
+                if !node.is_empty() {
+                    nodes.push(QlNode::Packed(std::mem::take(&mut node).finish()));
+                }
+                nodes.push(QlNode::Plain(s));
+                continue;
+            }
+        }
         let mut next = LpBuilder::new();
         let add = |b: &mut LpBuilder| match e {
             Entry::Int(i) => b.push_int(i),
@@ -143,18 +162,22 @@ fn write_list<W: Write>(mut o: Obj<'_, '_, W>, l: &List, fill: Fill) -> io::Resu
         add(&mut next);
         let entry_bytes = next.bytes_len() - listpack::HEADER_SIZE - 1;
         if !node.is_empty() && !fill.fits(node.bytes_len() + entry_bytes, node.len() as u32 + 1) {
-            nodes.push(std::mem::take(&mut node).finish());
+            nodes.push(QlNode::Packed(std::mem::take(&mut node).finish()));
         }
         add(&mut node);
     }
     if !node.is_empty() {
-        nodes.push(node.finish());
+        nodes.push(QlNode::Packed(node.finish()));
     }
     let w = o.begin(RdbType::ListQuicklist2)?;
     w.write_len(nodes.len() as u64)?;
     for n in nodes {
-        w.write_len(quicklist_container::PACKED)?;
-        w.write_string(&n)?;
+        let (container, bytes) = match &n {
+            QlNode::Packed(lp) => (quicklist_container::PACKED, &lp[..]),
+            QlNode::Plain(s) => (quicklist_container::PLAIN, *s),
+        };
+        w.write_len(container)?;
+        w.write_string(bytes)?;
     }
     Ok(())
 }
@@ -186,7 +209,12 @@ fn write_hash<W: Write>(mut o: Obj<'_, '_, W>, h: &Hash) -> io::Result<()> {
         });
         return res;
     }
+    // (Listpack limits can be configured past what a listpack can hold: then the plain form.)
+    let mut huge = false;
     if h.is_listpack() {
+        h.for_each(|f, v| huge |= f.len().max(v.bytes(&mut buf).len()) >= PACKED_THRESHOLD);
+    }
+    if h.is_listpack() && !huge {
         let mut lp = LpBuilder::new();
         h.for_each(|f, v| {
             lp.push_bytes(f);
@@ -235,7 +263,11 @@ fn write_set<W: Write>(mut o: Obj<'_, '_, W>, s: &Set) -> io::Result<()> {
 
 fn write_zset<W: Write>(mut o: Obj<'_, '_, W>, z: &ZSet) -> io::Result<()> {
     let n = z.len();
-    if z.is_pack() {
+    let mut huge = false;
+    if z.is_pack() && n > 0 {
+        z.range(0, n, false, |m, _| huge |= m.len() >= PACKED_THRESHOLD);
+    }
+    if z.is_pack() && !huge {
         let mut lp = LpBuilder::new();
         if n > 0 {
             z.range(0, n, false, |m, s| {
