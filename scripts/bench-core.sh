@@ -45,8 +45,8 @@ TCK=$(getconf CLK_TCK)
 
 start_server() { # name port -> pid
   case "$1" in
-    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
-    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --enable-debug-command yes >/dev/null 2>&1 & ;;
+    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --enable-debug-command yes >/dev/null 2>&1 & ;;
     redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes >/dev/null 2>&1 & ;;
   esac
   echo $!
