@@ -199,6 +199,30 @@ impl Pos {
     }
 }
 
+/// A bucket's physical place: segment and bucket index. Snapshots walk buckets in this order
+/// ([`DashTable::next_bucket_id`]) and version them one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BucketId {
+    seg: u32,
+    bucket: u8,
+}
+
+impl BucketId {
+    /// The first bucket of the first segment: where a walk over every bucket starts.
+    pub const FIRST: BucketId = BucketId { seg: 0, bucket: 0 };
+}
+
+impl Pos {
+    /// The bucket holding this position.
+    #[inline]
+    pub fn bucket_id(&self) -> BucketId {
+        BucketId {
+            seg: self.seg,
+            bucket: self.bucket,
+        }
+    }
+}
+
 /// Per-bucket metadata. All 60 of a segment's `Meta`s are stored
 /// contiguously ahead of the slots, so a lookup's home and neighbour
 /// metadata share one or two adjacent cache lines.
@@ -724,6 +748,128 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
     pub fn set_flags(&mut self, pos: Pos, flags: u8) {
         self.check(pos);
         self.meta_mut(pos).set_flags(pos.slot as usize, flags);
+    }
+
+    /// Version of bucket `b`. Snapshots use versions to know which buckets they already
+    /// wrote: see `persistence/snapshot.rs` in the server.
+    #[inline]
+    pub fn version_of(&self, b: BucketId) -> u64 {
+        self.segs[b.seg as usize].meta[b.bucket as usize].version
+    }
+
+    #[inline]
+    pub fn set_version_of(&mut self, b: BucketId, v: u64) {
+        self.segs[b.seg as usize].meta[b.bucket as usize].version = v;
+    }
+
+    /// Calls `f` for every entry physically stored in bucket `b` (whatever its home).
+    pub fn bucket_entries<F: FnMut(Pos, &K, &V)>(&self, b: BucketId, mut f: F) {
+        let seg = &self.segs[b.seg as usize];
+        let bi = b.bucket as usize;
+        let mut m = seg.meta[bi].busy;
+        while m != 0 {
+            let s = m.trailing_zeros() as usize;
+            m &= m - 1;
+            // SAFETY: s is busy.
+            let (k, v) = unsafe { seg.entry(bi, s) };
+            let pos = Pos {
+                seg: b.seg,
+                bucket: b.bucket,
+                slot: s as u8,
+            };
+            f(pos, k, v);
+        }
+    }
+
+    /// The bucket after `b` in physical order (segment by segment, each segment's buckets in
+    /// index order, stash included), or None after the last. Segments are only ever appended
+    /// (a split adds one at the end), so a walk started at [`BucketId::FIRST`] meets every
+    /// segment that exists when it ends, including those created meanwhile.
+    pub fn next_bucket_id(&self, b: BucketId) -> Option<BucketId> {
+        if (b.bucket as usize) + 1 < B {
+            Some(BucketId {
+                seg: b.seg,
+                bucket: b.bucket + 1,
+            })
+        } else if (b.seg as usize) + 1 < self.segs.len() {
+            Some(BucketId {
+                seg: b.seg + 1,
+                bucket: 0,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Clears flag bits `flags` (`FLAG_A`, `FLAG_B`) of every slot of bucket `b`.
+    pub fn clear_bucket_flags(&mut self, b: BucketId, flags: u8) {
+        let m = &mut self.segs[b.seg as usize].meta[b.bucket as usize];
+        if flags & FLAG_A != 0 {
+            m.flag_a = 0;
+        }
+        if flags & FLAG_B != 0 {
+            m.flag_b = 0;
+        }
+    }
+
+    /// Clears flag bits `flags` of every slot of the table (metadata only: no entry is read).
+    pub fn clear_flags_everywhere(&mut self, flags: u8) {
+        for seg in self.segs.iter_mut() {
+            for m in seg.meta.iter_mut() {
+                if flags & FLAG_A != 0 {
+                    m.flag_a = 0;
+                }
+                if flags & FLAG_B != 0 {
+                    m.flag_b = 0;
+                }
+            }
+        }
+    }
+
+    /// Is `b` a bucket of this table (its segment exists)?
+    #[inline]
+    pub fn has_bucket(&self, b: BucketId) -> bool {
+        (b.seg as usize) < self.segs.len() && (b.bucket as usize) < B
+    }
+
+    /// Calls `f` for every bucket between which an insert of a key with hash `hash` may move
+    /// existing entries: none when the home bucket or its neighbour has room (the new entry
+    /// goes there, nothing moves); the buckets a displacement moves an entry between and the
+    /// stash when it needs them; every bucket of the segment when only a split makes room (a
+    /// split moves entries to a new segment). A snapshot writes these buckets before the
+    /// insert, so no entry moves between a bucket it has written and one it has not (which
+    /// would lose or duplicate it).
+    pub fn insert_buckets<F: FnMut(BucketId)>(&self, hash: u64, mut f: F) {
+        let si = self.seg_index(hash);
+        let seg = &self.segs[si];
+        let id = |bucket: usize| BucketId {
+            seg: si as u32,
+            bucket: bucket as u8,
+        };
+        let home = home_bucket(hash, Self::REGULAR);
+        let nb = next_bucket(home, Self::REGULAR);
+        if (seg.meta[home].count() as usize) < SLOTS || (seg.meta[nb].count() as usize) < SLOTS {
+            return;
+        }
+        let nn = next_bucket(nb, Self::REGULAR);
+        let pb = prev_bucket(home, Self::REGULAR);
+        let displace_next =
+            seg.meta[nn].free_slot().is_some() && seg.meta[nb].busy & !seg.meta[nb].probe != 0;
+        let displace_prev =
+            seg.meta[pb].free_slot().is_some() && seg.meta[home].busy & seg.meta[home].probe != 0;
+        let stash_room = (Self::REGULAR..B).any(|b| seg.meta[b].free_slot().is_some());
+        if displace_next || displace_prev || stash_room {
+            for b in [pb, home, nb, nn] {
+                f(id(b));
+            }
+            for b in Self::REGULAR..B {
+                f(id(b));
+            }
+        } else {
+            for b in 0..B {
+                f(id(b));
+            }
+        }
     }
 
     /// Version counter of the bucket holding `pos` (reserved for snapshots).

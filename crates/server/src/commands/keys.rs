@@ -863,6 +863,13 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         let save = super::persistence::flushall_saves(cx);
         let clear = cx.hops().all_shards(|c, ()| {
+            if c.shared
+                .persist
+                .abort
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                crate::persistence::snapshot::abandon_shard(c.shard);
+            }
             for db in c.shard.dbs.iter_mut() {
                 db.clear();
             }

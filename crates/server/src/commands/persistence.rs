@@ -49,12 +49,25 @@ const ABORTED: &str = "aborted by FLUSHALL";
 /// Why a snapshot failed (logged; clients get Redis's terse `-ERR`).
 pub type SaveError = String;
 
-/// Serializes every shard into a new snapshot file and commits it. With `keep_locks` the
-/// command's whole-shard locks stay held for a following chain (DEBUG RELOAD loads under
-/// them). The caller holds the save slot (`State::try_begin`).
+/// How a snapshot runs on the shards.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SaveMode {
+    /// SAVE, DEBUG RELOAD, SHUTDOWN, FLUSHALL: every shard writes its whole part at once
+    /// under the command's locks (the server waits, as Redis's SAVE blocks it).
+    Blocking,
+    /// BGSAVE and save points: the snapshot begins at one point of the transaction order, then
+    /// every shard walks its table in small steps between its other work, and writes to parts
+    /// not yet written save those parts first (docs/design/snapshots.md).
+    Background,
+}
+
+/// Serializes every shard into a new snapshot file and commits it. With `keep_locks` (only
+/// blocking saves) the command's whole-shard locks stay held for a following chain (DEBUG
+/// RELOAD loads under them). The caller holds the save slot (`State::try_begin`).
 pub async fn save_snapshot(
     cx: &mut ConnCtx,
     keep_locks: bool,
+    mode: SaveMode,
 ) -> Result<std::path::PathBuf, SaveError> {
     let shared = cx.shared();
     let path = persist::snapshot_path(&shared.config);
@@ -73,41 +86,148 @@ pub async fn save_snapshot(
         .unwrap_or(0);
     let writes = shared.persist.writes();
     let (sink, done) = snapshot::start_writer(&path, header).map_err(|e| e.to_string())?;
-    let shard_sink = sink.clone();
-    let hops = cx.hops().all_shards(move |c, ()| {
-        let abort = &c.shared.persist.abort;
-        snapshot::serialize_shard(c.shard, c.now, &lim, key_delay, abort, &shard_sink)
-    });
-    // Always as a non-final chain: a final one that touches every shard once runs as a
-    // single-hop transaction, whose first remote part is awaited before the others start
-    // (right for MSET, serial for a snapshot). The shards all serialize at once this way, and
-    // an empty final step concludes them when no chain follows.
-    let parts = hops.run_more().await;
-    if !keep_locks {
-        cx.hops().all_shards(|_, ()| ()).run().await;
-    }
-    if parts.iter().any(Option::is_none) {
-        // The writer failed (it reports why below) or FLUSHALL aborted the save.
-        drop(sink);
-        if cx.shared().persist.abort.swap(false, Ordering::Relaxed) {
-            let _ = done.await;
-            return Err(SaveError::from(ABORTED));
+    shared.persist.keys_processed.store(0, Ordering::Relaxed);
+    shared.persist.keys_total.store(0, Ordering::Relaxed);
+    let job = snapshot::Job::new(
+        lim,
+        cx.now_ms,
+        shared.config.bool("rdbcompression"),
+        key_delay,
+        sink,
+        cx.threads(),
+    );
+    let shard_job = job.clone();
+    match mode {
+        SaveMode::Blocking => {
+            // Always as a non-final chain: a final one that touches every shard once runs as
+            // a single-hop transaction, whose first remote part is awaited before the others
+            // start (right for MSET, serial for a snapshot). The shards all serialize at once
+            // this way, and an empty final step concludes them when no chain follows.
+            cx.hops()
+                .all_shards(move |c, ()| {
+                    let abort = &c.shared.persist.abort;
+                    snapshot::serialize_shard(c.shard, &shard_job, abort);
+                })
+                .run_more()
+                .await;
+            if !keep_locks {
+                cx.hops().all_shards(|_, ()| ()).run().await;
+            }
         }
-    } else {
-        sink.done();
+        SaveMode::Background => {
+            cx.hops()
+                .all_shards(move |c, ()| {
+                    c.shared
+                        .persist
+                        .keys_total
+                        .fetch_add(c.shard.keys_total() as u64, Ordering::Relaxed);
+                    snapshot::begin_shard(c.shard, &shard_job);
+                    if let Some(w) = Worker::current() {
+                        tokio::task::spawn_local(drive_shard(w, shard_job.clone()));
+                    }
+                })
+                .run()
+                .await;
+        }
     }
-    let saved = done
-        .await
+    // The shards hold the job (and with it the writer's channel) until they are done: once
+    // all dropped it, the writer has its Done, or knows the save was abandoned.
+    let keys = job.keys.clone();
+    drop(job);
+    let saved = done.await;
+    if cx.shared().persist.abort.swap(false, Ordering::Relaxed) {
+        return Err(SaveError::from(ABORTED));
+    }
+    let saved = saved
         .map_err(|_| "the snapshot writer stopped".to_string())?
         .map_err(|e| e.to_string())?;
+    let keys = keys.load(Ordering::Relaxed);
     let st = &cx.shared().persist;
     st.last_save
         .store(clock::unix_ms() / 1000, Ordering::Relaxed);
     st.saves.fetch_add(1, Ordering::Relaxed);
     st.writes_at_save.store(writes, Ordering::Relaxed);
-    let keys: u64 = parts.iter().flatten().sum();
     crate::log_notice!("DB saved on disk ({keys} keys, {} bytes)", saved.bytes);
     Ok(path)
+}
+
+/// Share of a busy shard thread's time a background snapshot's walk may take: each step walks
+/// for a ninth of the time the thread spent on other work since the previous one (10%). Writes
+/// to entries not yet walked write those entries themselves, on top of this. Measured by
+/// scripts/bench-snapshot.sh: 5M keys under a full-speed write load keep 0.85x of their
+/// throughput during the save, which takes about twice as long as redis-server's.
+const WALK_SHARE_DIVISOR: u32 = 9;
+/// Pause between two steps of the walk on a busy thread.
+const BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+/// Longest single step of the walk.
+const WALK_STEP_MAX: std::time::Duration = std::time::Duration::from_micros(250);
+/// Shortest step on a busy thread (it walks at least one bucket anyway).
+const WALK_STEP_MIN: std::time::Duration = std::time::Duration::from_micros(5);
+/// The thread counts as idle (the walk goes at full speed) once its clients sent nothing for
+/// this long.
+const IDLE_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A shard's part of a background snapshot: walks the shard's table in steps sized to leave
+/// the thread to its clients (see [`WALK_SHARE_DIVISOR`]), hands the chunks to the writer
+/// without blocking the thread, and tells the writer when the shard is done.
+async fn drive_shard(worker: Rc<Worker>, job: Arc<snapshot::Job>) {
+    use std::time::{Duration, Instant};
+    let shared = worker.shared.clone();
+    let mut last_end = Instant::now();
+    // The thread counts as busy until its clients were silent for IDLE_AFTER.
+    let (mut last_activity, mut last_busy) = (0u64, Instant::now());
+    loop {
+        if shared.persist.abort.load(Ordering::Relaxed) {
+            snapshot::abandon_shard(&mut worker.shard_mut());
+            return;
+        }
+        let gap = last_end.elapsed();
+        // Idle: this thread's clients sent nothing for a while.
+        let activity = {
+            let st = worker.stats();
+            st.commands_processed.wrapping_add(st.net_input_bytes)
+        };
+        if activity != last_activity {
+            last_activity = activity;
+            last_busy = Instant::now();
+        }
+        let idle = last_busy.elapsed() >= IDLE_AFTER;
+        let budget = if idle {
+            WALK_STEP_MAX
+        } else {
+            (gap / WALK_SHARE_DIVISOR).clamp(WALK_STEP_MIN, WALK_STEP_MAX)
+        };
+        let step = snapshot::step_shard(&mut worker.shard_mut(), Some(Instant::now() + budget));
+        shared
+            .persist
+            .keys_processed
+            .fetch_add(step.walked_keys, Ordering::Relaxed);
+        for c in step.chunks {
+            if !job.sink.send_async(c).await {
+                snapshot::abandon_shard(&mut worker.shard_mut());
+                return;
+            }
+        }
+        if step.done {
+            job.finish_shard(step.total_keys);
+            return;
+        }
+        // The gap until the next step is the time the thread gives to everything else.
+        last_end = Instant::now();
+        if job.key_delay != 0 && step.walked_keys > 0 {
+            let per_key = if job.key_delay > 0 {
+                Duration::from_micros(job.key_delay as u64)
+            } else {
+                Duration::from_nanos(job.key_delay.unsigned_abs())
+            };
+            tokio::time::sleep(per_key.saturating_mul(step.walked_keys as u32)).await;
+        } else if idle {
+            tokio::task::yield_now().await;
+        } else {
+            // A busy thread: come back after a timer tick, having earned the next step.
+            tokio::time::sleep(BUSY_PAUSE).await;
+        }
+    }
 }
 
 /// SAVE.
@@ -117,7 +237,7 @@ fn save<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
             cx.reply.error("ERR Background save already in progress");
             return;
         }
-        let res = save_snapshot(cx, false).await;
+        let res = save_snapshot(cx, false, SaveMode::Blocking).await;
         cx.shared().persist.end();
         match res {
             Ok(_) => cx.reply.ok(),
@@ -172,7 +292,9 @@ async fn background_save(worker: Rc<Worker>) {
     let started = clock::unix_ms();
     let mut cx = ConnCtx::internal(worker.clone());
     let res = cx
-        .run_internal(&[b"save"], |cx| Box::pin(save_snapshot(cx, false)))
+        .run_internal(&[b"save"], |cx| {
+            Box::pin(save_snapshot(cx, false, SaveMode::Background))
+        })
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
     let st = &worker.shared.persist;
@@ -201,11 +323,19 @@ pub fn flushall_saves(cx: &ConnCtx) -> bool {
 /// FLUSHALL's foreground save, under FLUSHALL's own (exclusive, all-shard) locks; the chain
 /// concludes them. Skipped (locks still concluded) when another save holds the slot.
 pub async fn save_after_flushall(cx: &mut ConnCtx) {
-    if !cx.shared().persist.try_begin() {
-        cx.hops().all_shards(|_, ()| ()).run().await;
-        return;
+    // A background save this FLUSHALL aborted ends within a step of its shards' walks (its
+    // shards dropped it in FLUSHALL's hop): wait for its slot.
+    let mut waited = 0;
+    while !cx.shared().persist.try_begin() {
+        let st = &cx.shared().persist;
+        if !st.abort.load(Ordering::Relaxed) || waited >= 5000 {
+            cx.hops().all_shards(|_, ()| ()).run().await;
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        waited += 1;
     }
-    let res = save_snapshot(cx, false).await;
+    let res = save_snapshot(cx, false, SaveMode::Blocking).await;
     let st = &cx.shared().persist;
     st.end();
     match res {
@@ -292,6 +422,12 @@ pub async fn shutdown_save(cx: &mut ConnCtx) -> Result<(), SaveError> {
     crate::log_notice!("Saving the final RDB snapshot before exiting.");
     let st = &cx.shared().persist;
     let mut waited = 0;
+    if st.bgsave_in_progress.load(Ordering::Relaxed) {
+        // As Redis kills its saving child: the running background save stops (its shards
+        // drop it at their next step) and a fresh one is taken.
+        crate::log_notice!("There is a background save in progress: stopping it.");
+        st.abort.store(true, Ordering::Relaxed);
+    }
     while !st.try_begin() {
         if waited >= 600 {
             return Err("a save is still in progress".into());
@@ -300,7 +436,9 @@ pub async fn shutdown_save(cx: &mut ConnCtx) -> Result<(), SaveError> {
         waited += 1;
     }
     let res = cx
-        .run_internal(&[b"save"], |cx| Box::pin(save_snapshot(cx, false)))
+        .run_internal(&[b"save"], |cx| {
+            Box::pin(save_snapshot(cx, false, SaveMode::Blocking))
+        })
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
     cx.shared().persist.end();
@@ -337,7 +475,7 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
     let path = if nosave {
         Ok(persist::load_path(&cx.shared().config))
     } else {
-        save_snapshot(cx, true).await
+        save_snapshot(cx, true, SaveMode::Blocking).await
     };
     let res = match path {
         Err(e) => Err(format!("Error trying to save the DB: {e}")),

@@ -11,6 +11,7 @@ use std::sync::{Arc, Weak};
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
+use crate::persistence::snapshot::DbSnap;
 use crate::types::{KeyStr, Value};
 
 /// Slot flag: the key has an entry in the expiry table.
@@ -51,6 +52,9 @@ pub struct Db {
     watched: Watched,
     /// Hashes with field TTLs, for active field expiry (see `commands::hash`).
     pub hfe: crate::types::hash::HfeIndex,
+    /// The running snapshot's state for this db, if one runs: every change to the table goes
+    /// through `pre_write` / `pre_insert` first (persistence/snapshot.rs).
+    pub snap: Option<Box<DbSnap>>,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
@@ -136,6 +140,48 @@ impl Db {
             blocking: Default::default(),
             watched: Watched::default(),
             hfe: Default::default(),
+            snap: None,
+        }
+    }
+
+    /// Snapshot hook: the entry at `pos` is about to change or go (one branch when no
+    /// snapshot runs).
+    #[inline]
+    fn pre_write(&mut self, pos: Pos) {
+        if let Some(s) = self.snap.as_deref_mut() {
+            s.before_write(&mut self.prime, &self.expire, pos);
+        }
+    }
+
+    /// Snapshot hook: `key` is about to be inserted.
+    #[inline]
+    fn pre_insert(&mut self, key: &[u8]) {
+        if let Some(s) = self.snap.as_deref_mut() {
+            s.before_insert(&mut self.prime, &self.expire, key);
+        }
+    }
+
+    /// Snapshot hook: an entry was inserted at `pos`.
+    #[inline]
+    fn post_insert(&mut self, pos: Pos) {
+        if let Some(s) = self.snap.as_deref_mut() {
+            s.after_insert(&mut self.prime, pos);
+        }
+    }
+
+    /// Drops the running snapshot's state (it stopped early), leaving the table clean.
+    pub fn snapshot_abandon(&mut self) {
+        if let Some(mut s) = self.snap.take() {
+            s.abandon(&mut self.prime);
+        }
+    }
+
+    /// One step of the running snapshot's walk over this db (see `DbSnap::walk`); true when
+    /// it is done or none runs.
+    pub fn snapshot_walk(&mut self, deadline: Option<std::time::Instant>) -> bool {
+        match self.snap.as_deref_mut() {
+            Some(s) => s.walk(&mut self.prime, &self.expire, deadline),
+            None => true,
         }
     }
 
@@ -358,6 +404,7 @@ impl Db {
     #[inline]
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         let pos = self.find(key, now)?;
+        self.pre_write(pos);
         self.wrote(key);
         self.touch_at(pos);
         Some(self.prime.at_mut(pos).1)
@@ -371,6 +418,7 @@ impl Db {
     /// Mutable value for an in-place update; counts as a modification for WATCH.
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
+        self.pre_write(pos);
         if !self.blocking.is_empty() {
             let key = self.prime.at(pos).0.key().to_vec();
             self.blocking.note_write(&key);
@@ -384,6 +432,7 @@ impl Db {
     /// calls `touch_key` when it did change the value.
     #[inline]
     pub fn at_mut_quiet(&mut self, pos: Pos) -> &mut Value {
+        self.pre_write(pos);
         self.prime.at_mut(pos).1
     }
 
@@ -412,6 +461,7 @@ impl Db {
     /// Sets or clears the deadline of the key at `pos`. Positions stay valid (the expiry table is
     /// a separate table).
     pub fn set_expire(&mut self, pos: Pos, at: Option<u64>) {
+        self.pre_write(pos);
         let flags = self.prime.flags(pos);
         if at.is_some() || flags & FLAG_EXPIRE != 0 {
             self.touch_at(pos);
@@ -444,6 +494,7 @@ impl Db {
         self.wrote(key);
         match self.find(key, now) {
             Some(pos) => {
+                self.pre_write(pos);
                 self.touch_at(pos);
                 *self.prime.at_mut(pos).1 = value;
                 match ttl {
@@ -461,7 +512,9 @@ impl Db {
     #[inline]
     pub fn insert_new(&mut self, key: &[u8], value: Value, ttl: TtlMode) -> Pos {
         self.wrote(key);
+        self.pre_insert(key);
         let pos = self.prime.insert_new(KeyStr::from_bytes(key), value);
+        self.post_insert(pos);
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
         }
@@ -472,7 +525,9 @@ impl Db {
     /// Inserts an owned key known to be absent (RENAME/MOVE keep the key object).
     pub fn insert_new_owned(&mut self, key: KeyStr, value: Value, at: Option<u64>) -> Pos {
         self.wrote(key.key());
+        self.pre_insert(key.key());
         let pos = self.prime.insert_new(key, value);
+        self.post_insert(pos);
         if at.is_some() {
             self.set_expire(pos, at);
         }
@@ -482,6 +537,7 @@ impl Db {
 
     /// Removes the entry at `pos`, with its expiry.
     pub fn remove_at(&mut self, pos: Pos) -> (KeyStr, Value) {
+        self.pre_write(pos);
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             let key = self.prime.at(pos).0.key();
             self.expire.remove(key);
@@ -505,8 +561,15 @@ impl Db {
         if !self.watched.is_empty() {
             self.touch_all(None, crate::engine::clock::unix_ms());
         }
-        self.prime.clear();
-        self.expire.clear();
+        // A running snapshot keeps the tables as they were and finishes them.
+        let kept = self
+            .snap
+            .as_deref_mut()
+            .is_some_and(|s| s.detach(&mut self.prime, &mut self.expire));
+        if !kept {
+            self.prime.clear();
+            self.expire.clear();
+        }
         self.expire_cursor = 0;
         self.hfe = Default::default();
     }
@@ -522,6 +585,9 @@ impl Db {
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
         std::mem::swap(&mut self.hfe, &mut other.hfe);
+        // A running snapshot's state follows its tables (it still writes them as the db
+        // index they had when it began).
+        std::mem::swap(&mut self.snap, &mut other.snap);
         // Waiters stay with their db index; the keys they wait on may exist now.
         self.blocking.mark_all_ready();
         other.blocking.mark_all_ready();

@@ -17,6 +17,9 @@ pub struct Shard {
     /// Waiter registrations made on this shard (an upper bound of live ones; reset by the
     /// sweep). Zero keeps the per-command blocking check to one branch.
     pub block_waiters: usize,
+    /// Version of the latest snapshot begun on this shard (each one marks the buckets it
+    /// wrote with its own, newer version: persistence/snapshot.rs).
+    pub snapshot_epoch: u64,
 }
 
 impl Shard {
@@ -28,6 +31,7 @@ impl Shard {
             rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F)),
             expire_cycles: 0,
             block_waiters: 0,
+            snapshot_epoch: 0,
         }
     }
 

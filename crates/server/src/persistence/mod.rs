@@ -49,6 +49,7 @@ pub struct State {
     pub last_load_keys_expired: AtomicU64,
     /// Keys of the running save done so far / in all (`current_save_keys_*`).
     pub keys_processed: AtomicU64,
+    pub keys_total: AtomicU64,
     /// Successful write commands per thread (Redis's dirty counter, approximated by commands):
     /// each thread bumps only its own cache line, so counting costs no contention.
     writes: Box<[PaddedCounter]>,
@@ -81,6 +82,7 @@ impl State {
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
             keys_processed: AtomicU64::new(0),
+            keys_total: AtomicU64::new(0),
         }
     }
 

@@ -253,12 +253,20 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "current_cow_size:0");
             line!(o, "current_cow_size_age:0");
             line!(o, "current_fork_perc:0.00");
-            line!(o, "current_save_keys_processed:0");
-            line!(o, "current_save_keys_total:0");
             let p = &shared.persist;
+            let bg = p.bgsave_in_progress.load(Ordering::Relaxed);
+            let (done, total) = if bg {
+                (
+                    p.keys_processed.load(Ordering::Relaxed),
+                    p.keys_total.load(Ordering::Relaxed),
+                )
+            } else {
+                (0, 0)
+            };
+            line!(o, "current_save_keys_processed:{}", done);
+            line!(o, "current_save_keys_total:{}", total);
             let changes = p.changes_since_save();
             line!(o, "rdb_changes_since_last_save:{}", changes);
-            let bg = p.bgsave_in_progress.load(Ordering::Relaxed);
             line!(o, "rdb_bgsave_in_progress:{}", bg as u8);
             line!(
                 o,
