@@ -931,6 +931,27 @@ fn bgsave_is_a_point_in_time_under_writes() {
     let mut con = dfly.client();
     populate(&mut con);
     qs(&mut con, &["DEBUG", "POPULATE", "20000", "bulk", "40"]);
+    // Collections big enough for the walk to write them in pieces across steps.
+    for batch in 0..20 {
+        let ids: Vec<String> = (batch * 1000..(batch + 1) * 1000)
+            .map(|i| format!("e{i}"))
+            .collect();
+        let mut sadd = vec!["SADD", "huge:set"];
+        let mut rpush = vec!["RPUSH", "huge:list"];
+        let mut hset = vec!["HSET", "huge:hash"];
+        let mut zadd = vec!["ZADD", "huge:zset"];
+        let mut gone = vec!["SADD", "huge:gone"];
+        for id in &ids {
+            sadd.push(id);
+            rpush.push(id);
+            hset.extend([id.as_str(), id.as_str()]);
+            zadd.extend([&id[1..], id.as_str()]);
+            gone.push(id);
+        }
+        for cmd in [sadd, rpush, hset, zadd, gone] {
+            qs(&mut con, &cmd);
+        }
+    }
     let before = all_dbs(&mut con);
     // Slow the walk down (an async pause per key written by the walk) so that every write
     // below lands while the save runs.
@@ -952,6 +973,11 @@ fn bgsave_is_a_point_in_time_under_writes() {
             _ => qs(&mut con, &["SET", &format!("new:{i}"), "x"]),
         };
     }
+    qs(&mut con, &["SADD", "huge:set", "new"]);
+    qs(&mut con, &["RPUSH", "huge:list", "new"]);
+    qs(&mut con, &["HSET", "huge:hash", "new", "v"]);
+    qs(&mut con, &["ZADD", "huge:zset", "-1", "new"]);
+    qs(&mut con, &["DEL", "huge:gone"]);
     for db in ["0", "5"] {
         qs(&mut con, &["SELECT", db]);
         let p = format!("d{db}:");

@@ -79,3 +79,15 @@ pub fn init() {
     #[cfg(target_arch = "x86_64")]
     let _ = tsc_hz();
 }
+
+/// CPU time the calling thread has used: what a background job (a snapshot's walk) measures
+/// to tell how much of its thread the clients needed since it last ran.
+pub fn thread_cpu() -> std::time::Duration {
+    // SAFETY: clock_gettime fills the zeroed struct we own.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts
+    };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}

@@ -20,21 +20,27 @@ use std::time::Instant;
 
 use damselfly_dash::{BucketId, Pos, FLAG_B};
 
-use super::rdb::object::{write_object, EncLimits};
+use super::rdb::object::{write_object, EncLimits, Pieces};
+use super::rdb::wire::Parts;
 use super::rdb::Writer;
 use crate::engine::db::{ExpireTable, PrimeTable, FLAG_EXPIRE};
 use crate::engine::shard::Shard;
 
 /// A chunk is handed to the writer once it holds this much.
-const CHUNK_BYTES: usize = 256 << 10;
+const CHUNK_BYTES: usize = Parts::PART_BYTES;
 /// Redis's REDIS_AUTOSYNC_BYTES.
 const INCREMENTAL_FSYNC_BYTES: u64 = 32 << 20;
 /// Chunks in flight between the shards and the writer (bounds the memory a save takes).
 const CHANNEL_CHUNKS: usize = 16;
 
+/// Buffers the writer writes back to back, nothing between them: usually one (about
+/// [`CHUNK_BYTES`]), or the pieces of one big value (kept apart so it never sits in one huge
+/// buffer that grows by copying).
+pub type Chunk = Vec<Vec<u8>>;
+
 /// What the writer thread receives.
 pub enum Msg {
-    Chunk(Vec<u8>),
+    Chunk(Chunk),
     /// Every shard is done: finish and commit the file.
     Done,
 }
@@ -54,13 +60,13 @@ pub struct ChunkSink {
 impl ChunkSink {
     /// Sends a chunk, waiting while the writer is behind; false when the writer is gone (it
     /// failed: stop serializing).
-    fn send(&self, chunk: Vec<u8>) -> bool {
+    fn send(&self, chunk: Chunk) -> bool {
         self.tx.send(Msg::Chunk(chunk)).is_ok()
     }
 
     /// Sends a chunk without blocking the thread: while the writer is behind (the disk is
     /// slower than serializing) the calling task sleeps and the shard serves its clients.
-    pub async fn send_async(&self, chunk: Vec<u8>) -> bool {
+    pub async fn send_async(&self, chunk: Chunk) -> bool {
         let mut msg = Msg::Chunk(chunk);
         loop {
             match self.tx.try_send(msg) {
@@ -164,8 +170,10 @@ fn write_all(
     let mut synced = 0u64;
     loop {
         match rx.recv() {
-            Ok(Msg::Chunk(c)) => {
-                w.write_raw(&c)?;
+            Ok(Msg::Chunk(parts)) => {
+                for p in parts {
+                    w.write_raw(&p)?;
+                }
                 if incremental_fsync && w.bytes_written() - synced >= INCREMENTAL_FSYNC_BYTES {
                     w.get_mut().flush()?;
                     w.get_mut().get_ref().sync_data()?;
@@ -199,8 +207,6 @@ fn sync_dir(path: &Path) -> io::Result<()> {
 /// One running snapshot, shared by every shard's part of it.
 pub struct Job {
     pub lim: EncLimits,
-    /// Keys whose deadline had passed when the snapshot began are left out.
-    pub now: u64,
     /// `rdbcompression`.
     pub compression: bool,
     /// `rdb-key-save-delay` (0: none).
@@ -210,12 +216,14 @@ pub struct Job {
     remaining: AtomicUsize,
     /// Keys written, all shards (each adds its count when it is done).
     pub keys: Arc<AtomicU64>,
+    /// A shard could not write its part (logged where it happened): the file is never
+    /// committed.
+    failed: AtomicBool,
 }
 
 impl Job {
     pub fn new(
         lim: EncLimits,
-        now: u64,
         compression: bool,
         key_delay: i64,
         sink: ChunkSink,
@@ -223,19 +231,23 @@ impl Job {
     ) -> Arc<Job> {
         Arc::new(Job {
             lim,
-            now,
             compression,
             key_delay,
             sink,
             remaining: AtomicUsize::new(shards),
             keys: Arc::new(AtomicU64::new(0)),
+            failed: AtomicBool::new(false),
         })
     }
 
     /// A shard sent its last chunk (`keys` in all): the last shard to get here ends the file.
     pub fn finish_shard(&self, keys: u64) {
         self.keys.fetch_add(keys, Ordering::Relaxed);
-        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // A failed job never sends Done: once every shard dropped it, the writer sees the
+        // channel close and removes its temporary file.
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
+            && !self.failed.load(Ordering::Relaxed)
+        {
             self.sink.done();
         }
     }
@@ -259,16 +271,37 @@ pub struct DbSnap {
     detached: Option<Box<(PrimeTable, ExpireTable)>>,
     out: Writer<Vec<u8>>,
     /// Full chunks waiting for the shard's task to send them.
-    ready: Vec<Vec<u8>>,
+    ready: Vec<Chunk>,
+    /// Big collections being written a piece per step of the walk, the first one in progress
+    /// (the others wait with only their head written). Each is flagged PENDING in the table.
+    big: Vec<BigValue>,
     /// Keys written by the walk since the last step ended (for `rdb-key-save-delay`).
     walked_keys: u64,
     keys: u64,
 }
 
+/// A big collection the walk writes across steps: its own chunk (SELECTDB, expiry, head,
+/// elements so far), handed to the writer whole once complete, so no other chunk can come
+/// between its pieces in the file.
+struct BigValue {
+    key: Vec<u8>,
+    out: Writer<Parts>,
+    pieces: Pieces,
+}
+
+/// Collections with more elements than this are written in pieces by the walk.
+const BIG_ELEMENTS: usize = 4096;
+/// Elements the walk writes per piece (a few hundred microseconds at most).
+const PIECE_ELEMENTS: usize = 256;
+
 /// Slot flag of an entry the running snapshot must skip: already written on its own before a
 /// change, or inserted after the snapshot began (only ever set in buckets the walk has not
 /// written; writing a bucket clears it).
 const FLAG_SAVED: u8 = FLAG_B;
+/// The same bit in a bucket the walk has written: a big collection whose writing is under way
+/// (`DbSnap::big`); a change to it first finishes writing it. Entries never move between
+/// written and unwritten buckets while a snapshot runs, so the two meanings never meet.
+const FLAG_PENDING: u8 = FLAG_B;
 
 /// A step ends once this many chunks wait to be sent (bounds what a step holds in memory).
 const STEP_CHUNKS: usize = 4;
@@ -284,24 +317,47 @@ impl DbSnap {
             detached: None,
             out,
             ready: Vec::new(),
+            big: Vec::new(),
             walked_keys: 0,
             keys: 0,
         }
     }
 
-    /// Writes one entry into the current chunk unless its deadline had passed when the
-    /// snapshot began; returns the keys written (0 or 1).
-    fn write_entry(&mut self, prime: &PrimeTable, expire: &ExpireTable, pos: Pos) -> u64 {
+    /// Writes one entry into the current chunk (expired ones too, as Redis: the loader counts
+    /// and drops them); returns the keys written (0 or 1). With `split`, a big collection is
+    /// only begun: its head goes to a chunk of its own, the walk writes the rest in pieces, and
+    /// true comes back second (the caller flags it PENDING).
+    fn write_entry(
+        &mut self,
+        prime: &PrimeTable,
+        expire: &ExpireTable,
+        pos: Pos,
+        split: bool,
+    ) -> (u64, bool) {
         let (k, v) = prime.at(pos);
         let at = if prime.flags(pos) & FLAG_EXPIRE != 0 {
             expire.get(k.key()).map(|(_, at)| *at)
         } else {
             None
         };
-        if at.is_some_and(|at| at <= self.job.now) {
-            return 0;
+        if split && elements(v) > BIG_ELEMENTS {
+            let mut out = Writer::new(Parts::default());
+            out.set_compression(self.job.compression)
+                .set_checksum(false);
+            // Writes into memory cannot fail.
+            let _ = out.write_selectdb(self.dbi as u64);
+            if let Some(at) = at {
+                let _ = out.write_expire_ms(at as i64);
+            }
+            if let Ok(Some(pieces)) = Pieces::begin(&mut out, Some(k.key()), v, &self.job.lim) {
+                self.big.push(BigValue {
+                    key: k.key().to_vec(),
+                    out,
+                    pieces,
+                });
+                return (0, true);
+            }
         }
-        // Writes into a Vec cannot fail.
         if let Some(at) = at {
             let _ = self.out.write_expire_ms(at as i64);
         }
@@ -310,15 +366,66 @@ impl DbSnap {
         if self.out.get_ref().len() >= CHUNK_BYTES {
             let fresh = chunk_writer(self.dbi, self.job.compression, CHUNK_BYTES);
             self.ready
-                .push(std::mem::replace(&mut self.out, fresh).into_inner());
+                .push(vec![std::mem::replace(&mut self.out, fresh).into_inner()]);
         }
-        1
+        (1, false)
+    }
+
+    /// Writes up to `max` more elements of the big collection `i` (`v` is its value, found
+    /// by key); once complete its chunk is ready and true comes back.
+    fn write_big(&mut self, i: usize, v: &crate::types::Value, max: usize) -> bool {
+        let big = &mut self.big[i];
+        match big.pieces.write_more(&mut big.out, Some(&big.key), v, max) {
+            Ok(false) => false,
+            Ok(true) => {
+                let big = self.big.remove(i);
+                self.ready.push(big.out.into_inner().parts());
+                self.keys += 1;
+                true
+            }
+            Err(e) => {
+                let big = self.big.remove(i);
+                self.fail(&format!(
+                    "writing {}: {e}",
+                    String::from_utf8_lossy(&big.key)
+                ));
+                true
+            }
+        }
+    }
+
+    fn fail(&self, why: &str) {
+        crate::log_warning!("Snapshot failed: {why}");
+        self.job.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// Continues the big collection in progress for one piece; true when it is complete.
+    fn walk_big(&mut self, prime: &mut PrimeTable) -> bool {
+        let Some(pos) = prime.find(&self.big[0].key[..]) else {
+            // Every change to a PENDING entry finishes it first: this cannot happen.
+            self.fail("a big value vanished while it was written");
+            self.big.remove(0);
+            return true;
+        };
+        let done = self.write_big(0, prime.at(pos).1, PIECE_ELEMENTS);
+        if done {
+            let f = prime.flags(pos);
+            prime.set_flags(pos, f & !FLAG_PENDING);
+        }
+        done
     }
 
     /// Writes bucket `b` unless this snapshot already did (entries saved on their own before
-    /// a change or inserted after the snapshot began are skipped), clears its SAVED flags and marks it written; returns the keys
-    /// written.
-    fn write_bucket(&mut self, prime: &mut PrimeTable, expire: &ExpireTable, b: BucketId) -> u64 {
+    /// a change or inserted after the snapshot began are skipped), clears its SAVED flags and
+    /// marks it written; returns the keys written. The walk (`walk`) leaves big collections
+    /// begun and PENDING; a write hook writes everything whole.
+    fn write_bucket(
+        &mut self,
+        prime: &mut PrimeTable,
+        expire: &ExpireTable,
+        b: BucketId,
+        walk: bool,
+    ) -> u64 {
         if prime.version_of(b) >= self.version {
             return 0;
         }
@@ -328,12 +435,21 @@ impl DbSnap {
                 todo.push(pos);
             }
         });
-        let n = todo
-            .into_iter()
-            .map(|pos| self.write_entry(prime, expire, pos))
-            .sum();
+        let mut n = 0;
+        let mut pending: smallvec::SmallVec<[Pos; 2]> = smallvec::SmallVec::new();
+        for pos in todo {
+            let (k, split) = self.write_entry(prime, expire, pos, walk);
+            n += k;
+            if split {
+                pending.push(pos);
+            }
+        }
         prime.clear_bucket_flags(b, FLAG_SAVED);
         prime.set_version_of(b, self.version);
+        for pos in pending {
+            let f = prime.flags(pos);
+            prime.set_flags(pos, f | FLAG_PENDING);
+        }
         n
     }
 
@@ -341,16 +457,32 @@ impl DbSnap {
     /// written its bucket, write the entry as it is now (alone: a bucket holds about a dozen
     /// entries, and a write should not pay for all of them) and flag it SAVED so the walk
     /// skips it.
+    /// A big collection the walk is writing in pieces (PENDING) is finished first.
     #[inline]
     pub fn before_write(&mut self, prime: &mut PrimeTable, expire: &ExpireTable, pos: Pos) {
-        if self.detached.is_none()
-            && prime.version_of(pos.bucket_id()) < self.version
-            && prime.flags(pos) & FLAG_SAVED == 0
-        {
-            self.write_entry(prime, expire, pos);
-            let f = prime.flags(pos);
-            prime.set_flags(pos, f | FLAG_SAVED);
+        if self.detached.is_some() {
+            return;
         }
+        let f = prime.flags(pos);
+        if prime.version_of(pos.bucket_id()) < self.version {
+            if f & FLAG_SAVED == 0 {
+                self.write_entry(prime, expire, pos, false);
+                prime.set_flags(pos, f | FLAG_SAVED);
+            }
+        } else if f & FLAG_PENDING != 0 {
+            self.finish_big(prime, pos);
+        }
+    }
+
+    /// Writes the rest of the PENDING big collection at `pos` in one go.
+    #[cold]
+    fn finish_big(&mut self, prime: &mut PrimeTable, pos: Pos) {
+        let (k, v) = prime.at(pos);
+        if let Some(i) = self.big.iter().position(|b| b.key[..] == *k.key()) {
+            self.write_big(i, v, usize::MAX);
+        }
+        let f = prime.flags(pos);
+        prime.set_flags(pos, f & !FLAG_PENDING);
     }
 
     /// Before `key` is inserted into the live table: when the insert may move entries
@@ -362,7 +494,7 @@ impl DbSnap {
         let mut touched: smallvec::SmallVec<[BucketId; 16]> = smallvec::SmallVec::new();
         prime.insert_buckets(damselfly_dash::hash_key(key), |b| touched.push(b));
         for b in touched {
-            self.write_bucket(prime, expire, b);
+            self.write_bucket(prime, expire, b, false);
         }
     }
 
@@ -376,12 +508,17 @@ impl DbSnap {
         }
     }
 
-    /// A snapshot that stops before its walk ends leaves no SAVED flag behind (the next one
-    /// would skip those entries).
+    /// A snapshot that stops before its walk ends leaves no SAVED or PENDING flag behind
+    /// (the next one would skip those entries).
     pub fn abandon(&mut self, prime: &mut PrimeTable) {
-        if self.detached.is_none() && self.cursor.is_some() {
-            prime.clear_flags_everywhere(FLAG_SAVED);
+        if self.detached.is_none() && !self.walked() {
+            prime.clear_flags_everywhere(FLAG_SAVED | FLAG_PENDING);
         }
+    }
+
+    /// Every bucket and every big collection is written.
+    fn walked(&self) -> bool {
+        self.cursor.is_none() && self.big.is_empty()
     }
 
     /// FLUSHDB while the walk is on: the snapshot keeps the old tables and finishes them; the
@@ -389,7 +526,7 @@ impl DbSnap {
     /// already has its own tables (the live ones are newer than it) or is done with this db: the
     /// caller empties them.
     pub fn detach(&mut self, prime: &mut PrimeTable, expire: &mut ExpireTable) -> bool {
-        if self.detached.is_some() || self.cursor.is_none() {
+        if self.detached.is_some() || self.walked() {
             return false;
         }
         self.detached = Some(Box::new((std::mem::take(prime), std::mem::take(expire))));
@@ -420,14 +557,20 @@ impl DbSnap {
         deadline: Option<Instant>,
     ) -> bool {
         let delay = self.job.key_delay != 0;
-        while let Some(b) = self.cursor {
-            if !prime.has_bucket(b) {
-                self.cursor = None;
+        loop {
+            let n = if !self.big.is_empty() {
+                u64::from(self.walk_big(prime))
+            } else if let Some(b) = self.cursor {
+                if !prime.has_bucket(b) {
+                    self.cursor = None;
+                    break;
+                }
+                self.cursor = prime.next_bucket_id(b);
+                self.write_bucket(prime, expire, b, true)
+            } else {
                 break;
-            }
-            let n = self.write_bucket(prime, expire, b);
+            };
             self.walked_keys += n;
-            self.cursor = prime.next_bucket_id(b);
             if self.ready.len() >= STEP_CHUNKS
                 || (delay && n > 0)
                 || deadline.is_some_and(|d| Instant::now() >= d)
@@ -435,7 +578,7 @@ impl DbSnap {
                 break;
             }
         }
-        self.cursor.is_none()
+        self.walked()
     }
 }
 
@@ -453,7 +596,7 @@ pub fn begin_shard(shard: &mut Shard, job: &Arc<Job>) {
 /// What one step of a shard's walk produced.
 pub struct Step {
     /// Chunks to hand to the writer, in order.
-    pub chunks: Vec<Vec<u8>>,
+    pub chunks: Vec<Chunk>,
     /// Every db is written (the chunks hold the last of it); the shard's part is over.
     pub done: bool,
     /// Keys the walk wrote in this step (for `rdb-key-save-delay` and INFO).
@@ -492,7 +635,7 @@ pub fn step_shard(shard: &mut Shard, deadline: Option<Instant>) -> Step {
                 step.total_keys += s.keys;
                 let last = s.out.into_inner();
                 if last.len() > 2 {
-                    step.chunks.push(last);
+                    step.chunks.push(vec![last]);
                 }
             }
         }
@@ -535,6 +678,19 @@ pub fn serialize_shard(shard: &mut Shard, job: &Arc<Job>, abort: &AtomicBool) ->
     }
 }
 
+/// Elements of a collection (0 for a string): what decides whether the walk writes it in
+/// pieces.
+fn elements(v: &crate::types::Value) -> usize {
+    use crate::types::value::ValueRef;
+    match v.view() {
+        ValueRef::Str(_) => 0,
+        ValueRef::List(l) => l.len(),
+        ValueRef::Hash(h) => h.len(),
+        ValueRef::Set(s) => s.len(),
+        ValueRef::ZSet(z) => z.len(),
+    }
+}
+
 /// A chunk for db `dbi`, starting with its SELECTDB. No checksum: the file's writer computes
 /// the CRC64 of everything it writes.
 fn chunk_writer(dbi: usize, compression: bool, capacity: usize) -> Writer<Vec<u8>> {
@@ -566,7 +722,7 @@ mod tests {
 
     fn new_job() -> (Arc<Job>, Receiver<Msg>) {
         let (tx, rx) = sync_channel(1 << 16);
-        let job = Job::new(EncLimits::default(), 0, true, 0, ChunkSink { tx }, 1);
+        let job = Job::new(EncLimits::default(), true, 0, ChunkSink { tx }, 1);
         (job, rx)
     }
 
@@ -575,8 +731,10 @@ mod tests {
         let mut w = Writer::new(Vec::new());
         w.write_header().unwrap();
         while let Ok(m) = rx.try_recv() {
-            if let Msg::Chunk(c) = m {
-                w.write_raw(&c).unwrap();
+            if let Msg::Chunk(parts) = m {
+                for p in parts {
+                    w.write_raw(&p).unwrap();
+                }
             }
         }
         let file = w.finish().unwrap();
@@ -671,5 +829,166 @@ mod tests {
         let (job, rx) = new_job();
         assert!(serialize_shard(&mut shard, &job, &AtomicBool::new(false)));
         assert_eq!(contents(&rx), now);
+    }
+
+    /// Every value the chunks received so far hold, parsed back, as digests by key (all dbs).
+    fn digests(rx: &Receiver<Msg>) -> BTreeMap<Vec<u8>, [u8; 20]> {
+        let mut w = Writer::new(Vec::new());
+        w.write_header().unwrap();
+        while let Ok(m) = rx.try_recv() {
+            if let Msg::Chunk(parts) = m {
+                for p in parts {
+                    w.write_raw(&p).unwrap();
+                }
+            }
+        }
+        let file = w.finish().unwrap();
+        let ds = super::super::load::parse(&file, 1, 16, 0, &EncLimits::default()).unwrap();
+        let mut out = BTreeMap::new();
+        for e in ds.shards.into_iter().flatten() {
+            let d = crate::commands::admin::digest::value_digest(&e.value);
+            assert!(
+                out.insert(e.key.key().to_vec(), d).is_none(),
+                "a key written twice"
+            );
+        }
+        out
+    }
+
+    fn digests_of(shard: &mut Shard) -> BTreeMap<Vec<u8>, [u8; 20]> {
+        shard
+            .db(0)
+            .iter()
+            .map(|(k, v)| {
+                let d = crate::commands::admin::digest::value_digest(v);
+                (k.key().to_vec(), d)
+            })
+            .collect()
+    }
+
+    /// Big collections of every type: the walk writes them a piece per step (a step ends with
+    /// one half-written), and writes meanwhile (to a big value being written, to one not yet
+    /// begun, deleting one, small keys) still give the dataset as it was at the start.
+    #[test]
+    fn big_values_are_written_in_pieces_at_their_start_state() {
+        use crate::types::hash::Hash;
+        use crate::types::list::{Fill, List};
+        use crate::types::set::Set;
+        use crate::types::zset::ZSet;
+        use crate::types::Limits;
+        let lim = Limits {
+            entries: 128,
+            value: 64,
+        };
+        let n = 3 * BIG_ELEMENTS;
+        let members: Vec<Vec<u8>> = (0..n).map(|i| format!("member:{i}").into_bytes()).collect();
+        let mut shard = Shard::new(0, 16);
+        for t in 0..3 {
+            let db = shard.db(0);
+            let items = members.iter().map(|m| &m[..]);
+            db.set(
+                format!("set{t}").as_bytes(),
+                Value::set(Set::from_members(items.clone(), 512)),
+                TtlMode::Clear,
+                0,
+            );
+            db.set(
+                format!("list{t}").as_bytes(),
+                Value::list(List::from_iter(items, Fill::new(-2))),
+                TtlMode::Clear,
+                0,
+            );
+            let mut h = Hash::default();
+            for m in &members {
+                h.set(m, b"value", lim, false);
+            }
+            db.set(
+                format!("hash{t}").as_bytes(),
+                Value::hash(h),
+                TtlMode::Clear,
+                0,
+            );
+            let sorted: Vec<(Vec<u8>, f64)> = (0..n)
+                .map(|i| (format!("m{i:08}").into_bytes(), i as f64))
+                .collect();
+            db.set(
+                format!("zset{t}").as_bytes(),
+                Value::zset(ZSet::from_sorted(&sorted, &lim)),
+                TtlMode::Clear,
+                0,
+            );
+        }
+        for i in 0..2000 {
+            set(&mut shard, &format!("k{i}"), &format!("v{i}"));
+        }
+        let start = digests_of(&mut shard);
+        let (job, rx) = new_job();
+        begin_shard(&mut shard, &job);
+        let (mut steps, mut mid_value, mut i) = (0, 0, 0u64);
+        loop {
+            let step = step_shard(&mut shard, Some(Instant::now()));
+            steps += 1;
+            for c in step.chunks {
+                assert!(job.sink.send(c));
+            }
+            if step.done {
+                assert_eq!(step.total_keys, 2000 + 12);
+                break;
+            }
+            if let Some(big) = shard.dbs[0].snap.as_ref().and_then(|s| s.big.first()) {
+                mid_value += 1;
+                // Every few steps, change the value being written: the hook finishes it first.
+                if mid_value % 7 == 3 {
+                    let key = big.key.clone();
+                    let v = shard.db(0).get_mut(&key, 0).unwrap();
+                    match v.view() {
+                        crate::types::value::ValueRef::Set(_) => {
+                            v.as_set_mut().unwrap().add(b"new", 512);
+                        }
+                        crate::types::value::ValueRef::List(_) => {
+                            v.as_list_mut().unwrap().push_back(b"new", Fill::new(-2));
+                        }
+                        crate::types::value::ValueRef::Hash(_) => {
+                            v.as_hash_mut().unwrap().set(b"new", b"new", lim, false);
+                        }
+                        crate::types::value::ValueRef::ZSet(_) => {
+                            v.as_zset_mut().unwrap().insert(b"new", -1.0, &lim);
+                        }
+                        crate::types::value::ValueRef::Str(_) => unreachable!(),
+                    }
+                }
+            }
+            // Writes everywhere else between steps.
+            match i % 4 {
+                0 => set(&mut shard, &format!("k{}", i * 7 % 2000), "changed"),
+                1 => set(&mut shard, &format!("new{i}"), "new"),
+                2 => {
+                    shard
+                        .db(0)
+                        .remove(format!("k{}", i * 11 % 2000).as_bytes(), 0);
+                }
+                _ => {
+                    if i == 3 {
+                        shard.db(0).remove(b"zset2", 0);
+                    }
+                    if let Some(v) = shard.db(0).get_mut(b"set2", 0) {
+                        v.as_set_mut()
+                            .unwrap()
+                            .remove(format!("member:{i}").as_bytes());
+                    }
+                }
+            }
+            i += 1;
+        }
+        assert!(
+            mid_value > 20,
+            "only {mid_value} of {steps} steps ended inside a big value: not written in pieces"
+        );
+        assert_eq!(digests(&rx), start);
+        // No flag left behind: a second snapshot, taken whole, has every key as it is now.
+        let now = digests_of(&mut shard);
+        let (job, rx) = new_job();
+        assert!(serialize_shard(&mut shard, &job, &AtomicBool::new(false)));
+        assert_eq!(digests(&rx), now);
     }
 }

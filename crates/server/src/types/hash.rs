@@ -326,6 +326,40 @@ impl Hash {
         }
     }
 
+    /// Calls `f` for the pairs stored from position `pos` on, until `max` were reported; returns
+    /// the position to go on from, None at the end. Positions stay put while the hash is
+    /// unchanged (a snapshot writes a big hash across steps so, each pair exactly once, in one
+    /// pass over the table). A listpack reports everything at once.
+    pub fn for_each_from(
+        &self,
+        pos: usize,
+        max: usize,
+        mut f: impl FnMut(&[u8], HVal<'_>),
+    ) -> Option<usize> {
+        match &self.enc {
+            Enc::Lp(lp) => {
+                lp.iter().for_each(|(k, v)| f(k, HVal::Bytes(v)));
+                None
+            }
+            Enc::Table(t) => {
+                let (mut i, mut n) = (pos, 0);
+                while i < t.capacity() {
+                    if n == max {
+                        return Some(i);
+                    }
+                    if let Some((k, v)) = t.slot(i) {
+                        if let Some(k) = k.raw_bytes() {
+                            f(k, HVal::Str(v));
+                            n += 1;
+                        }
+                    }
+                    i += 1;
+                }
+                None
+            }
+        }
+    }
+
     /// One HSCAN step: a listpack reports everything and ends the scan; a table follows the
     /// reverse-binary cursor (see [`oatable`]).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], HVal<'_>)) -> u64 {

@@ -268,6 +268,30 @@ impl Set {
         }
     }
 
+    /// Calls `f` for the members stored from position `pos` on (see [`Set::positions`]), until
+    /// `max` were reported; returns the position to go on from, None at the end. Positions stay
+    /// put while the set is unchanged (a snapshot writes a big set across steps so, each member
+    /// exactly once, in one pass over the table).
+    pub fn for_each_from(
+        &self,
+        pos: usize,
+        max: usize,
+        mut f: impl FnMut(Member<'_>),
+    ) -> Option<usize> {
+        let (mut i, mut n) = (pos, 0);
+        while i < self.positions() {
+            if n == max {
+                return Some(i);
+            }
+            if let Some(m) = self.at_pos(i) {
+                f(m);
+                n += 1;
+            }
+            i += 1;
+        }
+        None
+    }
+
     /// One SSCAN step. Intsets return everything with cursor 0 (like Redis's compact
     /// encodings); tables follow the reverse-binary cursor (see [`oatable`]).
     pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(Member<'_>)) -> u64 {

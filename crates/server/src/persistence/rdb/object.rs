@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use damselfly_protocol::double::{d2string, parse_f64};
 
 use super::listpack::{self, LpBuilder, PackedEntry};
-use super::wire::{quicklist_container, RdbErrorKind, RdbType, Reader, Result, Writer};
+use super::wire::{quicklist_container, Parts, RdbErrorKind, RdbType, Reader, Result, Writer};
 use super::{intset, ziplist, zipmap};
 use crate::config::{Config, EncLimit};
 use crate::types::compact::{CompactStr, IntBuf};
@@ -90,17 +90,53 @@ pub fn write_object<W: Write>(
     v: &Value,
     lim: &EncLimits,
 ) -> io::Result<()> {
+    if let Some(mut p) = Pieces::begin(w, key, v, lim)? {
+        while !p.write_more(w, key, v, usize::MAX)? {}
+        return Ok(());
+    }
     let mut o = Obj { w, key };
     match v.view() {
         ValueRef::Str(s) => {
             o.begin(RdbType::String)?;
             write_compact(o.w, s)
         }
-        ValueRef::List(l) => write_list(o, l, lim.list_fill),
-        ValueRef::Hash(h) => write_hash(o, h),
-        ValueRef::Set(s) => write_set(o, s),
-        ValueRef::ZSet(z) => write_zset(o, z),
+        ValueRef::Hash(h) if h.has_field_ttls() => write_hash_metadata(o, h),
+        ValueRef::Hash(h) => {
+            let mut buf: IntBuf = [0; 20];
+            let mut lp = LpBuilder::new();
+            h.for_each(|f, v| {
+                lp.push_bytes(f);
+                lp.push_bytes(v.bytes(&mut buf));
+            });
+            o.begin(RdbType::HashListpack)?.write_string(&lp.finish())
+        }
+        ValueRef::Set(s) => {
+            let ints: Vec<i64> = s
+                .iter()
+                .filter_map(|m| match m {
+                    Member::Int(i) => Some(i),
+                    Member::Str(_) => None,
+                })
+                .collect();
+            o.begin(RdbType::SetIntset)?
+                .write_string(&intset::encode(&ints))
+        }
+        ValueRef::ZSet(z) => {
+            let mut lp = LpBuilder::new();
+            z.range(0, z.len(), false, |m, s| {
+                lp.push_bytes(m);
+                lp.push_bytes(d2string(s).as_bytes());
+            });
+            o.begin(RdbType::ZsetListpack)?.write_string(&lp.finish())
+        }
+        // Lists are always written in pieces (Pieces::begin).
+        ValueRef::List(_) => unreachable_list(),
     }
+}
+
+#[cold]
+fn unreachable_list() -> io::Result<()> {
+    Err(io::Error::other("a list reached the packed-form writer"))
 }
 
 /// An object being written: the type byte and key go out once the encoding is chosen.
@@ -111,12 +147,20 @@ struct Obj<'a, 'k, W: Write> {
 
 impl<W: Write> Obj<'_, '_, W> {
     fn begin(&mut self, t: RdbType) -> io::Result<&mut Writer<W>> {
-        self.w.write_u8(t as u8)?;
-        if let Some(k) = self.key {
-            self.w.write_string(k)?;
-        }
-        Ok(&mut *self.w)
+        write_head(self.w, t, self.key)
     }
+}
+
+fn write_head<'w, W: Write>(
+    w: &'w mut Writer<W>,
+    t: RdbType,
+    key: Option<&[u8]>,
+) -> io::Result<&'w mut Writer<W>> {
+    w.write_u8(t as u8)?;
+    if let Some(k) = key {
+        w.write_string(k)?;
+    }
+    Ok(w)
 }
 
 fn write_compact<W: Write>(w: &mut Writer<W>, s: &CompactStr) -> io::Result<()> {
@@ -129,165 +173,262 @@ fn write_compact<W: Write>(w: &mut Writer<W>, s: &CompactStr) -> io::Result<()> 
     }
 }
 
-/// A quicklist of listpack nodes, each as big as `list-max-listpack-size` lets a node grow
-/// (what Redis's own quicklist would hold after the same pushes).
 /// Redis's `packed_threshold`: an element this large gets a PLAIN quicklist node of its own,
 /// and a listpack never holds one (a listpack's size field is 32 bits).
 const PACKED_THRESHOLD: usize = 1 << 30;
 
-/// One quicklist node of a list being written.
-enum QlNode<'a> {
-    Packed(Vec<u8>),
-    Plain(&'a [u8]),
+/// A collection written as a sequence of elements, possibly across many calls: lists (a
+/// quicklist of listpack nodes, each as big as `list-max-listpack-size` lets a node grow, what
+/// Redis's own quicklist would hold after the same pushes) and the plain forms of hashes, sets
+/// and sorted sets. A snapshot writes a big collection a few elements per step of its walk so
+/// that one value never holds its shard thread for long; the value must not change between
+/// calls (the snapshot's write hooks finish it first). The packed forms (listpack, intset) are
+/// one small blob and are written whole by [`write_object`].
+pub struct Pieces {
+    at: Cursor,
+    /// Elements written so far.
+    done: usize,
 }
 
-fn write_list<W: Write>(mut o: Obj<'_, '_, W>, l: &List, fill: Fill) -> io::Result<()> {
-    let mut nodes: Vec<QlNode<'_>> = Vec::new();
-    let mut node = LpBuilder::new();
-    for e in l.iter() {
-        if let Entry::Str(s) = e {
-            if s.len() >= PACKED_THRESHOLD {
-                if !node.is_empty() {
-                    nodes.push(QlNode::Packed(std::mem::take(&mut node).finish()));
+enum Cursor {
+    /// The quicklist's node count comes before its nodes, so the nodes are collected apart
+    /// and go out after the head once the last one is cut.
+    List {
+        node: LpBuilder,
+        nodes: u64,
+        body: Writer<Parts>,
+        fill: Fill,
+    },
+    /// A set's or hash's next physical position (`for_each_from`).
+    Slots { next: usize },
+    /// Sorted sets go highest first, as Redis writes them (its loader then inserts at the
+    /// skiplist's head): `done` counts ranks from the top.
+    Ranks,
+}
+
+impl Pieces {
+    /// Starts writing `v` when it is written as a sequence of elements (its head, with the
+    /// element count, is written now; a list's once complete); None when it is a string or a
+    /// packed blob, for [`write_object`].
+    pub fn begin<W: Write>(
+        w: &mut Writer<W>,
+        key: Option<&[u8]>,
+        v: &Value,
+        lim: &EncLimits,
+    ) -> io::Result<Option<Pieces>> {
+        let mut buf: IntBuf = [0; 20];
+        let at = match v.view() {
+            ValueRef::Str(_) => return Ok(None),
+            ValueRef::List(_) => {
+                let mut body = Writer::new(Parts::default());
+                body.set_compression(w.compression()).set_checksum(false);
+                Cursor::List {
+                    node: LpBuilder::new(),
+                    nodes: 0,
+                    body,
+                    fill: lim.list_fill,
                 }
-                nodes.push(QlNode::Plain(s));
-                continue;
             }
-        }
-        let mut next = LpBuilder::new();
-        let add = |b: &mut LpBuilder| match e {
-            Entry::Int(i) => b.push_int(i),
-            Entry::Str(s) => b.push_bytes(s),
+            ValueRef::Hash(h) => {
+                if h.has_field_ttls() {
+                    return Ok(None);
+                }
+                // (Listpack limits can be configured past what a listpack can hold: then the
+                // plain form.)
+                if h.is_listpack() {
+                    let mut huge = false;
+                    h.for_each(|f, v| {
+                        huge |= f.len().max(v.bytes(&mut buf).len()) >= PACKED_THRESHOLD
+                    });
+                    if !huge {
+                        return Ok(None);
+                    }
+                }
+                write_head(w, RdbType::Hash, key)?.write_len(h.len() as u64)?;
+                Cursor::Slots { next: 0 }
+            }
+            ValueRef::Set(s) => {
+                if s.is_intset() && s.iter().all(|m| matches!(m, Member::Int(_))) {
+                    return Ok(None);
+                }
+                write_head(w, RdbType::Set, key)?.write_len(s.len() as u64)?;
+                Cursor::Slots { next: 0 }
+            }
+            ValueRef::ZSet(z) => {
+                if z.is_pack() {
+                    let mut huge = false;
+                    z.range(0, z.len(), false, |m, _| {
+                        huge |= m.len() >= PACKED_THRESHOLD
+                    });
+                    if !huge {
+                        return Ok(None);
+                    }
+                }
+                write_head(w, RdbType::Zset2, key)?.write_len(z.len() as u64)?;
+                Cursor::Ranks
+            }
         };
-        add(&mut next);
-        let entry_bytes = next.bytes_len() - listpack::HEADER_SIZE - 1;
-        if !node.is_empty() && !fill.fits(node.bytes_len() + entry_bytes, node.len() as u32 + 1) {
-            nodes.push(QlNode::Packed(std::mem::take(&mut node).finish()));
+        Ok(Some(Pieces { at, done: 0 }))
+    }
+
+    /// Writes about `max` more elements of `v` (the value `begin` saw, unchanged); true once
+    /// the value is complete.
+    pub fn write_more<W: Write>(
+        &mut self,
+        w: &mut Writer<W>,
+        key: Option<&[u8]>,
+        v: &Value,
+        max: usize,
+    ) -> io::Result<bool> {
+        let max = max.max(1);
+        let mut buf: IntBuf = [0; 20];
+        let mut res = Ok(());
+        match (&mut self.at, v.view()) {
+            (
+                Cursor::List {
+                    node,
+                    nodes,
+                    body,
+                    fill,
+                },
+                ValueRef::List(l),
+            ) => {
+                let fill = *fill;
+                for e in l.iter_from(self.done).take(max) {
+                    self.done += 1;
+                    res = res.and(push_list_entry(body, node, nodes, e, fill));
+                }
+                res?;
+                if self.done < l.len() {
+                    return Ok(false);
+                }
+                if !node.is_empty() {
+                    let lp = std::mem::take(node).finish();
+                    write_ql_node(body, nodes, quicklist_container::PACKED, &lp)?;
+                }
+                let w = write_head(w, RdbType::ListQuicklist2, key)?;
+                w.write_len(*nodes)?;
+                for part in std::mem::take(body.get_mut()).parts() {
+                    w.write_raw(&part)?;
+                }
+                Ok(true)
+            }
+            (Cursor::Slots { next }, ValueRef::Hash(h)) => {
+                let more = h.for_each_from(*next, max, |f, v| {
+                    self.done += 1;
+                    if res.is_ok() {
+                        res = w
+                            .write_string(f)
+                            .and_then(|_| w.write_string(v.bytes(&mut buf)));
+                    }
+                });
+                res?;
+                *next = more.unwrap_or(usize::MAX);
+                Ok(more.is_none())
+            }
+            (Cursor::Slots { next }, ValueRef::Set(s)) => {
+                let more = s.for_each_from(*next, max, |m| {
+                    self.done += 1;
+                    if res.is_ok() {
+                        res = match m {
+                            Member::Int(i) => w.write_int_string(i),
+                            Member::Str(b) => w.write_string(b),
+                        };
+                    }
+                });
+                res?;
+                *next = more.unwrap_or(usize::MAX);
+                Ok(more.is_none())
+            }
+            (Cursor::Ranks, ValueRef::ZSet(z)) => {
+                let n = z.len();
+                let end = n.saturating_sub(self.done);
+                let start = end.saturating_sub(max);
+                z.range(start, end, true, |m, s| {
+                    if res.is_ok() {
+                        res = w.write_string(m).and_then(|_| w.write_binary_double(s));
+                    }
+                });
+                res?;
+                self.done += end - start;
+                Ok(self.done >= n)
+            }
+            _ => Err(io::Error::other(
+                "a value changed type while it was written",
+            )),
         }
-        add(&mut node);
     }
-    if !node.is_empty() {
-        nodes.push(QlNode::Packed(node.finish()));
+}
+
+/// Adds one list element to the node being filled, cutting the node first when the element
+/// would take it past `fill` (an element of [`PACKED_THRESHOLD`] bytes or more gets a PLAIN
+/// node of its own).
+fn push_list_entry(
+    body: &mut Writer<Parts>,
+    node: &mut LpBuilder,
+    nodes: &mut u64,
+    e: Entry<'_>,
+    fill: Fill,
+) -> io::Result<()> {
+    if let Entry::Str(s) = e {
+        if s.len() >= PACKED_THRESHOLD {
+            if !node.is_empty() {
+                let lp = std::mem::take(node).finish();
+                write_ql_node(body, nodes, quicklist_container::PACKED, &lp)?;
+            }
+            return write_ql_node(body, nodes, quicklist_container::PLAIN, s);
+        }
     }
-    let w = o.begin(RdbType::ListQuicklist2)?;
-    w.write_len(nodes.len() as u64)?;
-    for n in nodes {
-        let (container, bytes) = match &n {
-            QlNode::Packed(lp) => (quicklist_container::PACKED, &lp[..]),
-            QlNode::Plain(s) => (quicklist_container::PLAIN, *s),
-        };
-        w.write_len(container)?;
-        w.write_string(bytes)?;
+    let add = |b: &mut LpBuilder| match e {
+        Entry::Int(i) => b.push_int(i),
+        Entry::Str(s) => b.push_bytes(s),
+    };
+    let mut next = LpBuilder::new();
+    add(&mut next);
+    let entry_bytes = next.bytes_len() - listpack::HEADER_SIZE - 1;
+    if !node.is_empty() && !fill.fits(node.bytes_len() + entry_bytes, node.len() as u32 + 1) {
+        let lp = std::mem::take(node).finish();
+        write_ql_node(body, nodes, quicklist_container::PACKED, &lp)?;
     }
+    add(node);
     Ok(())
 }
 
-fn write_hash<W: Write>(mut o: Obj<'_, '_, W>, h: &Hash) -> io::Result<()> {
+fn write_ql_node(
+    body: &mut Writer<Parts>,
+    nodes: &mut u64,
+    container: u64,
+    bytes: &[u8],
+) -> io::Result<()> {
+    *nodes += 1;
+    body.write_len(container)?;
+    body.write_string(bytes)
+}
+
+/// Redis 7.4's RDB_TYPE_HASH_METADATA: the smallest deadline, then per field its deadline
+/// relative to it (+1; 0 = none), the field and the value.
+fn write_hash_metadata<W: Write>(mut o: Obj<'_, '_, W>, h: &Hash) -> io::Result<()> {
     let mut buf: IntBuf = [0; 20];
-    if h.has_field_ttls() {
-        // Redis 7.4's RDB_TYPE_HASH_METADATA: the smallest deadline, then per field its
-        // deadline relative to it (+1; 0 = none), the field and the value.
-        let mut min = u64::MAX;
-        h.for_each(|f, _| {
-            if let Some(at) = h.field_ttl(f) {
-                min = min.min(at);
-            }
-        });
-        let w = o.begin(RdbType::HashMetadata)?;
-        w.write_millis(min as i64)?;
-        w.write_len(h.len() as u64)?;
-        let mut res = Ok(());
-        h.for_each(|f, v| {
-            if res.is_err() {
-                return;
-            }
-            let rel = h.field_ttl(f).map_or(0, |at| at - min + 1);
-            res = w
-                .write_len(rel)
-                .and_then(|_| w.write_string(f))
-                .and_then(|_| w.write_string(v.bytes(&mut buf)));
-        });
-        return res;
-    }
-    // (Listpack limits can be configured past what a listpack can hold: then the plain form.)
-    let mut huge = false;
-    if h.is_listpack() {
-        h.for_each(|f, v| huge |= f.len().max(v.bytes(&mut buf).len()) >= PACKED_THRESHOLD);
-    }
-    if h.is_listpack() && !huge {
-        let mut lp = LpBuilder::new();
-        h.for_each(|f, v| {
-            lp.push_bytes(f);
-            lp.push_bytes(v.bytes(&mut buf));
-        });
-        return o.begin(RdbType::HashListpack)?.write_string(&lp.finish());
-    }
-    let w = o.begin(RdbType::Hash)?;
+    let mut min = u64::MAX;
+    h.for_each(|f, _| {
+        if let Some(at) = h.field_ttl(f) {
+            min = min.min(at);
+        }
+    });
+    let w = o.begin(RdbType::HashMetadata)?;
+    w.write_millis(min as i64)?;
     w.write_len(h.len() as u64)?;
     let mut res = Ok(());
     h.for_each(|f, v| {
-        if res.is_ok() {
-            res = w
-                .write_string(f)
-                .and_then(|_| w.write_string(v.bytes(&mut buf)));
+        if res.is_err() {
+            return;
         }
+        let rel = h.field_ttl(f).map_or(0, |at| at - min + 1);
+        res = w
+            .write_len(rel)
+            .and_then(|_| w.write_string(f))
+            .and_then(|_| w.write_string(v.bytes(&mut buf)));
     });
-    res
-}
-
-fn write_set<W: Write>(mut o: Obj<'_, '_, W>, s: &Set) -> io::Result<()> {
-    if s.is_intset() {
-        let ints: Option<Vec<i64>> = s
-            .iter()
-            .map(|m| match m {
-                Member::Int(i) => Some(i),
-                Member::Str(_) => None,
-            })
-            .collect();
-        if let Some(ints) = ints {
-            return o
-                .begin(RdbType::SetIntset)?
-                .write_string(&intset::encode(&ints));
-        }
-    }
-    let w = o.begin(RdbType::Set)?;
-    w.write_len(s.len() as u64)?;
-    for m in s.iter() {
-        match m {
-            Member::Int(i) => w.write_int_string(i)?,
-            Member::Str(b) => w.write_string(b)?,
-        }
-    }
-    Ok(())
-}
-
-fn write_zset<W: Write>(mut o: Obj<'_, '_, W>, z: &ZSet) -> io::Result<()> {
-    let n = z.len();
-    let mut huge = false;
-    if z.is_pack() && n > 0 {
-        z.range(0, n, false, |m, _| huge |= m.len() >= PACKED_THRESHOLD);
-    }
-    if z.is_pack() && !huge {
-        let mut lp = LpBuilder::new();
-        if n > 0 {
-            z.range(0, n, false, |m, s| {
-                lp.push_bytes(m);
-                lp.push_bytes(d2string(s).as_bytes());
-            });
-        }
-        return o.begin(RdbType::ZsetListpack)?.write_string(&lp.finish());
-    }
-    let w = o.begin(RdbType::Zset2)?;
-    w.write_len(n as u64)?;
-    let mut res = Ok(());
-    if n > 0 {
-        // Highest first, as Redis writes them: its loader then inserts at the skiplist's head.
-        z.range(0, n, true, |m, s| {
-            if res.is_ok() {
-                res = w.write_string(m).and_then(|_| w.write_binary_double(s));
-            }
-        });
-    }
     res
 }
 

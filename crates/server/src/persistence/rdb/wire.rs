@@ -266,6 +266,42 @@ pub fn format_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
 // ---------------------------------------------------------------------------
 // Writer
 
+/// Bytes being serialized, kept as a list of buffers of about [`Parts::PART_BYTES`]: appending
+/// never copies what is already there (a snapshot writes a big value through it, piece by
+/// piece, without one huge buffer that grows by copying).
+#[derive(Default)]
+pub struct Parts {
+    full: Vec<Vec<u8>>,
+    cur: Vec<u8>,
+}
+
+impl Parts {
+    pub const PART_BYTES: usize = 256 << 10;
+
+    /// The buffers, in order.
+    pub fn parts(mut self) -> Vec<Vec<u8>> {
+        if !self.cur.is_empty() {
+            self.full.push(self.cur);
+        }
+        self.full
+    }
+}
+
+impl Write for Parts {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.cur.len() >= Self::PART_BYTES {
+            let full = std::mem::replace(&mut self.cur, Vec::with_capacity(Self::PART_BYTES));
+            self.full.push(full);
+        }
+        self.cur.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes RDB primitives to any `io::Write`, keeping a running CRC-64 and a
 /// byte count of everything written (the checksum is what [`Writer::finish`]
 /// appends, as Redis's rio does).
@@ -293,6 +329,10 @@ impl<W: Write> Writer<W> {
     pub fn set_compression(&mut self, on: bool) -> &mut Self {
         self.compression = on;
         self
+    }
+
+    pub fn compression(&self) -> bool {
+        self.compression
     }
 
     /// `rdbchecksum`: when off, the trailer is eight zero bytes, which
