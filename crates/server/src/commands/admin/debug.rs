@@ -84,6 +84,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         match (sub.as_slice(), n) {
             (b"help", 2) => debug_help(cx),
             (b"populate", 3..=5) => debug_populate(cx, args).await,
+            (b"protocol", 3) => debug_protocol(cx, args[2]),
             (b"wait-key", 4..) => debug_wait_key(cx, args).await,
             (b"sleep", 3) => {
                 let secs = lenient_f64(args[2]);
@@ -213,6 +214,10 @@ fn debug_help(cx: &mut ConnCtx) {
             "    it is used instead of the 'key' prefix. These are not propagated to",
             "    replicas. Cluster slots are not respected so keys not belonging to the",
             "    current node can be created in cluster mode.",
+            "PROTOCOL <type>",
+            "    Reply with a test value of the specified type. <type> can be: string,",
+            "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+            "    true, false.",
             "SET-ACTIVE-EXPIRE <0|1>",
             "    Setting it to 0 disables expiring keys in background when they are not",
             "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -221,6 +226,59 @@ fn debug_help(cx: &mut ConnCtx) {
             "    Stop the server for <seconds>. Decimals allowed.",
         ],
     );
+}
+
+/// DEBUG PROTOCOL <type>: one reply of each RESP type, for client tests (Redis's values).
+fn debug_protocol(cx: &mut ConnCtx, name: &[u8]) {
+    let r = &mut cx.reply;
+    match name.to_ascii_lowercase().as_slice() {
+        b"string" => r.bulk(b"Hello World"),
+        b"integer" => r.int(12345),
+        b"double" => r.double(3.141),
+        b"bignum" => r.big_number("1234567999999999999999999999999999999"),
+        b"null" => r.null(),
+        b"array" | b"set" => {
+            if name.eq_ignore_ascii_case(b"array") {
+                r.array(3);
+            } else {
+                r.set(3);
+            }
+            (0..3).for_each(|j| r.int(j));
+        }
+        b"map" => {
+            r.map(3);
+            for j in 0..3 {
+                r.int(j);
+                r.bool(j == 1);
+            }
+        }
+        b"attrib" => {
+            // An attribute is not a reply: a real one follows (RESP2 gets only that).
+            if r.is_resp3() {
+                r.attribute(1);
+                r.bulk(b"key-popularity");
+                r.array(2);
+                r.bulk(b"key:123");
+                r.int(90);
+            }
+            r.bulk(b"Some real reply following the attribute");
+        }
+        b"push" => {
+            if !r.is_resp3() {
+                return r.error("ERR RESP2 is not supported by this command");
+            }
+            r.push(2);
+            r.bulk(b"server-cpu-usage");
+            r.int(42);
+            r.bulk(b"Some real reply following the push reply");
+        }
+        b"true" => r.bool(true),
+        b"false" => r.bool(false),
+        b"verbatim" => r.verbatim("txt", b"This is a verbatim\nstring"),
+        _ => r.error(
+            "ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+        ),
+    }
 }
 
 /// DEBUG POPULATE: every shard walks all indices and inserts only the keys it owns, so the work
