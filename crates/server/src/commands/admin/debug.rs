@@ -234,6 +234,8 @@ fn debug_protocol(cx: &mut ConnCtx, name: &[u8]) {
     match name.to_ascii_lowercase().as_slice() {
         b"string" => r.bulk(b"Hello World"),
         b"integer" => r.int(12345),
+        // Redis's test value, not an approximation of pi.
+        #[allow(clippy::approx_constant)]
         b"double" => r.double(3.141),
         b"bignum" => r.big_number("1234567999999999999999999999999999999"),
         b"null" => r.null(),
