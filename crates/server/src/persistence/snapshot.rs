@@ -726,8 +726,8 @@ mod tests {
         (job, rx)
     }
 
-    /// The file the chunks received so far make, parsed back: db 0's keys and string values.
-    fn contents(rx: &Receiver<Msg>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    /// The file the chunks received so far make, parsed back.
+    fn received(rx: &Receiver<Msg>) -> Vec<super::super::load::Entry> {
         let mut w = Writer::new(Vec::new());
         w.write_header().unwrap();
         while let Ok(m) = rx.try_recv() {
@@ -739,9 +739,13 @@ mod tests {
         }
         let file = w.finish().unwrap();
         let ds = super::super::load::parse(&file, 1, 16, 0, &EncLimits::default()).unwrap();
-        ds.shards
+        ds.shards.into_iter().flatten().collect()
+    }
+
+    /// db 0's keys and string values in the chunks received so far.
+    fn contents(rx: &Receiver<Msg>) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        received(rx)
             .into_iter()
-            .flatten()
             .map(|e| {
                 assert_eq!(e.db, 0);
                 (e.key.key().to_vec(), e.value.as_str().unwrap().to_vec())
@@ -831,21 +835,10 @@ mod tests {
         assert_eq!(contents(&rx), now);
     }
 
-    /// Every value the chunks received so far hold, parsed back, as digests by key (all dbs).
+    /// Every value the chunks received so far hold, as digests by key (all dbs).
     fn digests(rx: &Receiver<Msg>) -> BTreeMap<Vec<u8>, [u8; 20]> {
-        let mut w = Writer::new(Vec::new());
-        w.write_header().unwrap();
-        while let Ok(m) = rx.try_recv() {
-            if let Msg::Chunk(parts) = m {
-                for p in parts {
-                    w.write_raw(&p).unwrap();
-                }
-            }
-        }
-        let file = w.finish().unwrap();
-        let ds = super::super::load::parse(&file, 1, 16, 0, &EncLimits::default()).unwrap();
         let mut out = BTreeMap::new();
-        for e in ds.shards.into_iter().flatten() {
+        for e in received(rx) {
             let d = crate::commands::admin::digest::value_digest(&e.value);
             assert!(
                 out.insert(e.key.key().to_vec(), d).is_none(),
