@@ -346,13 +346,16 @@ fn config_get_set_resetstat() {
     let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hz", "proto-max-bulk-len"]);
     assert_eq!(m["hz"], "20");
     assert_eq!(m["proto-max-bulk-len"], "1048576");
-    // A limit the server cannot enforce yet is refused, not accepted and ignored.
+    // A setting the server cannot honour yet is refused, not accepted and ignored.
     assert_eq!(
-        q_err(&mut c, &["CONFIG", "SET", "hz", "30", "maxmemory", "1mb"]),
-        "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - memory limits are not implemented yet (only 0, no limit, is accepted)"
+        q_err(&mut c, &["CONFIG", "SET", "hz", "30", "maxmemory-policy", "allkeys-lru"]),
+        "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - eviction is not implemented yet (only noeviction: over maxmemory, commands that may grow memory get Redis's -OOM error)"
     );
-    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hz", "maxmemory"]);
-    assert_eq!((m["hz"].as_str(), m["maxmemory"].as_str()), ("20", "0"));
+    let m: HashMap<String, String> = q(&mut c, &["CONFIG", "GET", "hz", "maxmemory-policy"]);
+    assert_eq!(
+        (m["hz"].as_str(), m["maxmemory-policy"].as_str()),
+        ("20", "noeviction")
+    );
     // All or nothing.
     assert_eq!(
         q_err(&mut c, &["CONFIG", "SET", "hz", "30", "maxmemory", "bogus"]),

@@ -56,7 +56,7 @@ fn flags_needing_missing_features_stop_the_server_with_a_message() {
         (&["--cache_mode"], "cache_mode"),
         (&["--cache_mode=true"], "cache_mode"),
         (&["--memcached_port", "11211"], "memcached_port"),
-        (&["--maxmemory", "50mb"], "maxmemory"),
+        (&["--maxmemory-policy", "allkeys-lru"], "maxmemory-policy"),
         (
             &["--notify-keyspace-events", "KEA"],
             "notify-keyspace-events",
@@ -86,7 +86,9 @@ fn the_same_flags_with_values_that_need_nothing_missing_work() {
         "--memcached_port",
         "0",
         "--maxmemory",
-        "0",
+        "50mb",
+        "--maxmemory-policy",
+        "noeviction",
     ]);
     let mut c = srv.raw_conn();
     assert_eq!(c.q("PING"), common::Resp::Simple(b"PONG".to_vec()));

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{RedisServer, Server};
+use common::{run_to_exit, RedisServer, Server};
 use redis::{Connection, Value};
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -277,20 +277,6 @@ fn assert_dbs_same(a: &[Snapshot], b: &[Snapshot], what: &str) {
 
 fn all_dbs(con: &mut Connection) -> Vec<Snapshot> {
     ["0", "1", "5"].iter().map(|db| snapshot(con, db)).collect()
-}
-
-/// Runs the damselfly binary with `args` until it exits (start-up failures); its status and
-/// output.
-fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
-    let port = common::free_port().to_string();
-    let out = Command::new(common::dfly_bin())
-        .args(["--port", &port])
-        .args(args)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status, text)
 }
 
 fn check_rdb(path: &Path) {

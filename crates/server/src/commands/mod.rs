@@ -101,6 +101,25 @@ pub mod flags {
 pub const ERR_LOADING: &str = "LOADING Redis is loading the dataset in memory";
 
 /// Redis's reply to writes while snapshots fail (`stop-writes-on-bgsave-error`).
+pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// Over `maxmemory` (noeviction: nothing is evicted), Redis refuses what may grow memory: a
+/// `denyoom` command, an EXEC whose queue holds one, and, inside MULTI, any command but those
+/// that run at once (queueing itself takes memory). Reads and deletes go on. One atomic load
+/// when no limit is set.
+pub(crate) fn rejected_for_memory(cx: &ConnCtx, spec: &CommandSpec) -> bool {
+    let maxmemory = cx.worker.shared.config.maxmemory();
+    if maxmemory == 0 {
+        return false;
+    }
+    let in_multi = cx.multi.as_ref();
+    let grows = spec.flags & flags::DENYOOM != 0
+        || (spec.flags & flags::REJECT_EXECABORT != 0
+            && in_multi.is_some_and(|m| m.cmds.iter().any(|(_, s)| s.flags & flags::DENYOOM != 0)))
+        || (in_multi.is_some() && spec.flags & flags::RUNS_IN_MULTI == 0);
+    grows && crate::engine::memory::over_limit(maxmemory)
+}
+
 pub const ERR_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 pub type BoxFut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
@@ -447,6 +466,16 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             return;
         }
         cx.reply.error("NOAUTH Authentication required.");
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        multi::flag(cx);
+        return;
+    }
+    if rejected_for_memory(cx, spec) {
+        if spec.flags & flags::REJECT_EXECABORT != 0 {
+            multi::exec_abort(cx, entry.id, ERR_OOM);
+            return;
+        }
+        cx.reply.error(ERR_OOM);
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;

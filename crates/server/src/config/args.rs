@@ -481,12 +481,12 @@ mod tests {
             "loglevel",
             "verbose",
             "--hz '42'",
-            "--maxmemory-policy volatile-lru",
+            "--maxmemory-policy noeviction",
         ])
         .unwrap();
         assert_eq!(c.get("loglevel").as_deref(), Some("verbose"));
         assert_eq!(c.hz(), 42);
-        assert_eq!(c.get("maxmemory-policy").as_deref(), Some("volatile-lru"));
+        assert_eq!(c.get("maxmemory-policy").as_deref(), Some("noeviction"));
     }
 
     #[test]

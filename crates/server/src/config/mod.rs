@@ -197,9 +197,9 @@ type RefusedValue = fn(&str) -> bool;
 /// lands.
 const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
     (
-        "maxmemory",
-        |v| v != "0",
-        "memory limits are not implemented yet (only 0, no limit, is accepted)",
+        "maxmemory-policy",
+        |v| v != "noeviction",
+        "eviction is not implemented yet (only noeviction: over maxmemory, commands that may grow memory get Redis's -OOM error)",
     ),
     (
         "cache_mode",
@@ -777,7 +777,7 @@ mod tests {
     #[test]
     fn missing_features_are_refused_not_ignored() {
         let refused: &[(&str, &str)] = &[
-            ("maxmemory", "50mb"),
+            ("maxmemory-policy", "allkeys-lru"),
             ("cache_mode", "yes"),
             ("memcached_port", "11211"),
             ("appendonly", "yes"),
@@ -804,6 +804,8 @@ mod tests {
         let c = Config::new();
         for (name, value) in [
             ("maxmemory", "0"),
+            ("maxmemory", "50mb"),
+            ("maxmemory-policy", "noeviction"),
             ("cache_mode", "no"),
             ("save", ""),
             ("save", "900 1 300 10"),

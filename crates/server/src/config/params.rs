@@ -1,7 +1,7 @@
 //! The parameter table: every flag, config-file directive and CONFIG parameter, declared once.
 //!
 //! Rules for features damselfly does not have yet: a *switch* that turns such a feature on
-//! (`appendonly yes`, `maxmemory 1gb`) is refused (see `NOT_IMPLEMENTED` in
+//! (`appendonly yes`, `maxmemory-policy allkeys-lru`) is refused (see `NOT_IMPLEMENTED` in
 //! `mod.rs`); a *knob* of a feature that is off (`rdbcompression`, `repl-diskless-sync-delay`,
 //! `appendfsync`) is accepted, shown by CONFIG GET and kept by CONFIG REWRITE, because it cannot
 //! change behaviour until the feature exists, and then it is honoured.
@@ -88,7 +88,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Mem,
         "0",
         true,
-        "memory limit in human-readable bytes (e.g. 2gb); only 0 (no limit) until limits exist",
+        "memory limit in human-readable bytes (e.g. 2gb; 0: none); over it, commands that may grow memory get -OOM (noeviction)",
     ),
     p(
         "databases",

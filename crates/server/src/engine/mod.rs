@@ -4,6 +4,7 @@ pub mod clock;
 pub mod db;
 pub mod guard;
 pub mod inbox;
+pub mod memory;
 pub mod router;
 pub mod shard;
 pub mod vll;

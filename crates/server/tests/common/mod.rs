@@ -710,3 +710,17 @@ pub fn ok() -> Resp {
 pub fn err(s: &str) -> Resp {
     Resp::Error(s.as_bytes().to_vec())
 }
+
+/// Runs the damselfly binary with `args` until it exits (start-up failures); its status and
+/// output.
+pub fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let port = free_port().to_string();
+    let out = std::process::Command::new(dfly_bin())
+        .args(["--port", &port])
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status, text)
+}

@@ -62,6 +62,10 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     let Handler::Shard(f) = spec.handler else {
         return None;
     };
+    // Refused over maxmemory: `execute` answers it.
+    if crate::commands::rejected_for_memory(cx, spec) {
+        return None;
+    }
     let argc = args.len() as i32;
     let arity_ok =
         (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
