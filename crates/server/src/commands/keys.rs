@@ -833,12 +833,25 @@ fn flush_flags_ok(reply: &mut Reply, args: &[&[u8]]) -> bool {
     }
 }
 
+/// After a FLUSHDB/FLUSHALL without ASYNC, freed pages go back to the OS at once (Redis's
+/// `jemalloc_purge`), so RSS drops with the data.
+fn purge_unless_async(args: &[&[u8]]) {
+    if !args
+        .iter()
+        .skip(1)
+        .any(|a| a.eq_ignore_ascii_case(b"async"))
+    {
+        crate::engine::memory::purge();
+    }
+}
+
 fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         if !flush_flags_ok(&mut cx.reply, args) {
             return;
         }
         cx.hops().all_shards(|c, ()| c.db().clear()).run().await;
+        purge_unless_async(args);
         cx.reply.ok();
     })
 }
@@ -880,6 +893,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         } else {
             clear.run().await;
         }
+        purge_unless_async(args);
         cx.reply.ok();
     })
 }

@@ -577,6 +577,7 @@ pub fn memory_malloc_stats(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 pub fn memory_purge(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    crate::engine::memory::purge();
     cx.reply.ok();
 }
 
