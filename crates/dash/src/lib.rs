@@ -14,8 +14,9 @@
 //!   the directory bits). The key lives in its home bucket, the neighbour
 //!   (`home + 1`, wrapping) or one of the stash buckets. Every bucket keeps a
 //!   one-byte fingerprint per slot, a busy mask, a "probe" mask (slot holds an
-//!   entry whose home is the previous bucket), two user flag masks and a `u64`
-//!   version; stashed entries remember their home bucket, and each bucket
+//!   entry whose home is the previous bucket), two user flag masks, a `u32`
+//!   version, and a user access byte per slot with a `u32` bucket clock it is
+//!   relative to (the server's LRU/LFU data); stashed entries remember their home bucket, and each bucket
 //!   counts how many of its entries live in the stash so lookups skip the
 //!   stash when nothing overflowed.
 //! * When an insert finds no room (after trying Dash's displacement), the
@@ -71,11 +72,11 @@ pub const FLAG_B: u8 = 2;
 pub const SLOTS: usize = 14;
 /// Stash buckets per segment (any geometry).
 pub const STASH_BUCKETS: usize = 4;
-/// Buckets per segment of the default geometry (`DashTable<K, V>`): 55 regular + 4 stash. With
-/// 32-byte entries a segment is 28,384 bytes, just under jemalloc's 28 KiB size class (60
+/// Buckets per segment of the default geometry (`DashTable<K, V>`): 53 regular + 4 stash. With
+/// 32-byte entries a segment is 28,336 bytes, just under jemalloc's 28 KiB size class (58
 /// buckets would round up to 32 KiB and waste 12%). Tables with other entry sizes should use
 /// [`buckets_for`] as their `B` parameter so their segments fill their size class too.
-pub const DEFAULT_BUCKETS: usize = 59;
+pub const DEFAULT_BUCKETS: usize = 57;
 /// Regular buckets per segment (default geometry).
 pub const REGULAR_BUCKETS: usize = DEFAULT_BUCKETS - STASH_BUCKETS;
 /// All buckets per segment (default geometry).
@@ -223,13 +224,16 @@ impl Pos {
     }
 }
 
-/// Per-bucket metadata. All 60 of a segment's `Meta`s are stored
+/// Per-bucket metadata. All of a segment's `Meta`s are stored
 /// contiguously ahead of the slots, so a lookup's home and neighbour
-/// metadata share one or two adjacent cache lines.
-#[repr(C, align(32))]
+/// metadata share two adjacent cache lines.
+#[repr(C, align(16))]
 struct Meta {
     /// Reserved for forkless snapshots.
-    version: u64,
+    version: u32,
+    /// The bucket's access clock: what the slots' `access` bytes are relative to (the user
+    /// defines both; see [`DashTable::access`]).
+    clock: u32,
     busy: u16,
     flag_a: u16,
     flag_b: u16,
@@ -240,6 +244,20 @@ struct Meta {
     /// stash. Byte 15 is unused. Packed as 16 bytes so fingerprints can be
     /// matched with two 64-bit SWAR compares.
     fp: [u8; 16],
+    /// One user byte per slot (the server keeps LRU/LFU access data here: the slot itself has
+    /// no spare bits). It moves with its entry; a move between buckets goes through the table's
+    /// [`Rebase`] function since it is relative to the bucket's `clock`.
+    access: [u8; SLOTS],
+}
+
+const _: () = assert!(size_of::<Meta>() == 48);
+
+/// Converts a slot's access byte from one bucket clock to another when an entry moves between
+/// buckets: `rebase(byte, from_clock, to_clock)`.
+pub type Rebase = fn(u8, u32, u32) -> u8;
+
+fn keep_access(a: u8, _from: u32, _to: u32) -> u8 {
+    a
 }
 
 /// Index in `Meta::fp` of the stash overflow counter.
@@ -369,6 +387,7 @@ impl<K, V, const B: usize> Segment<K, V, B> {
         assert!(m.busy & bit == 0, "slot already occupied");
         m.busy |= bit;
         m.fp[slot] = fp;
+        m.access[slot] = 0;
         m.flag_a &= !bit;
         m.flag_b &= !bit;
         if probe {
@@ -422,8 +441,14 @@ impl<K, V, const B: usize> Segment<K, V, B> {
     /// Place an entry with the given home bucket and fingerprint in this
     /// segment. Returns `(bucket, slot)` or `None` if the segment is full for
     /// this home.
-    fn place(&mut self, home: usize, fp: u8, kv: (K, V)) -> Result<(usize, usize), (K, V)> {
-        match self.find_room(home) {
+    fn place(
+        &mut self,
+        home: usize,
+        fp: u8,
+        kv: (K, V),
+        rebase: Rebase,
+    ) -> Result<(usize, usize), (K, V)> {
+        match self.find_room(home, rebase) {
             Some((bucket, slot)) => {
                 self.put_at(home, bucket, slot, fp, kv, 0);
                 Ok((bucket, slot))
@@ -469,7 +494,7 @@ impl<K, V, const B: usize> Segment<K, V, B> {
     /// Find a free (bucket, slot) for an entry homed at `home`, displacing
     /// one entry if that makes room. Returns `None` if home, neighbour,
     /// displacement and stash all fail.
-    fn find_room(&mut self, home: usize) -> Option<(usize, usize)> {
+    fn find_room(&mut self, home: usize, rebase: Rebase) -> Option<(usize, usize)> {
         let nb = next_bucket(home, Self::REGULAR);
         let ch = self.meta[home].count();
         let cn = self.meta[nb].count();
@@ -485,7 +510,7 @@ impl<K, V, const B: usize> Segment<K, V, B> {
             let movable = self.meta[nb].busy & !self.meta[nb].probe;
             if movable != 0 {
                 let src = movable.trailing_zeros() as usize;
-                self.move_within(nb, src, nn, dst);
+                self.move_within(nb, src, nn, dst, rebase);
                 return Some((nb, src));
             }
         }
@@ -496,7 +521,7 @@ impl<K, V, const B: usize> Segment<K, V, B> {
             let movable = self.meta[home].busy & self.meta[home].probe;
             if movable != 0 {
                 let src = movable.trailing_zeros() as usize;
-                self.move_within(home, src, pb, dst);
+                self.move_within(home, src, pb, dst, rebase);
                 return Some((home, src));
             }
         }
@@ -512,12 +537,28 @@ impl<K, V, const B: usize> Segment<K, V, B> {
 
     /// Move a busy regular-bucket entry to a free slot of another regular
     /// bucket that is also valid for its home.
-    fn move_within(&mut self, from_b: usize, from_s: usize, to_b: usize, to_s: usize) {
+    fn move_within(
+        &mut self,
+        from_b: usize,
+        from_s: usize,
+        to_b: usize,
+        to_s: usize,
+        rebase: Rebase,
+    ) {
         let home = self.home_of(from_b, from_s);
         debug_assert!(to_b == home || to_b == next_bucket(home, Self::REGULAR));
+        let access = self.meta[from_b].access[from_s];
+        let (from_clock, to_clock) = (self.meta[from_b].clock, self.meta[to_b].clock);
         // SAFETY: callers pass a busy source slot (taken from busy masks).
         let (kv, flags, fp) = unsafe { self.take_at(from_b, from_s) };
         self.put_at(home, to_b, to_s, fp, kv, flags);
+        self.meta[to_b].access[to_s] = if self.meta[to_b].busy == 1 << to_s {
+            // The bucket was empty: its clock means nothing yet, take the entry's.
+            self.meta[to_b].clock = from_clock;
+            access
+        } else {
+            rebase(access, from_clock, to_clock)
+        };
     }
 }
 
@@ -527,6 +568,7 @@ pub struct DashTable<K, V, const B: usize = DEFAULT_BUCKETS> {
     segs: Vec<Box<Segment<K, V, B>>>,
     global_depth: u32,
     len: usize,
+    rebase: Rebase,
 }
 
 impl<K: TableKey, V, const B: usize> Default for DashTable<K, V, B> {
@@ -557,7 +599,73 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
             segs: vec![Segment::new_boxed(0)],
             global_depth: 0,
             len: 0,
+            rebase: keep_access,
         }
+    }
+
+    /// Sets how access bytes are converted when an entry moves between buckets (the default
+    /// keeps the byte as it is).
+    pub fn set_rebase(&mut self, rebase: Rebase) {
+        self.rebase = rebase;
+    }
+
+    /// The access byte of the entry at `pos` and its bucket's clock.
+    #[inline]
+    pub fn access(&self, pos: Pos) -> (u8, u32) {
+        let m = self.check(pos);
+        (m.access[pos.slot as usize], m.clock)
+    }
+
+    /// Sets the access byte of the entry at `pos`.
+    #[inline]
+    pub fn set_access(&mut self, pos: Pos, a: u8) {
+        self.check(pos);
+        self.meta_mut(pos).access[pos.slot as usize] = a;
+    }
+
+    /// The clock, access bytes and busy mask of bucket `b`, to update together (advancing a
+    /// bucket's clock re-expresses every byte relative to the new clock).
+    #[inline]
+    pub fn bucket_access_mut(&mut self, b: BucketId) -> (&mut u32, &mut [u8; SLOTS], u16) {
+        let m = &mut self.segs[b.seg as usize].meta[b.bucket as usize];
+        (&mut m.clock, &mut m.access, m.busy)
+    }
+
+    /// Whether an insert of a key hashed `hash` finds a free slot without a split (home or
+    /// neighbour or stash has one; displacement is not counted).
+    pub fn has_room(&self, hash: u64) -> bool {
+        let seg = &self.segs[self.seg_index(hash)];
+        let home = home_bucket(hash, Self::REGULAR);
+        let nb = next_bucket(home, Self::REGULAR);
+        seg.meta[home].free_slot().is_some()
+            || seg.meta[nb].free_slot().is_some()
+            || (Self::REGULAR..B).any(|b| seg.meta[b].free_slot().is_some())
+    }
+
+    /// Calls `f` for every entry whose removal makes room for an insert of a key hashed `hash`
+    /// without a split: those in its home bucket, the neighbour and the stash.
+    pub fn room_candidates<F: FnMut(Pos)>(&self, hash: u64, mut f: F) {
+        let si = self.seg_index(hash);
+        let seg = &self.segs[si];
+        let home = home_bucket(hash, Self::REGULAR);
+        let nb = next_bucket(home, Self::REGULAR);
+        for b in [home, nb].into_iter().chain(Self::REGULAR..B) {
+            let mut m = seg.meta[b].busy;
+            while m != 0 {
+                let s = m.trailing_zeros();
+                m &= m - 1;
+                f(Pos {
+                    seg: si as u32,
+                    bucket: b as u8,
+                    slot: s as u8,
+                });
+            }
+        }
+    }
+
+    /// Bytes of one segment: what an insert that splits one adds.
+    pub const fn segment_bytes() -> usize {
+        size_of::<Segment<K, V, B>>()
     }
 
     #[inline]
@@ -754,12 +862,14 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
     /// wrote: see `persistence/snapshot.rs` in the server.
     #[inline]
     pub fn version_of(&self, b: BucketId) -> u64 {
-        self.segs[b.seg as usize].meta[b.bucket as usize].version
+        self.segs[b.seg as usize].meta[b.bucket as usize].version as u64
     }
 
+    /// Versions are stored in 32 bits (one per snapshot: four billion snapshots).
     #[inline]
     pub fn set_version_of(&mut self, b: BucketId, v: u64) {
-        self.segs[b.seg as usize].meta[b.bucket as usize].version = v;
+        debug_assert!(v <= u32::MAX as u64);
+        self.segs[b.seg as usize].meta[b.bucket as usize].version = v as u32;
     }
 
     /// Calls `f` for every entry physically stored in bucket `b` (whatever its home).
@@ -875,12 +985,13 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
     /// Version counter of the bucket holding `pos` (reserved for snapshots).
     #[inline]
     pub fn bucket_version(&self, pos: Pos) -> u64 {
-        self.meta(pos).version
+        self.meta(pos).version as u64
     }
 
     #[inline]
     pub fn set_bucket_version(&mut self, pos: Pos, v: u64) {
-        self.meta_mut(pos).version = v;
+        debug_assert!(v <= u32::MAX as u64);
+        self.meta_mut(pos).version = v as u32;
     }
 
     /// Insert a key known to be absent; returns its position.
@@ -897,7 +1008,7 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
         let mut kv = (key, value);
         loop {
             let si = self.seg_index(hash);
-            match self.segs[si].place(home, fp, kv) {
+            match self.segs[si].place(home, fp, kv, self.rebase) {
                 Ok((bucket, slot)) => {
                     self.len += 1;
                     return Pos {
@@ -943,7 +1054,9 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
 
     /// Drop everything and shrink back to one segment.
     pub fn clear(&mut self) {
+        let rebase = self.rebase;
         drop(std::mem::take(self));
+        self.rebase = rebase;
     }
 
     /// Split segment `si` (which `hash` maps to).
@@ -982,15 +1095,19 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
                 if (h >> bit) & 1 == 1 {
                     let home = old.home_of(b, s);
                     // SAFETY: s is busy.
+                    let access = old.meta[b].access[s];
                     let (kv, flags, fp) = unsafe { old.take_at(b, s) };
                     // Same bucket and slot: valid for the same home.
                     new.put_at(home, b, s, fp, kv, flags);
+                    new.meta[b].access[s] = access;
                 }
             }
         }
-        // Carry bucket versions over so snapshot bookkeeping stays conservative.
+        // Carry bucket versions over so snapshot bookkeeping stays conservative, and clocks so
+        // the moved access bytes keep their meaning (same bucket index, same clock).
         for b in 0..B {
             new.meta[b].version = old.meta[b].version;
+            new.meta[b].clock = old.meta[b].clock;
         }
         // Point the upper half of the old segment's directory range at the new one.
         let span = 1usize << (gd - ld);

@@ -157,34 +157,38 @@ fn transactions_over_the_limit_abort_as_in_redis() {
     assert_eq!(c.cmd(&["SET", "b", "1"]), ok());
 }
 
-/// `--maxmemory` is honoured now; eviction policies are not, so they are refused rather than
-/// accepted and ignored, at start-up and by CONFIG SET.
+/// The eviction settings given at start-up are the ones in force and shown by CONFIG GET
+/// (tests/eviction.rs checks what they do).
 #[test]
-fn eviction_policies_are_refused_until_eviction_exists() {
+fn eviction_settings_from_flags_are_in_force() {
     if common::against_redis() {
-        return; // Redis has the policies.
+        return; // cache_mode is damselfly's.
     }
-    let srv = Server::start(&["--maxmemory", "50mb"]);
+    let srv = Server::start(&[
+        "--maxmemory",
+        "50mb",
+        "--maxmemory-policy",
+        "allkeys-lfu",
+        "--maxmemory-samples",
+        "7",
+        "--cache_mode=true",
+    ]);
     let mut c = srv.raw_conn();
-    assert_eq!(
-        c.cmd(&["CONFIG", "GET", "maxmemory"]),
-        Resp::Array(vec![bulk("maxmemory"), bulk("52428800")])
-    );
-    assert_eq!(
-        c.cmd(&["CONFIG", "GET", "maxmemory-policy"]),
-        Resp::Array(vec![bulk("maxmemory-policy"), bulk("noeviction")])
-    );
-    let Resp::Error(e) = c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]) else {
-        panic!("CONFIG SET maxmemory-policy allkeys-lru was accepted");
-    };
-    let e = String::from_utf8(e).unwrap();
-    assert!(e.contains("not implemented yet"), "{e}");
-    let (status, out) = common::run_to_exit(&["--maxmemory-policy", "allkeys-lru"]);
-    assert!(!status.success(), "started with an eviction policy");
-    assert!(
-        out.contains("maxmemory-policy") && out.contains("not implemented yet"),
-        "{out}"
-    );
+    for (name, value) in [
+        ("maxmemory", "52428800"),
+        ("maxmemory-policy", "allkeys-lfu"),
+        ("maxmemory-samples", "7"),
+        ("cache_mode", "yes"),
+    ] {
+        assert_eq!(
+            c.cmd(&["CONFIG", "GET", name]),
+            Resp::Array(vec![bulk(name), bulk(value)])
+        );
+    }
+    // An LFU policy: OBJECT FREQ answers, OBJECT IDLETIME is refused, as in Redis.
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(c.cmd(&["OBJECT", "FREQ", "k"]), Resp::Int(5));
+    assert!(matches!(c.cmd(&["OBJECT", "IDLETIME", "k"]), Resp::Error(_)));
 }
 
 /// A synchronous FLUSHALL gives the freed memory back to the OS at once, as Redis's does

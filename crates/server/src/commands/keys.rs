@@ -31,8 +31,6 @@ const SCAN_CURSOR_MASK: u64 = (1 << SCAN_SHARD_SHIFT) - 1;
 /// Redis's OBJ_SHARED_REFCOUNT / OBJ_SHARED_INTEGERS.
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 const SHARED_INTEGERS: i64 = 10_000;
-/// Redis's LFU_INIT_VAL: the counter a fresh key starts with.
-const LFU_INIT_VAL: i64 = 5;
 
 const G: Group = Group::Generic;
 
@@ -184,7 +182,7 @@ fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 let now = c.now;
                 let db = c.db();
                 keys.iter()
-                    .filter(|k| db.find_read(k, now).is_some())
+                    .filter(|k| db.find_read_notouch(k, now).is_some())
                     .count() as i64
             })
             .run()
@@ -193,15 +191,26 @@ fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// TOUCH: like EXISTS (we do not track access times yet).
+/// TOUCH: counts like EXISTS, and records an access to each key.
 fn touch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    exists(cx, args)
+    Box::pin(async move {
+        let parts = cx
+            .hops()
+            .per_shard(args, |c, keys, ()| {
+                let now = c.now;
+                let db = c.db();
+                keys.iter().filter(|k| db.find(k, now).is_some()).count() as i64
+            })
+            .run()
+            .await;
+        cx.reply.int(parts.iter().map(|p| p.result).sum());
+    })
 }
 
 fn type_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
-    match db.get_read(args[1], now) {
+    match db.find_read_notouch(args[1], now).map(|p| db.at(p).1) {
         Some(v) => cx.reply.simple(v.type_name()),
         None => cx.reply.simple("none"),
     }
@@ -312,7 +321,7 @@ fn pexpireat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 fn ttl_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ms: bool, abs: bool) {
     let now = cx.now;
     let db = &mut cx.shard.dbs[cx.db];
-    let Some(pos) = db.find_read(args[1], now) else {
+    let Some(pos) = db.find_read_notouch(args[1], now) else {
         cx.reply.int(-2);
         return;
     };
@@ -714,16 +723,15 @@ fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
 // ---------------------------------------------------------------------------------------------
 // OBJECT
 
-fn lfu_policy(cx: &CmdCtx<'_>) -> bool {
-    cx.shared
-        .config
-        .get("maxmemory-policy")
-        .is_some_and(|p| p.contains("lfu"))
+/// Is an LFU policy selected (access data are counters, not times)?
+fn lfu_policy() -> bool {
+    crate::engine::access::lfu()
 }
 
 fn object_encoding(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
-    match cx.shard.dbs[cx.db].get_read(args[2], now) {
+    let db = &mut cx.shard.dbs[cx.db];
+    match db.find_read_notouch(args[2], now).map(|p| db.at(p).1) {
         Some(v) => cx.reply.bulk_str(v.encoding_name()),
         None => cx.reply.null(),
     }
@@ -731,30 +739,32 @@ fn object_encoding(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 fn object_freq(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
-    if cx.shard.dbs[cx.db].find_read(args[2], now).is_none() {
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find_read_notouch(args[2], now) else {
         cx.reply.null();
         return;
-    }
-    if !lfu_policy(cx) {
+    };
+    if !lfu_policy() {
         cx.reply.error(ERR_LFU_FREQ);
         return;
     }
-    // Access frequency is not tracked yet: report the counter of a freshly written key.
-    cx.reply.int(LFU_INIT_VAL);
+    let f = db.freq(pos, now);
+    cx.reply.int(f as i64);
 }
 
 fn object_idletime(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
-    if cx.shard.dbs[cx.db].find_read(args[2], now).is_none() {
+    let db = &mut cx.shard.dbs[cx.db];
+    let Some(pos) = db.find_read_notouch(args[2], now) else {
         cx.reply.null();
         return;
-    }
-    if lfu_policy(cx) {
+    };
+    if lfu_policy() {
         cx.reply.error(ERR_LFU_IDLE);
         return;
     }
-    // Access time is not tracked yet.
-    cx.reply.int(0);
+    let idle = db.idle_secs(pos, now);
+    cx.reply.int(idle as i64);
 }
 
 fn object_refcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {

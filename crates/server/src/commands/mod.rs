@@ -112,6 +112,16 @@ pub(crate) fn rejected_for_memory(cx: &ConnCtx, spec: &CommandSpec) -> bool {
     if maxmemory == 0 {
         return false;
     }
+    // Like Redis's performEvictions before every command: free memory on this thread's shard
+    // first. Only what is still over the limit afterwards refuses the command.
+    if crate::engine::evict::evicts() {
+        let progress = cx.worker.evict(maxmemory);
+        // As Redis: a command is refused only when eviction can free nothing (a call that
+        // freed some but stopped at its bound lets it through). Cache mode never answers -OOM.
+        if progress || crate::engine::evict::cache_mode() {
+            return false;
+        }
+    }
     let in_multi = cx.multi.as_ref();
     let grows = spec.flags & flags::DENYOOM != 0
         || (spec.flags & flags::REJECT_EXECABORT != 0

@@ -637,7 +637,13 @@ fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
         Some(at) => TtlMode::At(at),
         None => TtlMode::Clear,
     };
-    db.set(key, loaded.value, ttl_mode, now);
+    let pos = db.set(key, loaded.value, ttl_mode, now);
+    // As Redis's objectSetLRUOrLFU: the figure of the policy's kind applies, the other is ignored.
+    if crate::engine::access::lfu() {
+        db.set_access(pos, now, None, freq.map(|f| f as u8));
+    } else {
+        db.set_access(pos, now, idle.map(|i| i as u64), None);
+    }
     if let Some(d) = loaded.field_deadline {
         db.hfe.set(key, Some(d));
     }

@@ -197,16 +197,6 @@ type RefusedValue = fn(&str) -> bool;
 /// lands.
 const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
     (
-        "maxmemory-policy",
-        |v| v != "noeviction",
-        "eviction is not implemented yet (only noeviction: over maxmemory, commands that may grow memory get Redis's -OOM error)",
-    ),
-    (
-        "cache_mode",
-        |v| v == "yes",
-        "cache mode needs eviction, which is not implemented yet",
-    ),
-    (
         "memcached_port",
         |v| v != "0",
         "the memcached protocol is not implemented yet (only 0, disabled, is accepted)",
@@ -422,6 +412,15 @@ impl Config {
             "databases" => self.dbnum.store(num(), Ordering::Relaxed),
             "hz" => self.hz.store(num(), Ordering::Relaxed),
             "maxmemory" => self.maxmemory.store(num(), Ordering::Relaxed),
+            "maxmemory-policy" => {
+                if let Some(p) = crate::engine::evict::Policy::parse(v) {
+                    crate::engine::evict::set_policy(p);
+                }
+            }
+            "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "cache_mode" => crate::engine::evict::set_cache_mode(v == "yes"),
+            "lfu-log-factor" => crate::engine::access::set_lfu_log_factor(num() as u32),
+            "lfu-decay-time" => crate::engine::access::set_lfu_decay_time(num() as u32),
             "keys_output_limit" => self.keys_output_limit.store(num(), Ordering::Relaxed),
             "proto-max-bulk-len" => self.proto_max_bulk_len.store(num(), Ordering::Relaxed),
             "client-query-buffer-limit" => self.query_buffer_limit.store(num(), Ordering::Relaxed),
@@ -777,8 +776,6 @@ mod tests {
     #[test]
     fn missing_features_are_refused_not_ignored() {
         let refused: &[(&str, &str)] = &[
-            ("maxmemory-policy", "allkeys-lru"),
-            ("cache_mode", "yes"),
             ("memcached_port", "11211"),
             ("appendonly", "yes"),
             ("notify-keyspace-events", "KEA"),
@@ -806,7 +803,10 @@ mod tests {
             ("maxmemory", "0"),
             ("maxmemory", "50mb"),
             ("maxmemory-policy", "noeviction"),
+            ("maxmemory-policy", "allkeys-lru"),
+            ("maxmemory-policy", "volatile-ttl"),
             ("cache_mode", "no"),
+            ("cache_mode", "yes"),
             ("save", ""),
             ("save", "900 1 300 10"),
             ("appendonly", "no"),

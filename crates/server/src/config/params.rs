@@ -153,7 +153,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "no",
         true,
-        "evict keys when near maxmemory; only 'no' until eviction exists",
+        "evict keys before maxmemory is reached, by access rank within the table's buckets (never -OOM)",
     ),
     p(
         "snapshot_cron",
@@ -871,6 +871,22 @@ pub static PARAMS: &[Param] = &[
         "5",
         true,
         "eviction knob",
+    ),
+    p(
+        "lfu-log-factor",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "10",
+        true,
+        "LFU counter growth",
+    ),
+    p(
+        "lfu-decay-time",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "1",
+        true,
+        "LFU counter decay period in minutes",
     ),
     p(
         "maxmemory-eviction-tenacity",

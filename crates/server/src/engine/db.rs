@@ -11,6 +11,7 @@ use std::sync::{Arc, Weak};
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
+use super::access;
 use crate::persistence::snapshot::DbSnap;
 use crate::types::{KeyStr, Value};
 
@@ -55,6 +56,9 @@ pub struct Db {
     /// The running snapshot's state for this db, if one runs: every change to the table goes
     /// through `pre_write` / `pre_insert` first (persistence/snapshot.rs).
     pub snap: Option<Box<DbSnap>>,
+    /// Unix ms of the latest lookup: the access time inserts record (they follow a lookup of
+    /// the same command).
+    now: u64,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
@@ -132,8 +136,10 @@ pub struct ExpireStep {
 
 impl Db {
     pub fn new() -> Self {
+        let mut prime = PrimeTable::new();
+        prime.set_rebase(access::rebase);
         Db {
-            prime: DashTable::new(),
+            prime,
             expire: DashTable::new(),
             expire_cursor: 0,
             stats: DbStats::default(),
@@ -141,6 +147,7 @@ impl Db {
             watched: Watched::default(),
             hfe: Default::default(),
             snap: None,
+            now: 0,
         }
     }
 
@@ -361,9 +368,19 @@ impl Db {
         }
     }
 
-    /// Finds a live key, removing it first if its deadline has passed (passive expiry).
+    /// Finds a live key and records the access (LRU time or LFU counter), removing it first if
+    /// its deadline has passed (passive expiry).
     #[inline]
     pub fn find(&mut self, key: &[u8], now: u64) -> Option<Pos> {
+        let pos = self.find_notouch(key, now)?;
+        access::touch(&mut self.prime, pos, now);
+        Some(pos)
+    }
+
+    /// `find` without recording an access: Redis's LOOKUP_NOTOUCH (TYPE, TTL, EXISTS, OBJECT).
+    #[inline]
+    pub fn find_notouch(&mut self, key: &[u8], now: u64) -> Option<Pos> {
+        self.now = now;
         let pos = self.prime.find(key)?;
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
@@ -387,6 +404,155 @@ impl Db {
             self.stats.misses += 1;
         }
         r
+    }
+
+    /// `find_read` without recording an access (LOOKUP_NOTOUCH, still counted as hit/miss).
+    #[inline]
+    pub fn find_read_notouch(&mut self, key: &[u8], now: u64) -> Option<Pos> {
+        let r = self.find_notouch(key, now);
+        if r.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        r
+    }
+
+    /// Seconds since the key at `pos` was last accessed (OBJECT IDLETIME, LRU policies).
+    pub fn idle_secs(&self, pos: Pos, now: u64) -> u64 {
+        access::idle_secs(&self.prime, pos, now)
+    }
+
+    /// The key's LFU counter, decayed to `now` (OBJECT FREQ, LFU policies).
+    pub fn freq(&mut self, pos: Pos, now: u64) -> u8 {
+        access::freq(&mut self.prime, pos, now)
+    }
+
+    /// Sets the access data of the key at `pos` (RESTORE ... IDLETIME / FREQ).
+    pub fn set_access(&mut self, pos: Pos, now: u64, idle: Option<u64>, freq: Option<u8>) {
+        if let Some(i) = idle {
+            access::set_idle(&mut self.prime, pos, now, i);
+        }
+        if let Some(f) = freq {
+            access::set_freq(&mut self.prime, pos, now, f);
+        }
+    }
+
+    /// Eviction rank of the key at `pos` under LRU/LFU (higher: better victim).
+    pub fn access_rank(&mut self, pos: Pos, now: u64) -> u64 {
+        access::rank(&mut self.prime, pos, now)
+    }
+
+    /// Re-initialises every key's access data (the policy switched between LRU and LFU).
+    pub fn reset_access(&mut self, now: u64) {
+        access::reset_all(&mut self.prime, now);
+    }
+
+    // ---- eviction (engine/evict.rs) ------------------------------------------------------
+
+    /// Bytes the entry at `pos` holds, as eviction counts them: its slot, its key and value
+    /// blocks, and its expiry entry.
+    fn entry_bytes(&self, pos: Pos) -> u64 {
+        let (k, v) = self.prime.at(pos);
+        let slot = std::mem::size_of::<(KeyStr, Value)>();
+        let ttl = if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
+            slot + k.heap_size()
+        } else {
+            0
+        };
+        (slot + k.heap_size() + v.heap_size() + ttl) as u64
+    }
+
+    /// A random key (allkeys-random).
+    pub fn random_key_any(&self, r: u64) -> Option<Box<[u8]>> {
+        let p = self.prime.random_pos(r)?;
+        Some(self.prime.at(p).0.key().into())
+    }
+
+    /// A random key with a TTL (volatile-random).
+    pub fn random_volatile_key(&self, r: u64) -> Option<Box<[u8]>> {
+        let p = self.expire.random_pos(r)?;
+        Some(self.expire.at(p).0.key().into())
+    }
+
+    /// One eviction sample: a random key (with a TTL when `volatile`) and its rank as a victim
+    /// (higher: better): nearest deadline first when `by_ttl`, else idle time or low counter.
+    pub fn sample(
+        &mut self,
+        r: u64,
+        volatile: bool,
+        by_ttl: bool,
+        now: u64,
+    ) -> Option<(Box<[u8]>, u64)> {
+        let key: Box<[u8]> = if volatile {
+            let p = self.expire.random_pos(r)?;
+            let (k, &at) = self.expire.at(p);
+            if by_ttl {
+                return Some((k.key().into(), u64::MAX - at));
+            }
+            k.key().into()
+        } else {
+            let p = self.prime.random_pos(r)?;
+            self.prime.at(p).0.key().into()
+        };
+        let pos = self.prime.find(&key)?;
+        let rank = access::rank(&mut self.prime, pos, now);
+        Some((key, rank))
+    }
+
+    /// The current eviction rank of `key` (as [`Db::sample`] computes it), if it exists.
+    pub fn rank_of(&mut self, key: &[u8], by_ttl: bool, now: u64) -> Option<u64> {
+        let pos = self.prime.find(key)?;
+        if by_ttl {
+            return self.expire_at(pos).map(|at| u64::MAX - at);
+        }
+        Some(access::rank(&mut self.prime, pos, now))
+    }
+
+    /// Evicts `key` if it is still there: deleted as DEL would (WATCH sees it, a running
+    /// snapshot keeps the old value). Returns the bytes it held.
+    pub fn evict_key(&mut self, key: &[u8], _now: u64) -> Option<u64> {
+        let pos = self.prime.find(key)?;
+        let bytes = self.entry_bytes(pos);
+        self.wrote(key);
+        self.remove_at(pos);
+        Some(bytes)
+    }
+
+    /// Cache mode: evicts the best victim (by access rank) among the entries sharing a random
+    /// key's bucket neighbourhood (home bucket, neighbour, stash: what an insert there could
+    /// use), skipping keys `locked` says a transaction holds.
+    pub fn evict_near(&mut self, r: u64, now: u64, locked: impl Fn(&[u8]) -> bool) -> Option<u64> {
+        let p = self.prime.random_pos(r)?;
+        let hash = damselfly_dash::hash_key(self.prime.at(p).0.key());
+        let mut cands = Vec::with_capacity(32);
+        self.prime.room_candidates(hash, |c| cands.push(c));
+        let mut best: Option<(u64, Pos)> = None;
+        for c in cands {
+            if locked(self.prime.at(c).0.key()) {
+                continue;
+            }
+            let rank = access::rank(&mut self.prime, c, now);
+            if best.is_none_or(|(r, _)| rank > r) {
+                best = Some((rank, c));
+            }
+        }
+        let (_, pos) = best?;
+        let bytes = self.entry_bytes(pos);
+        let key = self.prime.at(pos).0.key().to_vec();
+        self.wrote(&key);
+        self.remove_at(pos);
+        Some(bytes)
+    }
+
+    /// The time inserts record: that of the lookup before them, or the clock.
+    #[inline]
+    fn insert_time(&self) -> u64 {
+        if self.now != 0 {
+            self.now
+        } else {
+            super::clock::unix_ms()
+        }
     }
 
     #[inline]
@@ -445,7 +611,7 @@ impl Db {
 
     #[inline]
     pub fn exists(&mut self, key: &[u8], now: u64) -> bool {
-        self.find(key, now).is_some()
+        self.find_notouch(key, now).is_some()
     }
 
     /// Absolute deadline (unix ms) of the key at `pos`, if it has one.
@@ -515,6 +681,8 @@ impl Db {
         self.pre_insert(key);
         let pos = self.prime.insert_new(KeyStr::from_bytes(key), value);
         self.post_insert(pos);
+        let t = self.insert_time();
+        access::init(&mut self.prime, pos, t);
         if let TtlMode::At(at) = ttl {
             self.set_expire(pos, Some(at));
         }
@@ -528,6 +696,8 @@ impl Db {
         self.pre_insert(key.key());
         let pos = self.prime.insert_new(key, value);
         self.post_insert(pos);
+        let t = self.insert_time();
+        access::init(&mut self.prime, pos, t);
         if at.is_some() {
             self.set_expire(pos, at);
         }

@@ -33,6 +33,14 @@ pub fn used() -> u64 {
     USED.load(Ordering::Relaxed)
 }
 
+/// Takes `bytes` just freed (by eviction) off the figure until the next refresh reads the
+/// allocator again, so checks in the same millisecond see the memory gone.
+pub fn note_freed(bytes: u64) {
+    let _ = USED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_sub(bytes))
+    });
+}
+
 /// jemalloc's allocated bytes, read fresh (0 where jemalloc is not the allocator: unit tests,
 /// where no limit is enforced then).
 pub fn allocated() -> u64 {

@@ -1,7 +1,9 @@
 //! The shared-nothing engine: one shard per thread, cross-thread calls through inboxes.
 
+pub mod access;
 pub mod clock;
 pub mod db;
+pub mod evict;
 pub mod guard;
 pub mod inbox;
 pub mod memory;

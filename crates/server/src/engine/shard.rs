@@ -20,6 +20,10 @@ pub struct Shard {
     /// Version of the latest snapshot begun on this shard (each one marks the buckets it
     /// wrote with its own, newer version: persistence/snapshot.rs).
     pub snapshot_epoch: u64,
+    /// Eviction pool and cursor (engine/evict.rs).
+    pub evictor: super::evict::Evictor,
+    /// The access-data mode epoch this shard's bytes were set under (engine/access.rs).
+    access_epoch: u64,
 }
 
 impl Shard {
@@ -32,6 +36,8 @@ impl Shard {
             expire_cycles: 0,
             block_waiters: 0,
             snapshot_epoch: 0,
+            evictor: Default::default(),
+            access_epoch: super::access::epoch(),
         }
     }
 
@@ -55,6 +61,14 @@ impl Shard {
     /// Periodic work driven by `--hz`: active expiry over every db, bounded per tick. If a db had
     /// many expired keys in its sample, it gets more budget next tick (like Redis's adaptive cycle).
     pub fn tick(&mut self, now: u64) {
+        let epoch = super::access::epoch();
+        if epoch != self.access_epoch {
+            // The policy switched between LRU and LFU: the bytes mean nothing in the new mode.
+            self.access_epoch = epoch;
+            for db in self.dbs.iter_mut() {
+                db.reset_access(now);
+            }
+        }
         if self.block_waiters > 0 {
             let mut live = 0;
             for db in self.dbs.iter_mut() {

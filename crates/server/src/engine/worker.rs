@@ -466,7 +466,65 @@ impl Worker {
             }
             guard::or_exit("shard maintenance tick", || shard.tick(now));
             shard.active_expire = active;
+            drop(shard);
+            let maxmemory = self.shared.config.maxmemory();
+            if maxmemory != 0 && super::evict::evicts() {
+                self.evict_share(maxmemory);
+            }
         }
+    }
+
+    /// Frees memory while the process is over `maxmemory` (engine/evict.rs). At most once a
+    /// millisecond (the used-memory figure's refresh period) the excess is divided among the
+    /// shards and each, this one inline, evicts its share: a shard that serves many writers is
+    /// not drained while the others keep colder keys. Keys a queued transaction holds are left
+    /// alone. Returns false when nothing can be evicted anywhere (every shard found nothing
+    /// when it last tried): the command then gets -OOM.
+    pub fn evict(self: &Rc<Self>, maxmemory: u64) -> bool {
+        let limit = super::evict::limit(maxmemory, self.threads());
+        let used = super::memory::used();
+        super::evict::note_over(used > limit);
+        if used <= limit {
+            return true;
+        }
+        let n = self.threads();
+        if super::evict::broadcast_due() {
+            let share = (used - limit) / n.max(1) as u64 + 1;
+            for dst in (0..n).filter(|&d| d != self.id) {
+                self.post(dst, move |w| {
+                    w.evict_bytes(share);
+                });
+            }
+            if self.evict_bytes(share) > 0 {
+                return true;
+            }
+        }
+        super::evict::any_may_evict(n)
+    }
+
+    /// From the periodic tick: evicts this shard's share of the excess over `maxmemory`.
+    fn evict_share(&self, maxmemory: u64) {
+        let limit = super::evict::limit(maxmemory, self.threads());
+        let used = super::memory::used();
+        super::evict::note_over(used > limit);
+        if used > limit {
+            self.evict_bytes((used - limit) / self.threads().max(1) as u64 + 1);
+        }
+    }
+
+    /// Evicts about `bytes` from this shard; returns the keys evicted.
+    fn evict_bytes(&self, bytes: u64) -> usize {
+        let Ok(mut shard) = self.shard.try_borrow_mut() else {
+            return 0;
+        };
+        let Ok(tx) = self.vll.try_borrow() else {
+            return 0;
+        };
+        let now = clock::unix_ms();
+        guard::or_exit("eviction", || {
+            super::evict::run(&mut shard, Some(&tx), bytes, now)
+        })
+        .keys
     }
 }
 

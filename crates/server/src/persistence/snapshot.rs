@@ -530,6 +530,7 @@ impl DbSnap {
             return false;
         }
         self.detached = Some(Box::new((std::mem::take(prime), std::mem::take(expire))));
+        prime.set_rebase(crate::engine::access::rebase);
         true
     }
 

@@ -341,10 +341,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "expired_stale_perc:0.00");
             line!(o, "expired_time_cap_reached_count:0");
             line!(o, "expire_cycle_cpu_milliseconds:0");
-            line!(o, "evicted_keys:0");
+            line!(o, "evicted_keys:{}", crate::engine::evict::evicted_keys());
             line!(o, "evicted_clients:0");
-            line!(o, "total_eviction_exceeded_time:0");
-            line!(o, "current_eviction_exceeded_time:0");
+            let (total, current) = crate::engine::evict::exceeded_ms();
+            line!(o, "total_eviction_exceeded_time:{total}");
+            line!(o, "current_eviction_exceeded_time:{current}");
             line!(o, "keyspace_hits:{}", t.hits);
             line!(o, "keyspace_misses:{}", t.misses);
             line!(o, "pubsub_channels:0");
