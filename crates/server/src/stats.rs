@@ -33,6 +33,9 @@ pub struct ThreadStats {
     pub total_error_replies: u64,
     /// Commands that panicked and were contained (the client got `-ERR internal error`).
     pub internal_errors: u64,
+    /// Clients closed for passing `client-output-buffer-limit` / `client-query-buffer-limit`.
+    pub obuf_limit_disconnections: u64,
+    pub qbuf_limit_disconnections: u64,
     pub slowlog: std::collections::VecDeque<SlowEntry>,
 }
 
@@ -53,5 +56,7 @@ impl ThreadStats {
         self.errors.clear();
         self.total_error_replies = 0;
         self.internal_errors = 0;
+        self.obuf_limit_disconnections = 0;
+        self.qbuf_limit_disconnections = 0;
     }
 }

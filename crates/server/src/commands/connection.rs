@@ -335,6 +335,9 @@ fn refresh_self(cx: &ConnCtx) {
     info.last_cmd = cx.cmd_name;
     info.db = cx.db;
     info.resp = if cx.reply.is_resp3() { 3 } else { 2 };
+    info.qbuf = cx.qbuf_now;
+    info.unwritten = cx.output.unwritten(&cx.reply);
+    info.reply_cap = cx.reply.buf.capacity();
 }
 
 fn client_info(cx: &mut ConnCtx, _args: &[&[u8]]) {

@@ -473,6 +473,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         cx.reply.error("ERR value is out of range");
         return;
     }
+    let config = &cx.shared.config;
     let (db, reply, now) = parts(cx);
     let h = match read(db, reply, args[1], now) {
         Ok(Some(h)) => h,
@@ -503,8 +504,13 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     if l < 0 {
         // Repetitions allowed: `-l` independent picks, streamed (nothing sized by the count).
         let n = l.unsigned_abs() as usize;
+        // Past the output buffer limit the client is closed: stop (see `generation_cap`).
+        let cap = crate::net::limits::generation_cap(config, reply.len());
         header(reply, n);
         for _ in 0..n {
+            if reply.len() > cap {
+                break;
+            }
             match sampler.pick(&mut rng) {
                 Some((f, v)) => emit(reply, f, v),
                 None => reply.null(),

@@ -216,6 +216,9 @@ pub struct ConnCtx {
     multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
     pub output: crate::net::session::Output,
+    /// Query buffer bytes not executed yet, the current command included (CLIENT LIST's
+    /// `qbuf` for the client running it).
+    pub qbuf_now: usize,
     /// Keys watched since the first WATCH (None when nothing is watched).
     watch: Option<multi::WatchState>,
 }
@@ -233,6 +236,7 @@ impl ConnCtx {
             client,
             reply: Reply::new(damselfly_protocol::RespVersion::Resp2),
             output,
+            qbuf_now: 0,
             db: 0,
             authed,
             close: false,

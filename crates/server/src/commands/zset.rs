@@ -1278,6 +1278,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
     let now = cx.now;
     let mut rng = cx.shard.fork_rng();
+    let shared = cx.shared;
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
         Err(()) => return reply.error(ERR_WRONGTYPE),
@@ -1304,8 +1305,13 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     if c < 0 {
         // Repetitions allowed: stream the picks.
         let n = c.unsigned_abs() as usize;
+        // Past the output buffer limit the client is closed: stop (see `generation_cap`).
+        let cap = crate::net::limits::generation_cap(&shared.config, reply.len());
         pairs_header(reply, n, withscores);
         for _ in 0..n {
+            if reply.len() > cap {
+                break;
+            }
             if let Some((m, s)) = z.at(rng.index(len)) {
                 pair(reply, &m, s, withscores);
             }

@@ -33,6 +33,8 @@ pub struct Config {
     keys_output_limit: AtomicU64,
     proto_max_bulk_len: AtomicU64,
     query_buffer_limit: AtomicU64,
+    /// `client-output-buffer-limit`: (hard, soft, soft seconds) per class, in `ObufClass` order.
+    obuf_limits: [[AtomicU64; 3]; 3],
     maxclients: AtomicU64,
     protected_mode: AtomicBool,
     timeout_secs: AtomicU64,
@@ -44,6 +46,24 @@ pub struct Config {
     dynamic_hz: AtomicBool,
     /// Collection encoding thresholds, indexed by `EncLimit`.
     enc_limits: [AtomicI64; EncLimit::COUNT],
+}
+
+/// The client classes of `client-output-buffer-limit`, in the order of its canonical value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObufClass {
+    Normal = 0,
+    /// Replicas (Redis's "slave" class); no damselfly client is one yet.
+    Replica = 1,
+    /// Clients subscribed to channels; no damselfly client is one yet.
+    PubSub = 2,
+}
+
+/// One class's output buffer limit: bytes (0 = none) and the soft limit's seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObufLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
 }
 
 /// Collection encoding thresholds (CONFIG names as in Redis 7).
@@ -231,12 +251,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         |v| v != "no",
         "OOM score adjustment is not implemented yet (only 'no' is accepted)",
     ),
-    (
-        "client-output-buffer-limit",
-        |v| !v.starts_with("normal 0 0 0 "),
-        "output buffer limits are not enforced yet: the normal class must be '0 0 0' (the other \
-         classes apply to replicas and pub/sub clients, which do not exist yet)",
-    ),
 ];
 
 /// `canonical`, plus the refusal of values whose feature does not exist yet.
@@ -377,6 +391,7 @@ impl Config {
             keys_output_limit: AtomicU64::new(8192),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             query_buffer_limit: AtomicU64::new(1 << 30),
+            obuf_limits: Default::default(),
             maxclients: AtomicU64::new(64000),
             protected_mode: AtomicBool::new(true),
             timeout_secs: AtomicU64::new(0),
@@ -424,6 +439,15 @@ impl Config {
             "keys_output_limit" => self.keys_output_limit.store(num(), Ordering::Relaxed),
             "proto-max-bulk-len" => self.proto_max_bulk_len.store(num(), Ordering::Relaxed),
             "client-query-buffer-limit" => self.query_buffer_limit.store(num(), Ordering::Relaxed),
+            "client-output-buffer-limit" => {
+                // Canonical form: `normal h s t slave h s t pubsub h s t`.
+                let words: Vec<&str> = v.split_whitespace().collect();
+                for (class, g) in words.chunks(4).enumerate().take(3) {
+                    for (i, w) in g.iter().skip(1).enumerate() {
+                        self.obuf_limits[class][i].store(w.parse().unwrap_or(0), Ordering::Relaxed);
+                    }
+                }
+            }
             "maxclients" => self.maxclients.store(num(), Ordering::Relaxed),
             "protected-mode" => self.protected_mode.store(v == "yes", Ordering::Relaxed),
             "timeout" => self.timeout_secs.store(num(), Ordering::Relaxed),
@@ -642,6 +666,16 @@ impl Config {
     pub fn query_buffer_limit(&self) -> u64 {
         self.query_buffer_limit.load(Ordering::Relaxed)
     }
+    /// The `client-output-buffer-limit` of one client class.
+    #[inline]
+    pub fn obuf_limit(&self, class: ObufClass) -> ObufLimit {
+        let l = &self.obuf_limits[class as usize];
+        ObufLimit {
+            hard: l[0].load(Ordering::Relaxed),
+            soft: l[1].load(Ordering::Relaxed),
+            soft_secs: l[2].load(Ordering::Relaxed),
+        }
+    }
     #[inline]
     pub fn maxclients(&self) -> usize {
         self.maxclients.load(Ordering::Relaxed) as usize
@@ -817,6 +851,30 @@ mod tests {
             c.set(name, value)
                 .unwrap_or_else(|e| panic!("{name} {value:?}: {e}"));
         }
+    }
+
+    /// `client-output-buffer-limit` is accepted for every class and its limits reach the
+    /// accessor the connections read (normal by default unlimited).
+    #[test]
+    fn output_buffer_limits_are_mirrored() {
+        let c = Config::new();
+        assert_eq!(c.obuf_limit(ObufClass::Normal), ObufLimit::default());
+        assert_eq!(c.obuf_limit(ObufClass::PubSub).hard, 32 << 20);
+        c.set(
+            "client-output-buffer-limit",
+            "normal 1mb 512kb 10 pubsub 5mb 6mb 80",
+        )
+        .unwrap();
+        assert_eq!(
+            c.obuf_limit(ObufClass::Normal),
+            ObufLimit {
+                hard: 1 << 20,
+                soft: 512 << 10,
+                soft_secs: 10
+            }
+        );
+        assert_eq!(c.obuf_limit(ObufClass::PubSub).soft, 6 << 20);
+        assert_eq!(c.obuf_limit(ObufClass::Replica).hard, 256 << 20);
     }
 
     /// `--help` lists each flag once: no parameter name or alias is declared twice.

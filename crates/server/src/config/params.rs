@@ -596,7 +596,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Words(words::client_output_buffer_limit),
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60",
         true,
-        "per-class output limits; the normal class only '0 0 0' (unlimited) until limits exist",
+        "per-class output buffer limits <class> <hard> <soft> <soft seconds> (normal enforced; replica and pubsub stored until those clients exist)",
     ),
     p(
         "replicaof",

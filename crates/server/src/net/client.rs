@@ -8,6 +8,13 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+use super::limits;
+
+/// A connection's own structures, counted in `tot-mem` besides its buffers.
+const CONN_OVERHEAD: usize = std::mem::size_of::<ClientHandle>()
+    + std::mem::size_of::<crate::commands::ConnCtx>()
+    + std::mem::size_of::<damselfly_protocol::Parser>();
+
 #[derive(Clone, Debug)]
 pub struct ClientInfo {
     pub id: u64,
@@ -25,8 +32,13 @@ pub struct ClientInfo {
     pub last_cmd: &'static str,
     pub resp: u8,
     pub multi: i64,
+    /// Query buffer: bytes received and not yet executed (at a command's execution, that
+    /// command included, as Redis shows it), and the buffer's free capacity.
     pub qbuf: usize,
-    pub omem: usize,
+    pub qbuf_free: usize,
+    /// Reply bytes not yet written to the socket, and the reply buffer's capacity.
+    pub unwritten: usize,
+    pub reply_cap: usize,
     pub flags: String,
     pub user: String,
     /// Shard thread that owns the connection (extra CLIENT LIST field, like Dragonfly's).
@@ -53,18 +65,41 @@ impl ClientInfo {
             resp: 2,
             multi: -1,
             qbuf: 0,
-            omem: 0,
+            qbuf_free: 0,
+            unwritten: 0,
+            reply_cap: 0,
             flags: String::new(),
             user: "default".into(),
             tid,
         }
     }
 
-    /// One line of CLIENT LIST / CLIENT INFO in Redis 7's format.
+    /// Output buffer memory as Redis counts it (`omem`, what the output buffer limits compare
+    /// with): see `limits::output_memory`.
+    pub fn omem(&self) -> usize {
+        limits::output_memory(self.unwritten)
+    }
+
+    /// Everything the connection holds (`tot-mem`): query buffer, reply buffer (at least the
+    /// 16 KiB Redis's fixed reply buffer takes) and the per-connection structures.
+    pub fn tot_mem(&self) -> usize {
+        self.qbuf
+            + self.qbuf_free
+            + self
+                .reply_cap
+                .max(self.unwritten)
+                .max(limits::STATIC_REPLY_BUF)
+            + CONN_OVERHEAD
+    }
+
+    /// One line of CLIENT LIST / CLIENT INFO in Redis 7's format. `obl`/`oll`: the unwritten
+    /// replies as Redis would hold them, the first 16 KiB in its fixed buffer and the rest in
+    /// reply blocks.
     pub fn line(&self) -> String {
         let now = Instant::now();
+        let omem = self.omem();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
             self.id,
             self.addr,
             self.laddr,
@@ -76,8 +111,11 @@ impl ClientInfo {
             self.db,
             self.multi,
             self.qbuf,
-            self.omem,
-            16384 + self.qbuf + self.omem,
+            self.qbuf_free,
+            self.unwritten.min(limits::STATIC_REPLY_BUF),
+            limits::reply_blocks(self.unwritten),
+            omem,
+            self.tot_mem(),
             self.last_cmd,
             self.user,
             self.resp,

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod http;
+pub mod limits;
 pub mod listener;
 pub mod session;
 pub mod stream;

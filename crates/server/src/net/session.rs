@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 use tokio::io::AsyncReadExt;
 
 use super::client::{ClientHandle, ClientInfo};
+use super::limits::{self, ObufState, PAUSE_OUTPUT, STATIC_REPLY_BUF};
 use super::stream::{ReadHalf, Stream, WriteHalf};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
@@ -114,6 +115,8 @@ pub struct Output {
     /// FLUSH_THRESHOLD past a write the socket refused: no syscall per command for a client
     /// that does not read).
     flush_at: usize,
+    /// The output buffer limit's soft-limit state.
+    obuf: ObufState,
 }
 
 impl Output {
@@ -122,7 +125,21 @@ impl Output {
             stream,
             written: 0,
             flush_at: FLUSH_THRESHOLD,
+            obuf: ObufState::default(),
         }
+    }
+
+    /// Reply bytes not written to the socket yet.
+    #[inline]
+    pub fn unwritten(&self, reply: &Reply) -> usize {
+        reply.len() - self.written
+    }
+
+    /// Cheap test before the output buffer limit check: is anything counted as output memory
+    /// (or was it, for the soft limit's state)?
+    #[inline]
+    fn limit_due(&self, reply: &Reply) -> bool {
+        self.unwritten(reply) > STATIC_REPLY_BUF || self.obuf.armed()
     }
 
     /// Mid-batch: has enough output piled up to try writing some?
@@ -202,6 +219,8 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
     // showed up as ~1.5% of a P=1 profile. It is re-armed only after it fires.
     let client = cx.client.clone();
     let mut wake = std::pin::pin!(client.wake.notified());
+    // Start offset in `rbuf` of each command of `batch` (for `qbuf` as CLIENT LIST shows it).
+    let mut starts: Vec<usize> = Vec::with_capacity(MAX_BATCH);
     loop {
         // `timeout`: close a client idle for that many seconds (an async block, so that the
         // default of no timeout costs no timer per read).
@@ -214,6 +233,21 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             }
         };
         let pending_out = cx.output.pending(&cx.reply);
+        // The soft output limit, once exceeded, is checked again when its time is up even if
+        // the connection sees no traffic (Redis's clientsCron).
+        let soft_deadline = if cx.output.obuf.armed() {
+            cx.output
+                .obuf
+                .soft_deadline(limits::class_limit(&cx.shared().config))
+        } else {
+            None
+        };
+        let soft_timer = async {
+            match soft_deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
         // Room for the read, reserving toward a large bulk in bounded steps. A connection that
         // has never sent anything holds no buffer: it waits for readability first.
         let want = parser
@@ -238,6 +272,16 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             r = writer.writable(), if pending_out => {
                 r?;
                 cx.try_flush()?;
+                if cx.output.limit_due(&cx.reply) && obuf_over(cx, false) {
+                    return Ok(());
+                }
+                publish_output(cx);
+                continue;
+            }
+            _ = soft_timer => {
+                if obuf_over(cx, false) {
+                    return Ok(());
+                }
                 continue;
             }
             r = read => r?,
@@ -250,6 +294,18 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             return Ok(());
         }
         cx.worker.stats().net_input_bytes += n as u64;
+        if rbuf.len() as u64 > cx.shared().config.query_buffer_limit() {
+            // Redis's readQueryFromClient: checked on every read, before parsing.
+            publish_input(cx, &rbuf, start);
+            let line = cx.client.info.borrow().line();
+            crate::log_warning!(
+                "Closing client that reached max query buffer length: {line} (qbuf initial bytes: {})",
+                limits::repr(&rbuf[start..], 64)
+            );
+            cx.worker.stats().qbuf_limit_disconnections += 1;
+            return Ok(());
+        }
+        publish_input(cx, &rbuf, start);
         cx.now_ms = crate::engine::clock::unix_ms();
         let batch_start = Instant::now();
 
@@ -266,6 +322,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         // in order, and write the replies once.
         loop {
             batch.clear();
+            starts.clear();
             let mut parse_err = None;
             let mut immediate: Option<(usize, usize)> = None;
             while batch.len() < MAX_BATCH {
@@ -293,6 +350,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                         }
                         if !ranges.is_empty() {
                             batch.push(ranges);
+                            starts.push(cmd_start);
                         }
                     }
                     Ok(None) => break,
@@ -311,6 +369,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             while i < batch.len() {
                 let args: SmallVec<[&[u8]; 8]> =
                     batch[i].iter().map(|&(a, b)| &rbuf[a..b]).collect();
+                cx.qbuf_now = rbuf.len() - starts[i];
                 i += 1;
                 if cx.threads() > 1 {
                     // Squash a run of single-key commands into one hop per shard.
@@ -347,6 +406,11 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                 if cx.close {
                     break;
                 }
+                if cx.output.limit_due(&cx.reply)
+                    && !output_room(cx, &client, wake.as_mut()).await?
+                {
+                    return Ok(());
+                }
                 if cx.output.due(&cx.reply) {
                     cx.try_flush()?;
                 }
@@ -357,10 +421,16 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             if let Some((s0, n)) = immediate {
                 let args: SmallVec<[&[u8]; 8]> = parser.args(&rbuf[s0..s0 + n]).collect();
                 if !args.is_empty() {
+                    cx.qbuf_now = rbuf.len() - s0;
                     exec_one(cx, &args).await;
                 }
                 if cx.close {
                     break;
+                }
+                if cx.output.limit_due(&cx.reply)
+                    && !output_room(cx, &client, wake.as_mut()).await?
+                {
+                    return Ok(());
                 }
                 continue;
             }
@@ -379,6 +449,9 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             return Ok(());
         }
         cx.try_flush()?;
+        if cx.output.limit_due(&cx.reply) && obuf_over(cx, true) {
+            return Ok(());
+        }
         if start == rbuf.len() {
             rbuf.clear();
             start = 0;
@@ -386,14 +459,100 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             rbuf.drain(..start);
             start = 0;
         }
-        let pending = rbuf.len() as u64;
-        if pending > cx.shared().config.query_buffer_limit() {
-            // Redis: "closing client that reached max query buffer length".
-            return Ok(());
+        publish_input(cx, &rbuf, start);
+        publish_output(cx);
+    }
+}
+
+/// Shows the query buffer in CLIENT LIST: `rbuf[start..]` is not executed yet.
+fn publish_input(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize) {
+    let mut info = cx.client.info.borrow_mut();
+    info.qbuf = rbuf.len() - start;
+    info.qbuf_free = rbuf.capacity() - rbuf.len();
+}
+
+/// Shows the reply buffer in CLIENT LIST (`omem`, `tot-mem`).
+fn publish_output(cx: &ConnCtx) {
+    let mut info = cx.client.info.borrow_mut();
+    info.unwritten = cx.output.unwritten(&cx.reply);
+    info.reply_cap = cx.reply.buf.capacity();
+}
+
+/// Redis's `closeClientOnOutputBufferLimitReached`: is the connection over its class's output
+/// buffer limit (then it is logged and counted, and the caller closes it without sending
+/// anything more)? `asap`: found while executing commands (Redis schedules the close; its log
+/// line says so) rather than while waiting.
+fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
+    let used = limits::output_memory(cx.output.unwritten(&cx.reply)) as u64;
+    let limit = limits::class_limit(&cx.shared().config);
+    if !cx.output.obuf.over(limit, used, !cx.authed) {
+        return false;
+    }
+    publish_output(cx);
+    let line = cx.client.info.borrow().line();
+    if asap {
+        crate::log_warning!(
+            "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
+        );
+    } else {
+        crate::log_warning!("Client {line} closed for overcoming of output buffer limits.");
+    }
+    cx.worker.stats().obuf_limit_disconnections += 1;
+    true
+}
+
+/// After a command whose replies made output memory: enforces the output buffer limit, and
+/// without a hard limit, waits (executing nothing more, so reading nothing more) while the
+/// unwritten replies are over `PAUSE_OUTPUT`, until the client has read them down to half of it.
+/// False: close the connection now (over the limit, killed, or the soft limit ran out while
+/// waiting).
+async fn output_room<'a>(
+    cx: &mut ConnCtx,
+    client: &'a ClientHandle,
+    mut wake: std::pin::Pin<&mut tokio::sync::futures::Notified<'a>>,
+) -> std::io::Result<bool> {
+    if obuf_over(cx, true) {
+        return Ok(false);
+    }
+    if cx.output.unwritten(&cx.reply) < PAUSE_OUTPUT
+        || limits::class_limit(&cx.shared().config).hard != 0
+    {
+        return Ok(true);
+    }
+    let writer = cx.output.stream.clone();
+    crate::log_verbose!(
+        "Client id={} paused: {} bytes of replies unread",
+        cx.client.info.borrow().id,
+        cx.output.unwritten(&cx.reply)
+    );
+    loop {
+        cx.try_flush()?;
+        publish_output(cx);
+        if cx.output.unwritten(&cx.reply) <= PAUSE_OUTPUT / 2 {
+            return Ok(true);
         }
-        let mut info = cx.client.info.borrow_mut();
-        info.qbuf = rbuf.len();
-        info.omem = cx.reply.len();
+        let soft_deadline = cx
+            .output
+            .obuf
+            .soft_deadline(limits::class_limit(&cx.shared().config));
+        tokio::select! {
+            _ = wake.as_mut() => {
+                wake.set(client.wake.notified());
+                if client.killed.get() {
+                    return Ok(false);
+                }
+            }
+            r = writer.writable() => r?,
+            _ = async {
+                match soft_deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+        if obuf_over(cx, false) {
+            return Ok(false);
+        }
     }
 }
 

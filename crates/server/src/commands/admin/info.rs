@@ -154,8 +154,8 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "connected_clients:{}", t.clients);
             line!(o, "cluster_connections:0");
             line!(o, "maxclients:{}", cfg.maxclients());
-            line!(o, "client_recent_max_input_buffer:0");
-            line!(o, "client_recent_max_output_buffer:0");
+            line!(o, "client_recent_max_input_buffer:{}", t.max_input_buffer);
+            line!(o, "client_recent_max_output_buffer:{}", t.max_output_buffer);
             line!(o, "blocked_clients:{}", t.blocked);
             line!(o, "tracking_clients:0");
             line!(o, "clients_in_timeout_table:0");
@@ -373,6 +373,17 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "total_writes_processed:{}", t.commands_processed);
             line!(o, "io_threaded_reads_processed:0");
             line!(o, "io_threaded_writes_processed:0");
+            // Redis 7.2's counters (7.0 only logs these disconnections).
+            line!(
+                o,
+                "client_query_buffer_limit_disconnections:{}",
+                t.qbuf_limit_disconnections
+            );
+            line!(
+                o,
+                "client_output_buffer_limit_disconnections:{}",
+                t.obuf_limit_disconnections
+            );
         }
         "replication" => {
             o.push_str("# Replication\r\n");

@@ -21,6 +21,12 @@ pub struct Totals {
     pub errors: BTreeMap<String, u64>,
     pub total_error_replies: u64,
     pub internal_errors: u64,
+    pub obuf_limit_disconnections: u64,
+    pub qbuf_limit_disconnections: u64,
+    /// Largest query buffer and output buffer memory of any connection now (Redis: the largest
+    /// of the last few seconds).
+    pub max_input_buffer: usize,
+    pub max_output_buffer: usize,
     pub clients: usize,
     /// Connections blocked in a blocking command.
     pub blocked: usize,
@@ -91,6 +97,10 @@ impl Totals {
         }
         self.total_error_replies += s.total_error_replies;
         self.internal_errors += s.internal_errors;
+        self.obuf_limit_disconnections += s.obuf_limit_disconnections;
+        self.qbuf_limit_disconnections += s.qbuf_limit_disconnections;
+        self.max_input_buffer = self.max_input_buffer.max(s.max_input_buffer);
+        self.max_output_buffer = self.max_output_buffer.max(s.max_output_buffer);
         self.clients += s.clients;
         self.blocked += s.blocked;
         add_elementwise(&mut self.dbs, &s.dbs, |d, x| {
@@ -130,10 +140,17 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 errors: st.errors.iter().map(|(k, v)| (k.clone(), *v)).collect(),
                 total_error_replies: st.total_error_replies,
                 internal_errors: st.internal_errors,
+                obuf_limit_disconnections: st.obuf_limit_disconnections,
+                qbuf_limit_disconnections: st.qbuf_limit_disconnections,
                 clients: crate::net::client::local_count(),
                 blocked: w.parked(),
                 ..Totals::default()
             };
+            crate::net::client::for_each_local(|_, h| {
+                let info = h.info.borrow();
+                s.max_input_buffer = s.max_input_buffer.max(info.qbuf + info.qbuf_free);
+                s.max_output_buffer = s.max_output_buffer.max(info.omem());
+            });
             for db in &shard.dbs {
                 s.dbs.push((db.len() as u64, db.expires_len() as u64));
                 s.hits += db.stats.hits;
