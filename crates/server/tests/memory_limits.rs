@@ -188,7 +188,10 @@ fn eviction_settings_from_flags_are_in_force() {
     // An LFU policy: OBJECT FREQ answers, OBJECT IDLETIME is refused, as in Redis.
     assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
     assert_eq!(c.cmd(&["OBJECT", "FREQ", "k"]), Resp::Int(5));
-    assert!(matches!(c.cmd(&["OBJECT", "IDLETIME", "k"]), Resp::Error(_)));
+    assert!(matches!(
+        c.cmd(&["OBJECT", "IDLETIME", "k"]),
+        Resp::Error(_)
+    ));
 }
 
 /// A synchronous FLUSHALL gives the freed memory back to the OS at once, as Redis's does

@@ -18,6 +18,9 @@ use crate::types::{KeyStr, Value};
 /// Slot flag: the key has an entry in the expiry table.
 pub const FLAG_EXPIRE: u8 = FLAG_A;
 
+/// How many of a bucket neighbourhood's best candidates cache mode's sample keeps.
+const NEAR_BEST: usize = 4;
+
 /// What happens to an existing TTL when a key is overwritten.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TtlMode {
@@ -519,30 +522,30 @@ impl Db {
         Some(bytes)
     }
 
-    /// Cache mode: evicts the best victim (by access rank) among the entries sharing a random
+    /// Cache mode's sample: the [`NEAR_BEST`] best-ranked keys among those sharing a random
     /// key's bucket neighbourhood (home bucket, neighbour, stash: what an insert there could
-    /// use), skipping keys `locked` says a transaction holds.
-    pub fn evict_near(&mut self, r: u64, now: u64, locked: impl Fn(&[u8]) -> bool) -> Option<u64> {
-        let p = self.prime.random_pos(r)?;
+    /// use), with their ranks (`f(key, rank)`). Ranking reads only bucket metadata; only those
+    /// few keys are copied out.
+    pub fn sample_near(&mut self, r: u64, now: u64, mut f: impl FnMut(Box<[u8]>, u64)) {
+        let Some(p) = self.prime.random_pos(r) else {
+            return;
+        };
         let hash = damselfly_dash::hash_key(self.prime.at(p).0.key());
-        let mut cands = Vec::with_capacity(32);
+        let mut cands: Vec<Pos> = Vec::with_capacity(64);
         self.prime.room_candidates(hash, |c| cands.push(c));
-        let mut best: Option<(u64, Pos)> = None;
+        // The best few, best first (insertion into a tiny sorted array).
+        let mut best: Vec<(u64, Pos)> = Vec::with_capacity(NEAR_BEST + 1);
         for c in cands {
-            if locked(self.prime.at(c).0.key()) {
-                continue;
-            }
             let rank = access::rank(&mut self.prime, c, now);
-            if best.is_none_or(|(r, _)| rank > r) {
-                best = Some((rank, c));
+            let at = best.partition_point(|&(r, _)| r >= rank);
+            if at < NEAR_BEST {
+                best.insert(at, (rank, c));
+                best.truncate(NEAR_BEST);
             }
         }
-        let (_, pos) = best?;
-        let bytes = self.entry_bytes(pos);
-        let key = self.prime.at(pos).0.key().to_vec();
-        self.wrote(&key);
-        self.remove_at(pos);
-        Some(bytes)
+        for (rank, c) in best {
+            f(self.prime.at(c).0.key().into(), rank);
+        }
     }
 
     /// The time inserts record: that of the lookup before them, or the clock.

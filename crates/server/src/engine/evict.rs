@@ -10,11 +10,10 @@
 //! `*-random` any. Like Redis, each round samples `maxmemory-samples` keys per db into a pool of
 //! the 16 best candidates kept across rounds, and evicts the best one still there.
 //!
-//! Cache mode (`cache_mode`, Dragonfly's) needs no sampling: an insert that would split a full
-//! Dash segment while memory is near the limit evicts the idlest key among those whose removal
-//! makes room (home bucket, neighbour, stash) instead of growing the table (see `Db::cache_room`),
-//! and when over the limit anyway the same bucket-local choice frees memory from random
-//! segments. It never answers -OOM.
+//! Cache mode (`cache_mode`, after Dragonfly's) samples the table itself: each round's sample is
+//! a random key's bucket neighbourhood (home bucket, neighbour, stash: the keys an insert there
+//! could displace), ranked by the access bytes of those buckets, into the same pool. It starts
+//! a little below the limit (see [`limit`]) and never answers -OOM.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -90,7 +89,15 @@ static EXCEEDED_SINCE: AtomicU64 = AtomicU64::new(0);
 
 pub fn set_policy(p: Policy) {
     POLICY.store(p as u8, Ordering::Relaxed);
-    super::access::set_lfu(matches!(p, Policy::AllkeysLfu | Policy::VolatileLfu));
+    update_access_mode();
+}
+
+/// Access data count frequency under the `*-lfu` policies and in cache mode (it ranks by
+/// frequency: a better hit ratio than recency on skewed workloads, docs/benchmarks.md), recency
+/// otherwise.
+fn update_access_mode() {
+    let p = policy();
+    super::access::set_lfu(cache_mode() || matches!(p, Policy::AllkeysLfu | Policy::VolatileLfu));
 }
 
 pub fn policy() -> Policy {
@@ -103,6 +110,7 @@ pub fn set_samples(n: u64) {
 
 pub fn set_cache_mode(on: bool) {
     CACHE_MODE.store(on as u8, Ordering::Relaxed);
+    update_access_mode();
 }
 
 #[inline]
@@ -206,12 +214,7 @@ pub fn run(shard: &mut Shard, tx: Option<&TxShard>, to_free: u64, now: u64) -> E
         return done;
     }
     while done.bytes < to_free && done.keys < MAX_PER_CALL {
-        let freed = if cache_mode() {
-            evict_cache(shard, tx, now)
-        } else {
-            evict_one(shard, tx, now)
-        };
-        match freed {
+        match evict_one(shard, tx, now) {
             Some(b) => {
                 done.keys += 1;
                 done.bytes += b;
@@ -263,7 +266,12 @@ fn locked(tx: Option<&TxShard>, db: usize, key: &[u8]) -> bool {
 
 /// Evicts one key by the policy; returns the bytes it held (an estimate).
 fn evict_one(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
-    let p = policy();
+    // Cache mode ranks every key by its access byte, whatever maxmemory-policy says.
+    let p = if cache_mode() {
+        Policy::AllkeysLfu
+    } else {
+        policy()
+    };
     let ndb = shard.dbs.len();
     if p.random() {
         for _ in 0..ndb {
@@ -286,8 +294,19 @@ fn evict_one(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
     }
     // Fill the pool from every db, then take the best candidate that still exists.
     let samples = SAMPLES.load(Ordering::Relaxed) as usize;
+    let cache = cache_mode();
     for dbi in 0..ndb {
         if shard.dbs[dbi].is_empty() || (p.volatile() && shard.dbs[dbi].expires_len() == 0) {
+            continue;
+        }
+        if cache {
+            // Cache mode: the sample is a random key's bucket neighbourhood, ranked from the
+            // table's own metadata.
+            let r = shard.rand();
+            let pool = &mut shard.evictor.pool;
+            shard.dbs[dbi].sample_near(r, now, |key, rank| {
+                pool_add(pool, Candidate { rank, db: dbi, key })
+            });
             continue;
         }
         for _ in 0..samples {
@@ -309,7 +328,8 @@ fn evict_one(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
             continue;
         }
         let db = &mut shard.dbs[c.db];
-        let Some(rank) = db.rank_of(&c.key, p == Policy::VolatileTtl, now) else {
+        let by_ttl = p == Policy::VolatileTtl && !cache;
+        let Some(rank) = db.rank_of(&c.key, by_ttl, now) else {
             continue;
         };
         if rank < c.rank && rechecks > 0 {
@@ -337,24 +357,6 @@ fn pool_add(pool: &mut Vec<Candidate>, c: Candidate) {
     if pool.len() > POOL {
         pool.remove(0);
     }
-}
-
-/// Cache mode when over the limit: the idlest key among a random segment's bucket neighbourhood.
-fn evict_cache(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
-    let ndb = shard.dbs.len();
-    for _ in 0..ndb.max(4) {
-        let dbi = shard.evictor.next_db % ndb;
-        shard.evictor.next_db = shard.evictor.next_db.wrapping_add(1);
-        let r = shard.rand();
-        let db = &mut shard.dbs[dbi];
-        if db.is_empty() {
-            continue;
-        }
-        if let Some(b) = db.evict_near(r, now, |k| locked(tx, dbi, k)) {
-            return Some(b);
-        }
-    }
-    None
 }
 
 #[cfg(test)]
