@@ -1,7 +1,7 @@
 //! `damselfly` binary: parse flags and run the server.
 
 #[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static GLOBAL: damselfly::engine::memory::Counting = damselfly::engine::memory::Counting;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

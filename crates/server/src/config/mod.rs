@@ -426,7 +426,10 @@ impl Config {
             }
             "databases" => self.dbnum.store(num(), Ordering::Relaxed),
             "hz" => self.hz.store(num(), Ordering::Relaxed),
-            "maxmemory" => self.maxmemory.store(num(), Ordering::Relaxed),
+            "maxmemory" => {
+                self.maxmemory.store(num(), Ordering::Relaxed);
+                crate::engine::evict::set_maxmemory(num());
+            }
             "maxmemory-policy" => {
                 if let Some(p) = crate::engine::evict::Policy::parse(v) {
                     crate::engine::evict::set_policy(p);

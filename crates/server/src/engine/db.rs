@@ -548,6 +548,88 @@ impl Db {
         }
     }
 
+    /// Before inserting `key`: when an evicting policy is near `maxmemory` and the insert would
+    /// split a table segment, evicts the best eligible key among those whose removal makes room
+    /// (home bucket, neighbour, stash) instead, as Dragonfly's cache mode does. A split adds a
+    /// 24 KiB segment that evicting small keys never gives back (tables do not shrink), so
+    /// without this a workload of small keys creeps past the limit. Skipped while transactions
+    /// are queued on this shard (their keys must not vanish between hops) or when no candidate
+    /// is eligible (`volatile-*`: none has a TTL): the insert then splits and the eviction
+    /// before the next command frees memory.
+    fn make_room(&mut self, key: &[u8], volatile: bool) {
+        let hash = damselfly_dash::hash_key(key);
+        let prime_full = !self.prime.has_room(hash);
+        let expire_full = volatile && !self.expire.has_room(hash);
+        if !(prime_full || expire_full)
+            || !super::evict::guard_split(PrimeTable::segment_bytes() as u64)
+            || !super::worker::Worker::current().is_some_and(|w| w.vll().idle())
+        {
+            return;
+        }
+        if expire_full {
+            // The key's TTL goes to the expiry table: make room there (its candidates all have
+            // a TTL, so every policy may take them), ranked by their main-table entries.
+            let mut keys: Vec<Box<[u8]>> = Vec::with_capacity(64);
+            self.expire
+                .room_candidates(hash, |c| keys.push(self.expire.at(c).0.key().into()));
+            let mut best: Option<(u64, Pos)> = None;
+            let p = super::evict::effective_policy();
+            let now = self.insert_time();
+            for k in keys {
+                let Some(pos) = self.prime.find(&k) else {
+                    continue;
+                };
+                let rank = if p.by_ttl() {
+                    u64::MAX - self.expire_at(pos).unwrap_or(u64::MAX)
+                } else if p.is_random() {
+                    1
+                } else {
+                    access::rank(&mut self.prime, pos, now)
+                };
+                if best.is_none_or(|(r, _)| rank > r) {
+                    best = Some((rank, pos));
+                }
+            }
+            if let Some((_, victim)) = best {
+                let k = self.prime.at(victim).0.key().to_vec();
+                self.wrote(&k);
+                self.remove_at(victim);
+                super::evict::count_evicted(1);
+            }
+            if !prime_full || self.prime.has_room(hash) {
+                return;
+            }
+        }
+        let p = super::evict::effective_policy();
+        let mut cands: Vec<Pos> = Vec::with_capacity(64);
+        self.prime.room_candidates(hash, |c| cands.push(c));
+        let now = self.insert_time();
+        let mut best: Option<(u64, Pos)> = None;
+        for (i, c) in cands.into_iter().enumerate() {
+            let volatile = self.prime.flags(c) & FLAG_EXPIRE != 0;
+            if p.only_volatile() && !volatile {
+                continue;
+            }
+            let rank = if p.is_random() {
+                // Any eligible key: the first one met (the neighbourhood is a random sample).
+                u64::MAX - i as u64
+            } else if p.by_ttl() {
+                u64::MAX - self.expire_at(c).unwrap_or(u64::MAX)
+            } else {
+                access::rank(&mut self.prime, c, now)
+            };
+            if best.is_none_or(|(r, _)| rank > r) {
+                best = Some((rank, c));
+            }
+        }
+        if let Some((_, victim)) = best {
+            let k = self.prime.at(victim).0.key().to_vec();
+            self.wrote(&k);
+            self.remove_at(victim);
+            super::evict::count_evicted(1);
+        }
+    }
+
     /// The time inserts record: that of the lookup before them, or the clock.
     #[inline]
     fn insert_time(&self) -> u64 {
@@ -680,6 +762,7 @@ impl Db {
     /// Inserts a key known to be absent (after `find` returned None).
     #[inline]
     pub fn insert_new(&mut self, key: &[u8], value: Value, ttl: TtlMode) -> Pos {
+        self.make_room(key, matches!(ttl, TtlMode::At(_)));
         self.wrote(key);
         self.pre_insert(key);
         let pos = self.prime.insert_new(KeyStr::from_bytes(key), value);
@@ -695,6 +778,7 @@ impl Db {
 
     /// Inserts an owned key known to be absent (RENAME/MOVE keep the key object).
     pub fn insert_new_owned(&mut self, key: KeyStr, value: Value, at: Option<u64>) -> Pos {
+        self.make_room(key.key(), at.is_some());
         self.wrote(key.key());
         self.pre_insert(key.key());
         let pos = self.prime.insert_new(key, value);

@@ -78,6 +78,8 @@ impl Policy {
 }
 
 static POLICY: AtomicU8 = AtomicU8::new(0);
+/// `maxmemory`, mirrored for the insert path (`Db::make_room`), which has no config at hand.
+static MAXMEMORY: AtomicU64 = AtomicU64::new(0);
 static SAMPLES: AtomicU64 = AtomicU64::new(5);
 static CACHE_MODE: AtomicU8 = AtomicU8::new(0);
 /// Keys evicted since start (INFO stats `evicted_keys`).
@@ -98,6 +100,49 @@ pub fn set_policy(p: Policy) {
 fn update_access_mode() {
     let p = policy();
     super::access::set_lfu(cache_mode() || matches!(p, Policy::AllkeysLfu | Policy::VolatileLfu));
+}
+
+pub fn set_maxmemory(v: u64) {
+    MAXMEMORY.store(v, Ordering::Relaxed);
+}
+
+/// The policy whose eligibility and ranks victims follow: cache mode ranks every key by its
+/// access byte whatever `maxmemory-policy` says.
+pub fn effective_policy() -> Policy {
+    if cache_mode() {
+        Policy::AllkeysLfu
+    } else {
+        policy()
+    }
+}
+
+impl Policy {
+    /// Only keys with a TTL are candidates.
+    pub fn only_volatile(self) -> bool {
+        self.volatile()
+    }
+
+    pub fn by_ttl(self) -> bool {
+        self == Policy::VolatileTtl
+    }
+
+    pub fn is_random(self) -> bool {
+        self.random()
+    }
+}
+
+/// Should an insert that would split a table segment evict a neighbour instead? Yes when a
+/// policy evicts and memory is within `grow` bytes of the limit (docs/design/eviction.md: a
+/// split adds a segment that evicting small keys never gives back).
+#[inline]
+pub fn guard_split(grow: u64) -> bool {
+    let maxmemory = MAXMEMORY.load(Ordering::Relaxed);
+    maxmemory != 0 && evicts() && super::memory::used() + grow > maxmemory
+}
+
+/// Counts keys evicted outside [`run`] (by the insert path).
+pub fn count_evicted(n: u64) {
+    EVICTED.fetch_add(n, Ordering::Relaxed);
 }
 
 pub fn policy() -> Policy {
@@ -224,7 +269,6 @@ pub fn run(shard: &mut Shard, tx: Option<&TxShard>, to_free: u64, now: u64) -> E
     }
     if done.keys > 0 {
         EVICTED.fetch_add(done.keys as u64, Ordering::Relaxed);
-        super::memory::note_freed(done.bytes);
     }
     // Remember whether this shard has anything left to evict (shards 0..64; beyond, always
     // presumed to have).
@@ -266,12 +310,7 @@ fn locked(tx: Option<&TxShard>, db: usize, key: &[u8]) -> bool {
 
 /// Evicts one key by the policy; returns the bytes it held (an estimate).
 fn evict_one(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
-    // Cache mode ranks every key by its access byte, whatever maxmemory-policy says.
-    let p = if cache_mode() {
-        Policy::AllkeysLfu
-    } else {
-        policy()
-    };
+    let p = effective_policy();
     let ndb = shard.dbs.len();
     if p.random() {
         for _ in 0..ndb {

@@ -1,48 +1,112 @@
 //! The used-memory figure `maxmemory` is enforced against (docs/design/memory-limits.md).
 //!
-//! It is the allocator's own count of live bytes (jemalloc `stats.allocated`: keys, values,
-//! tables, connection buffers, everything the process allocated), as Redis's `used_memory` is
-//! zmalloc's. One process-wide figure, not a per-shard budget: a shard with more keys than its
-//! neighbours can use memory they do not need, and nothing is stranded. Reading jemalloc's
-//! statistics costs microseconds (it merges every arena's counters), so the figure is
-//! refreshed at most once a millisecond, by whichever thread asks first; every other check is
-//! one atomic load. A burst of writes can therefore overshoot the limit by what one
-//! millisecond of writes allocates.
+//! It is the count of live bytes the process allocated (keys, values, tables, connection
+//! buffers, everything), kept by the global allocator [`Counting`] in per-thread counters, as
+//! Redis's `used_memory` is zmalloc's count. One process-wide figure, not a per-shard budget: a
+//! shard with more keys than its neighbours can use memory they do not need, and nothing is
+//! stranded.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
-use super::clock;
+/// Per-thread counters of live bytes, summed on read. Each thread adds to its own cache line,
+/// so counting costs an uncontended add per allocation; a thread past the first [`COUNTERS`]
+/// shares a slot (still exact: the adds are atomic).
+const COUNTERS: usize = 64;
 
-static USED: AtomicU64 = AtomicU64::new(0);
-/// Unix ms of the last refresh (0: never).
-static REFRESHED_MS: AtomicU64 = AtomicU64::new(0);
+#[repr(align(64))]
+struct Counter(AtomicI64);
 
-/// Used memory in bytes, at most about a millisecond old.
-pub fn used() -> u64 {
-    let now = clock::unix_ms();
-    let last = REFRESHED_MS.load(Ordering::Relaxed);
-    if now != last
-        && REFRESHED_MS
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    {
-        let v = allocated();
-        USED.store(v, Ordering::Relaxed);
-        return v;
+static LIVE: [Counter; COUNTERS] = [const { Counter(AtomicI64::new(0)) }; COUNTERS];
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    // Const-initialised and without a destructor: usable inside the allocator at any time,
+    // thread exit included.
+    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[inline]
+fn count(delta: i64) {
+    let slot = SLOT
+        .try_with(|s| {
+            let mut v = s.get();
+            if v == usize::MAX {
+                v = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % COUNTERS;
+                s.set(v);
+            }
+            v
+        })
+        .unwrap_or(0);
+    LIVE[slot].0.fetch_add(delta, Ordering::Relaxed);
+}
+
+/// The global allocator of the server binary: jemalloc, counting the usable size of every
+/// block it hands out and takes back (as Redis's zmalloc counts `used_memory`). The count is
+/// exact at every instant, where jemalloc's own `stats.allocated` moves in steps of its thread
+/// caches' fills and flushes (tens of KiB); see docs/design/memory-limits.md.
+pub struct Counting;
+
+// SAFETY: every call is forwarded to jemalloc with the caller's arguments; the counting only
+// reads the block's usable size, which jemalloc's `sallocx` allows for any live block.
+unsafe impl GlobalAlloc for Counting {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as received.
+        let p = unsafe { tikv_jemallocator::Jemalloc.alloc(layout) };
+        if !p.is_null() {
+            // SAFETY: p is a live jemalloc block.
+            count(unsafe { tikv_jemalloc_sys::sallocx(p as _, 0) } as i64);
+        }
+        p
     }
-    USED.load(Ordering::Relaxed)
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as received.
+        let p = unsafe { tikv_jemallocator::Jemalloc.alloc_zeroed(layout) };
+        if !p.is_null() {
+            // SAFETY: p is a live jemalloc block.
+            count(unsafe { tikv_jemalloc_sys::sallocx(p as _, 0) } as i64);
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: ptr is a live block of ours (caller contract).
+        count(-(unsafe { tikv_jemalloc_sys::sallocx(ptr as _, 0) } as i64));
+        // SAFETY: forwarded as received.
+        unsafe { tikv_jemallocator::Jemalloc.dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: ptr is a live block of ours (caller contract).
+        let old = unsafe { tikv_jemalloc_sys::sallocx(ptr as _, 0) } as i64;
+        // SAFETY: forwarded as received.
+        let p = unsafe { tikv_jemallocator::Jemalloc.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // SAFETY: p is a live jemalloc block.
+            count(unsafe { tikv_jemalloc_sys::sallocx(p as _, 0) } as i64 - old);
+        }
+        p
+    }
 }
 
-/// Takes `bytes` just freed (by eviction) off the figure until the next refresh reads the
-/// allocator again, so checks in the same millisecond see the memory gone.
-pub fn note_freed(bytes: u64) {
-    let _ = USED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-        Some(v.saturating_sub(bytes))
-    });
+/// Used memory in bytes: what the process has allocated and not freed, to the byte (0 where
+/// [`Counting`] is not the allocator: unit tests, where no limit is enforced then). Sums the
+/// per-thread counters: tens of nanoseconds, read only while `maxmemory` is set.
+pub fn used() -> u64 {
+    LIVE.iter()
+        .map(|c| c.0.load(Ordering::Relaxed))
+        .sum::<i64>()
+        .max(0) as u64
 }
 
-/// jemalloc's allocated bytes, read fresh (0 where jemalloc is not the allocator: unit tests,
-/// where no limit is enforced then).
+/// jemalloc's allocated bytes, read fresh (0 where jemalloc is not the allocator: unit tests).
+/// Includes what the thread caches hold: within tens of KiB of [`used`].
 pub fn allocated() -> u64 {
     let _ = tikv_jemalloc_ctl::epoch::advance();
     tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64

@@ -501,7 +501,7 @@ pub fn memory_stats<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a
                 "peak.percentage".into(),
                 V::D(ratio(m.allocated, m.peak) * 100.0),
             ),
-            ("allocator.allocated".into(), V::I(m.allocated as i64)),
+            ("allocator.allocated".into(), V::I(m.allocator as i64)),
             ("allocator.active".into(), V::I(m.active as i64)),
             ("allocator.resident".into(), V::I(m.resident as i64)),
             (

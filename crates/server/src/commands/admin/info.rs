@@ -186,7 +186,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 0.0
             };
             line!(o, "used_memory_dataset_perc:{dperc:.2}%");
-            line!(o, "allocator_allocated:{}", m.allocated);
+            line!(o, "allocator_allocated:{}", m.allocator);
             line!(o, "allocator_active:{}", m.active);
             line!(o, "allocator_resident:{}", m.resident);
             let sys = total_system_memory();

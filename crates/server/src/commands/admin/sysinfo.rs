@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Default, Clone, Copy)]
 pub struct MemStats {
+    /// used_memory: the counting allocator's figure (engine/memory.rs).
     pub allocated: u64,
+    /// jemalloc's own `stats.allocated` (thread caches included).
+    pub allocator: u64,
     pub active: u64,
     pub resident: u64,
     pub rss: u64,
@@ -22,14 +25,24 @@ pub fn reset_peak() {
 pub fn mem_stats() -> MemStats {
     let _ = tikv_jemalloc_ctl::epoch::advance();
     let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    let allocator = allocated;
     let active = tikv_jemalloc_ctl::stats::active::read().unwrap_or(0) as u64;
     let resident = tikv_jemalloc_ctl::stats::resident::read().unwrap_or(0) as u64;
     let rss = process_rss();
-    // Outside the jemalloc-backed binary (unit tests) jemalloc reports nothing: fall back to RSS.
-    let allocated = if allocated == 0 { rss } else { allocated };
+    // used_memory is the counting allocator's exact figure (what maxmemory is enforced against);
+    // outside the server binary (unit tests) nothing counts: fall back to jemalloc, then RSS.
+    let counted = crate::engine::memory::used();
+    let allocated = if counted != 0 {
+        counted
+    } else if allocated != 0 {
+        allocated
+    } else {
+        rss
+    };
     let peak = PEAK.fetch_max(allocated, Ordering::Relaxed).max(allocated);
     MemStats {
         allocated,
+        allocator,
         active,
         resident,
         rss,
