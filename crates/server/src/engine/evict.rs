@@ -269,6 +269,9 @@ pub fn run(shard: &mut Shard, tx: Option<&TxShard>, to_free: u64, now: u64) -> E
     }
     if done.keys > 0 {
         EVICTED.fetch_add(done.keys as u64, Ordering::Relaxed);
+        if shard.id < SHARD_SLOTS {
+            EVICTED_BYTES[shard.id].fetch_add(done.bytes, Ordering::Relaxed);
+        }
     }
     // Remember whether this shard has anything left to evict (shards 0..64; beyond, always
     // presumed to have).
@@ -281,6 +284,31 @@ pub fn run(shard: &mut Shard, tx: Option<&TxShard>, to_free: u64, now: u64) -> E
         }
     }
     done
+}
+
+/// Shards whose eviction totals are tracked for fairness (beyond, always fair).
+const SHARD_SLOTS: usize = 64;
+/// Bytes each shard has evicted since start.
+static EVICTED_BYTES: [AtomicU64; SHARD_SLOTS] = [const { AtomicU64::new(0) }; SHARD_SLOTS];
+
+/// Has shard `me` (of `n`) evicted more than its share: more than the average of the shards
+/// that still have something to evict, by over `max(64 KiB, maxmemory / 64)`? Then it leaves
+/// the excess to the others rather than drain its own keys.
+pub fn ahead(me: usize, n: usize, maxmemory: u64) -> bool {
+    if n <= 1 || me >= SHARD_SLOTS {
+        return false;
+    }
+    let nothing = NOTHING.load(Ordering::Relaxed);
+    let (mut sum, mut count) = (0u64, 0u64);
+    for i in 0..n.min(SHARD_SLOTS) {
+        if i == me || nothing & (1 << i) == 0 {
+            sum += EVICTED_BYTES[i].load(Ordering::Relaxed);
+            count += 1;
+        }
+    }
+    let mine = EVICTED_BYTES[me].load(Ordering::Relaxed);
+    let slack = (64u64 << 10).max(maxmemory / 64);
+    mine > sum / count.max(1) + slack
 }
 
 /// Bit `i`: shard `i` found nothing to evict the last time it tried.

@@ -474,29 +474,32 @@ impl Worker {
         }
     }
 
-    /// Frees memory while the process is over `maxmemory` (engine/evict.rs). At most once a
-    /// millisecond (the used-memory figure's refresh period) the excess is divided among the
-    /// shards and each, this one inline, evicts its share: a shard that serves many writers is
-    /// not drained while the others keep colder keys. Keys a queued transaction holds are left
-    /// alone. Returns false when nothing can be evicted anywhere (every shard found nothing
+    /// Frees memory while the process is over `maxmemory` (engine/evict.rs), before a command
+    /// runs. This shard evicts the whole excess at once (so memory is back under the limit
+    /// before the command, as in Redis) unless it has already evicted more than its share: a
+    /// shard that serves many writers must not be drained while the others keep colder keys
+    /// (`evict::ahead`). Then, at most once a millisecond, the excess is divided among the other
+    /// shards, which evict it when they read the message. Keys a queued transaction holds are
+    /// left alone. Returns false when nothing can be evicted anywhere (every shard found nothing
     /// when it last tried): the command then gets -OOM.
     pub fn evict(self: &Rc<Self>, maxmemory: u64) -> bool {
-        let limit = super::evict::limit(maxmemory, self.threads());
+        let n = self.threads();
+        let limit = super::evict::limit(maxmemory, n);
         let used = super::memory::used();
         super::evict::note_over(used > limit);
         if used <= limit {
             return true;
         }
-        let n = self.threads();
-        if super::evict::broadcast_due() {
-            let share = (used - limit) / n.max(1) as u64 + 1;
+        let excess = used - limit;
+        if !super::evict::ahead(self.id, n, maxmemory) && self.evict_bytes(excess) > 0 {
+            return true;
+        }
+        if n > 1 && super::evict::broadcast_due() {
+            let share = excess / (n - 1) as u64 + 1;
             for dst in (0..n).filter(|&d| d != self.id) {
                 self.post(dst, move |w| {
                     w.evict_bytes(share);
                 });
-            }
-            if self.evict_bytes(share) > 0 {
-                return true;
             }
         }
         super::evict::any_may_evict(n)

@@ -126,6 +126,9 @@ fn add_elementwise<T: Default + Clone>(into: &mut Vec<T>, from: &[T], add: impl 
 
 /// Takes a snapshot of every thread's counters.
 pub async fn gather(cx: &ConnCtx) -> Totals {
+    // Memory first, as Redis reads used_memory before building INFO: the per-thread snapshots
+    // below are transient allocations of their own (command tables: kilobytes).
+    let mem = mem_stats();
     let snaps = cx
         .worker
         .broadcast(|w| {
@@ -162,7 +165,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
         })
         .await;
     let mut t = Totals {
-        mem: mem_stats(),
+        mem,
         ..Totals::default()
     };
     for s in snaps {
