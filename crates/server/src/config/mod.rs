@@ -429,6 +429,7 @@ impl Config {
             "maxmemory" => {
                 self.maxmemory.store(num(), Ordering::Relaxed);
                 crate::engine::evict::set_maxmemory(num());
+                crate::engine::memory::set_counting(num() != 0);
             }
             "maxmemory-policy" => {
                 if let Some(p) = crate::engine::evict::Policy::parse(v) {

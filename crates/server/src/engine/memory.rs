@@ -8,7 +8,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 /// Per-thread counters of live bytes, summed on read. Each thread adds to its own cache line,
 /// so counting costs an uncontended add per allocation; a thread past the first [`COUNTERS`]
@@ -20,6 +20,32 @@ struct Counter(AtomicI64);
 
 static LIVE: [Counter; COUNTERS] = [const { Counter(AtomicI64::new(0)) }; COUNTERS];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+/// Counting is on while `maxmemory` is set: with no limit an allocation costs only this load.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+/// jemalloc's allocated bytes when counting was switched on: the counters count from there.
+static BASE: AtomicI64 = AtomicI64::new(0);
+
+/// Is the exact count on (`maxmemory` set)?
+pub fn counting() -> bool {
+    COUNTING.load(Ordering::Relaxed)
+}
+
+/// Switches counting on (re-reading the base from jemalloc) or off. On from `maxmemory`'s
+/// setting: the blocks alive at that moment are in the base, so frees of them later subtract
+/// from a figure that included them. What other threads allocate between reading the base and
+/// the switch is missed: bytes, once.
+pub fn set_counting(on: bool) {
+    if on == COUNTING.load(Ordering::Relaxed) {
+        return;
+    }
+    if on {
+        for c in LIVE.iter() {
+            c.0.store(0, Ordering::Relaxed);
+        }
+        BASE.store(allocated() as i64, Ordering::Relaxed);
+    }
+    COUNTING.store(on, Ordering::Release);
+}
 
 thread_local! {
     // Const-initialised and without a destructor: usable inside the allocator at any time,
@@ -29,6 +55,9 @@ thread_local! {
 
 #[inline]
 fn count(delta: i64) {
+    if !COUNTING.load(Ordering::Relaxed) {
+        return;
+    }
     let slot = SLOT
         .try_with(|s| {
             let mut v = s.get();
@@ -42,8 +71,9 @@ fn count(delta: i64) {
     LIVE[slot].0.fetch_add(delta, Ordering::Relaxed);
 }
 
-/// The global allocator of the server binary: jemalloc, counting the usable size of every
-/// block it hands out and takes back (as Redis's zmalloc counts `used_memory`). The count is
+/// The global allocator of the server binary: jemalloc, counting (while `maxmemory` is set) the
+/// usable size of every block it hands out and takes back (as Redis's zmalloc counts
+/// `used_memory`). The count is
 /// exact at every instant, where jemalloc's own `stats.allocated` moves in steps of its thread
 /// caches' fills and flushes (tens of KiB); see docs/design/memory-limits.md.
 pub struct Counting;
@@ -55,7 +85,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded as received.
         let p = unsafe { tikv_jemallocator::Jemalloc.alloc(layout) };
-        if !p.is_null() {
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
             // SAFETY: p is a live jemalloc block.
             count(unsafe { tikv_jemalloc_sys::sallocx(p as _, 0) } as i64);
         }
@@ -66,7 +96,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded as received.
         let p = unsafe { tikv_jemallocator::Jemalloc.alloc_zeroed(layout) };
-        if !p.is_null() {
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
             // SAFETY: p is a live jemalloc block.
             count(unsafe { tikv_jemalloc_sys::sallocx(p as _, 0) } as i64);
         }
@@ -75,14 +105,20 @@ unsafe impl GlobalAlloc for Counting {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: ptr is a live block of ours (caller contract).
-        count(-(unsafe { tikv_jemalloc_sys::sallocx(ptr as _, 0) } as i64));
+        if COUNTING.load(Ordering::Relaxed) {
+            // SAFETY: ptr is a live block of ours (caller contract).
+            count(-(unsafe { tikv_jemalloc_sys::sallocx(ptr as _, 0) } as i64));
+        }
         // SAFETY: forwarded as received.
         unsafe { tikv_jemallocator::Jemalloc.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !COUNTING.load(Ordering::Relaxed) {
+            // SAFETY: forwarded as received.
+            return unsafe { tikv_jemallocator::Jemalloc.realloc(ptr, layout, new_size) };
+        }
         // SAFETY: ptr is a live block of ours (caller contract).
         let old = unsafe { tikv_jemalloc_sys::sallocx(ptr as _, 0) } as i64;
         // SAFETY: forwarded as received.
@@ -95,14 +131,16 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-/// Used memory in bytes: what the process has allocated and not freed, to the byte (0 where
-/// [`Counting`] is not the allocator: unit tests, where no limit is enforced then). Sums the
-/// per-thread counters: tens of nanoseconds, read only while `maxmemory` is set.
+/// Used memory in bytes. While `maxmemory` is set: what the process has allocated and not
+/// freed, to the byte, summing the per-thread counters (tens of nanoseconds). Otherwise
+/// jemalloc's `stats.allocated` (microseconds; read by INFO only). 0 in unit tests, where
+/// jemalloc is not the allocator.
 pub fn used() -> u64 {
-    LIVE.iter()
-        .map(|c| c.0.load(Ordering::Relaxed))
-        .sum::<i64>()
-        .max(0) as u64
+    if !COUNTING.load(Ordering::Acquire) {
+        return allocated();
+    }
+    let live: i64 = LIVE.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+    (BASE.load(Ordering::Relaxed) + live).max(0) as u64
 }
 
 /// jemalloc's allocated bytes, read fresh (0 where jemalloc is not the allocator: unit tests).
