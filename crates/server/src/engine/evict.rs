@@ -300,9 +300,9 @@ pub fn ahead(me: usize, n: usize, maxmemory: u64) -> bool {
     }
     let nothing = NOTHING.load(Ordering::Relaxed);
     let (mut sum, mut count) = (0u64, 0u64);
-    for i in 0..n.min(SHARD_SLOTS) {
+    for (i, bytes) in EVICTED_BYTES.iter().enumerate().take(n) {
         if i == me || nothing & (1 << i) == 0 {
-            sum += EVICTED_BYTES[i].load(Ordering::Relaxed);
+            sum += bytes.load(Ordering::Relaxed);
             count += 1;
         }
     }
