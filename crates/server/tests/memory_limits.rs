@@ -29,7 +29,7 @@ fn info_u64(c: &mut RawConn, field: &str) -> u64 {
 }
 
 /// The limit holds while one client writes 1 KiB values to keys on every shard: writes stop
-/// with OOM a little past the limit (the figure is refreshed once a millisecond), what was
+/// with OOM a little past the limit (the last write may pass it), what was
 /// written stays readable, a pipeline of writes and reads gets OOM for each write and the value
 /// for each read, and after deletes free memory, writes are accepted again.
 #[test]
