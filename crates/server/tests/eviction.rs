@@ -425,3 +425,25 @@ fn policies_switch_at_runtime() {
     );
     assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-samples", "10"]), ok());
 }
+
+/// After a switch from an allkeys policy to a volatile one, keys without a TTL are safe even
+/// though the eviction pool still held them as candidates.
+#[test]
+fn switching_to_a_volatile_policy_spares_keys_without_ttl() {
+    let srv = start(&[]);
+    let mut c = srv.raw_conn();
+    limit_at_margin(&mut c, "allkeys-lru");
+    let n = (2 * MARGIN as usize) / VALUE;
+    write_keys(&mut c, "plain", n, false);
+    // Keys with a TTL for the volatile policy to take.
+    write_keys(&mut c, "ttl0", n / 2, true);
+    assert!(info_u64(&mut c, "stats", "evicted_keys") > 0);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]),
+        ok()
+    );
+    let left = count_existing(&mut c, "plain", n);
+    assert!(left > 0);
+    write_keys(&mut c, "ttl", n / 4, true);
+    assert_eq!(count_existing(&mut c, "plain", n), left);
+}

@@ -503,9 +503,13 @@ impl Db {
         Some((key, rank))
     }
 
-    /// The current eviction rank of `key` (as [`Db::sample`] computes it), if it exists.
-    pub fn rank_of(&mut self, key: &[u8], by_ttl: bool, now: u64) -> Option<u64> {
+    /// The current eviction rank of `key` (as [`Db::sample`] computes it), if it exists (and,
+    /// when `volatile`, has a TTL).
+    pub fn rank_of(&mut self, key: &[u8], volatile: bool, by_ttl: bool, now: u64) -> Option<u64> {
         let pos = self.prime.find(key)?;
+        if volatile && self.prime.flags(pos) & FLAG_EXPIRE == 0 {
+            return None;
+        }
         if by_ttl {
             return self.expire_at(pos).map(|at| u64::MAX - at);
         }

@@ -396,7 +396,9 @@ fn evict_one(shard: &mut Shard, tx: Option<&TxShard>, now: u64) -> Option<u64> {
         }
         let db = &mut shard.dbs[c.db];
         let by_ttl = p == Policy::VolatileTtl && !cache;
-        let Some(rank) = db.rank_of(&c.key, by_ttl, now) else {
+        // (None too when a volatile policy meets a key without a TTL: the pool may hold
+        // candidates sampled under an allkeys policy before a switch.)
+        let Some(rank) = db.rank_of(&c.key, p.volatile(), by_ttl, now) else {
             continue;
         };
         if rank < c.rank && rechecks > 0 {
