@@ -53,10 +53,8 @@ fn run_briefly(args: &[&str]) -> Option<(std::process::ExitStatus, String)> {
 fn flags_needing_missing_features_stop_the_server_with_a_message() {
     let refused: &[(&[&str], &str)] = &[
         (&["--appendonly", "yes"], "appendonly"),
-        (&["--cache_mode"], "cache_mode"),
-        (&["--cache_mode=true"], "cache_mode"),
         (&["--memcached_port", "11211"], "memcached_port"),
-        (&["--maxmemory-policy", "allkeys-lru"], "maxmemory-policy"),
+        (&["--maxmemory-clients", "10mb"], "maxmemory-clients"),
         (
             &["--notify-keyspace-events", "KEA"],
             "notify-keyspace-events",

@@ -143,11 +143,18 @@ pub fn used() -> u64 {
     (BASE.load(Ordering::Relaxed) + live).max(0) as u64
 }
 
-/// jemalloc's allocated bytes, read fresh (0 where jemalloc is not the allocator: unit tests).
-/// Includes what the thread caches hold: within tens of KiB of [`used`].
+/// jemalloc's allocated bytes less what its thread caches hold (freed blocks jemalloc still
+/// counts), read fresh: 0 where jemalloc is not the allocator (unit tests).
 pub fn allocated() -> u64 {
     let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    // Blocks freed into the threads' caches still count as allocated for jemalloc; its
+    // merged statistics say how many bytes those caches hold ("arenas.4096": all arenas).
+    // SAFETY: a NUL-terminated name of a size_t statistic.
+    let cached = unsafe {
+        tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0").unwrap_or(0)
+    } as u64;
+    allocated.saturating_sub(cached)
 }
 
 /// Is used memory over `maxmemory` (0: no limit)? The check a command that may grow memory

@@ -31,11 +31,8 @@ pub fn mem_stats() -> MemStats {
     let rss = process_rss();
     // used_memory is the counting allocator's exact figure (what maxmemory is enforced against);
     // outside the server binary (unit tests) nothing counts: fall back to jemalloc, then RSS.
-    let counted = if crate::engine::memory::counting() {
-        crate::engine::memory::used()
-    } else {
-        0
-    };
+    // The exact count while maxmemory is set, else jemalloc's figure less its thread caches.
+    let counted = crate::engine::memory::used();
     let allocated = if counted != 0 {
         counted
     } else if allocated != 0 {
