@@ -453,7 +453,14 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             return Ok(());
         }
         if start == rbuf.len() {
-            rbuf.clear();
+            if rbuf.capacity() > SHRINK_ABOVE {
+                // Everything read was executed: a buffer grown for a big command goes back to
+                // the idle state (no buffer) instead of holding its peak (Redis shrinks query
+                // buffers in its cron; freeing at once is simpler and keeps used_memory honest).
+                rbuf = Vec::new();
+            } else {
+                rbuf.clear();
+            }
             start = 0;
         } else if start > 0 {
             rbuf.drain(..start);
@@ -463,6 +470,9 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         publish_output(cx);
     }
 }
+
+/// A read buffer larger than this is freed once everything in it has been executed.
+const SHRINK_ABOVE: usize = 64 * 1024;
 
 /// Shows the query buffer in CLIENT LIST: `rbuf[start..]` is not executed yet.
 fn publish_input(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize) {
