@@ -158,14 +158,20 @@ fn valid_db(cx: &ConnCtx, id: i64) -> bool {
 // ---------------------------------------------------------------------------------------------
 // DEL UNLINK EXISTS TOUCH TYPE
 
-fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+/// Runs `f` on every key argument on its shard and replies with how many it returned true for
+/// (duplicates counted each time): the shape DEL, UNLINK, EXISTS and TOUCH share.
+fn count_keys<'a>(
+    cx: &'a mut ConnCtx,
+    args: &'a [&'a [u8]],
+    f: fn(&mut crate::engine::db::Db, &[u8], u64) -> bool,
+) -> BoxFut<'a> {
     Box::pin(async move {
         let parts = cx
             .hops()
-            .per_shard(args, |c, keys, ()| {
+            .per_shard(args, move |c, keys, ()| {
                 let now = c.now;
                 let db = c.db();
-                keys.iter().filter(|k| db.remove(k, now).is_some()).count() as i64
+                keys.iter().filter(|k| f(db, k, now)).count() as i64
             })
             .run()
             .await;
@@ -173,38 +179,20 @@ fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// EXISTS counts every argument that names a live key, duplicates included.
+fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    count_keys(cx, args, |db, k, now| db.remove(k, now).is_some())
+}
+
+/// EXISTS counts every argument that names a live key, duplicates included (no access recorded).
 fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(async move {
-        let parts = cx
-            .hops()
-            .per_shard(args, |c, keys, ()| {
-                let now = c.now;
-                let db = c.db();
-                keys.iter()
-                    .filter(|k| db.find_read_notouch(k, now).is_some())
-                    .count() as i64
-            })
-            .run()
-            .await;
-        cx.reply.int(parts.iter().map(|p| p.result).sum());
+    count_keys(cx, args, |db, k, now| {
+        db.find_read_notouch(k, now).is_some()
     })
 }
 
 /// TOUCH: counts like EXISTS, and records an access to each key.
 fn touch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(async move {
-        let parts = cx
-            .hops()
-            .per_shard(args, |c, keys, ()| {
-                let now = c.now;
-                let db = c.db();
-                keys.iter().filter(|k| db.find(k, now).is_some()).count() as i64
-            })
-            .run()
-            .await;
-        cx.reply.int(parts.iter().map(|p| p.result).sum());
-    })
+    count_keys(cx, args, |db, k, now| db.find(k, now).is_some())
 }
 
 fn type_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {

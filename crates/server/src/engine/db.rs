@@ -507,7 +507,13 @@ impl Db {
     /// when `volatile`, has a TTL).
     pub fn rank_of(&mut self, key: &[u8], volatile: bool, by_ttl: bool, now: u64) -> Option<u64> {
         let pos = self.prime.find(key)?;
-        if volatile && self.prime.flags(pos) & FLAG_EXPIRE == 0 {
+        self.rank_at(pos, volatile, by_ttl, now)
+    }
+
+    /// The eviction rank of the entry at `pos`: nearest deadline first when `by_ttl`, else idle
+    /// time or low counter; None when `volatile` and it has no TTL.
+    fn rank_at(&mut self, pos: Pos, volatile: bool, by_ttl: bool, now: u64) -> Option<u64> {
+        if (volatile || by_ttl) && self.prime.flags(pos) & FLAG_EXPIRE == 0 {
             return None;
         }
         if by_ttl {
@@ -516,14 +522,20 @@ impl Db {
         Some(access::rank(&mut self.prime, pos, now))
     }
 
-    /// Evicts `key` if it is still there: deleted as DEL would (WATCH sees it, a running
-    /// snapshot keeps the old value). Returns the bytes it held.
+    /// Evicts `key` if it is still there. Returns the bytes it held.
     pub fn evict_key(&mut self, key: &[u8], _now: u64) -> Option<u64> {
         let pos = self.prime.find(key)?;
+        Some(self.evict_at(pos))
+    }
+
+    /// Deletes the entry at `pos` as DEL would (WATCH sees it, a running snapshot keeps the old
+    /// value) and returns the bytes it held.
+    fn evict_at(&mut self, pos: Pos) -> u64 {
         let bytes = self.entry_bytes(pos);
-        self.wrote(key);
+        let k = self.prime.at(pos).0.key().to_vec();
+        self.wrote(&k);
         self.remove_at(pos);
-        Some(bytes)
+        bytes
     }
 
     /// Cache mode's sample: the [`NEAR_BEST`] best-ranked keys among those sharing a random
@@ -570,66 +582,44 @@ impl Db {
         {
             return;
         }
+        let p = super::evict::effective_policy();
+        let now = self.insert_time();
         if expire_full {
             // The key's TTL goes to the expiry table: make room there (its candidates all have
             // a TTL, so every policy may take them), ranked by their main-table entries.
             let mut keys: Vec<Box<[u8]>> = Vec::with_capacity(64);
             self.expire
                 .room_candidates(hash, |c| keys.push(self.expire.at(c).0.key().into()));
-            let mut best: Option<(u64, Pos)> = None;
-            let p = super::evict::effective_policy();
-            let now = self.insert_time();
-            for k in keys {
-                let Some(pos) = self.prime.find(&k) else {
-                    continue;
-                };
-                let rank = if p.by_ttl() {
-                    u64::MAX - self.expire_at(pos).unwrap_or(u64::MAX)
-                } else if p.is_random() {
-                    1
-                } else {
-                    access::rank(&mut self.prime, pos, now)
-                };
-                if best.is_none_or(|(r, _)| rank > r) {
-                    best = Some((rank, pos));
-                }
-            }
-            if let Some((_, victim)) = best {
-                let k = self.prime.at(victim).0.key().to_vec();
-                self.wrote(&k);
-                self.remove_at(victim);
-                super::evict::count_evicted(1);
-            }
+            let cands: Vec<Pos> = keys.iter().filter_map(|k| self.prime.find(k)).collect();
+            self.evict_best(p, cands, now);
             if !prime_full || self.prime.has_room(hash) {
                 return;
             }
         }
-        let p = super::evict::effective_policy();
         let mut cands: Vec<Pos> = Vec::with_capacity(64);
         self.prime.room_candidates(hash, |c| cands.push(c));
-        let now = self.insert_time();
+        self.evict_best(p, cands, now);
+    }
+
+    /// Evicts the best victim among `cands` under policy `p` (`make_room`), if one is eligible.
+    fn evict_best(&mut self, p: super::evict::Policy, cands: Vec<Pos>, now: u64) {
         let mut best: Option<(u64, Pos)> = None;
         for (i, c) in cands.into_iter().enumerate() {
-            let volatile = self.prime.flags(c) & FLAG_EXPIRE != 0;
-            if p.only_volatile() && !volatile {
-                continue;
-            }
             let rank = if p.is_random() {
                 // Any eligible key: the first one met (the neighbourhood is a random sample).
-                u64::MAX - i as u64
-            } else if p.by_ttl() {
-                u64::MAX - self.expire_at(c).unwrap_or(u64::MAX)
+                (!p.only_volatile() || self.prime.flags(c) & FLAG_EXPIRE != 0)
+                    .then(|| u64::MAX - i as u64)
             } else {
-                access::rank(&mut self.prime, c, now)
+                self.rank_at(c, p.only_volatile(), p.by_ttl(), now)
             };
-            if best.is_none_or(|(r, _)| rank > r) {
-                best = Some((rank, c));
+            if let Some(rank) = rank {
+                if best.is_none_or(|(r, _)| rank > r) {
+                    best = Some((rank, c));
+                }
             }
         }
         if let Some((_, victim)) = best {
-            let k = self.prime.at(victim).0.key().to_vec();
-            self.wrote(&k);
-            self.remove_at(victim);
+            self.evict_at(victim);
             super::evict::count_evicted(1);
         }
     }
