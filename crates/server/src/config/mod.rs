@@ -437,6 +437,7 @@ impl Config {
                 }
             }
             "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "maxmemory-eviction-tenacity" => crate::engine::evict::set_tenacity(num()),
             "cache_mode" => crate::engine::evict::set_cache_mode(v == "yes"),
             "lfu-log-factor" => crate::engine::access::set_lfu_log_factor(num() as u32),
             "lfu-decay-time" => crate::engine::access::set_lfu_decay_time(num() as u32),

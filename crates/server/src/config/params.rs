@@ -870,7 +870,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Int(1, 64),
         "5",
         true,
-        "eviction knob",
+        "keys sampled per db and eviction round",
     ),
     p(
         "lfu-log-factor",
@@ -894,7 +894,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Int(0, 100),
         "10",
         true,
-        "eviction knob",
+        "time one eviction call may take (Redis's scale; 100: no limit)",
     ),
     p(
         "hll-sparse-max-bytes",

@@ -149,6 +149,28 @@ pub fn policy() -> Policy {
     Policy::from_u8(POLICY.load(Ordering::Relaxed))
 }
 
+static TENACITY: AtomicU64 = AtomicU64::new(10);
+
+/// `maxmemory-eviction-tenacity` (0..=100).
+pub fn set_tenacity(t: u64) {
+    TENACITY.store(t.min(100), Ordering::Relaxed);
+}
+
+/// Time one eviction call may take, as Redis's `evictionTimeLimitUs`: 50 µs per step up to 10
+/// (500 µs by default), then growing 15% a step; 100 means no limit.
+fn time_limit() -> Option<std::time::Duration> {
+    let t = TENACITY.load(Ordering::Relaxed);
+    if t >= 100 {
+        return None;
+    }
+    let us = if t <= 10 {
+        50.0 * t as f64
+    } else {
+        500.0 * 1.15f64.powi(t as i32 - 10)
+    };
+    Some(std::time::Duration::from_micros(us as u64))
+}
+
 pub fn set_samples(n: u64) {
     SAMPLES.store(n.max(1), Ordering::Relaxed);
 }
@@ -258,7 +280,13 @@ pub fn run(shard: &mut Shard, tx: Option<&TxShard>, to_free: u64, now: u64) -> E
     if !evicts() {
         return done;
     }
+    let deadline = time_limit().map(|d| std::time::Instant::now() + d);
     while done.bytes < to_free && done.keys < MAX_PER_CALL {
+        // Redis's maxmemory-eviction-tenacity: the time one call may spend (checked every 16
+        // keys); the rest waits for the next command or tick.
+        if done.keys % 16 == 15 && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break;
+        }
         match evict_one(shard, tx, now) {
             Some(b) => {
                 done.keys += 1;
