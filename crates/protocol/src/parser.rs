@@ -384,6 +384,17 @@ impl Parser {
         Some((self.bulk_len + 2).saturating_sub(have))
     }
 
+    /// While a bulk argument's payload is incomplete: where its payload starts (offset in the
+    /// buffer given to `next`, i.e. from the start of the command in progress) and its declared
+    /// length. CLIENT LIST shows a big argument being received the way Redis does (`qbuf` from
+    /// the payload on, the arguments before it as `argv-mem`).
+    pub fn bulk_progress(&self) -> Option<(usize, usize)> {
+        if self.returned || self.mb_remaining == 0 || self.bulk_len == NO_BULK {
+            return None;
+        }
+        Some((self.pos, self.bulk_len))
+    }
+
     /// True while a non-empty command has been started but not completed
     /// (e.g. to decide whether a closed connection lost a partial command).
     pub fn is_partial(&self) -> bool {

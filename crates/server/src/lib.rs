@@ -259,6 +259,7 @@ fn thread_main(
         let w = Worker::new(id, shared.clone());
         tokio::task::spawn_local(w.clone().run_inbox());
         tokio::task::spawn_local(w.clone().run_ticker());
+        tokio::task::spawn_local(net::cron::run(w.clone()));
         for l in listeners {
             tokio::task::spawn_local(net::listener::accept_loop(w.clone(), l));
         }

@@ -1,7 +1,7 @@
 //! Client memory against the real binary (2 shard threads): `client-output-buffer-limit` for
 //! normal clients (hard limit at once, soft limit after its seconds), `client-query-buffer-limit`,
-//! CLIENT LIST's buffer fields, and a client that pipelines big GETs without reading while no
-//! limit is set. The server logs Redis's lines; other clients go on. Every expectation but the
+//! CLIENT LIST's buffer fields, a client that pipelines big GETs without reading while no
+//! limit is set, client eviction (`maxmemory-clients`) and query buffer resizing. The server logs Redis's lines; other clients go on. Every expectation but the
 //! damselfly-only ones (INFO counters Redis 7.0 lacks, the pause without limits) is Redis's own
 //! (`DFLY_TEST_TARGET=redis` runs this file against redis-server).
 
@@ -354,4 +354,193 @@ fn unread_pipeline_without_limit_pauses_instead_of_growing() {
     }
     slow.shutdown(std::net::Shutdown::Both).ok();
     assert_eq!(c.q("PING"), Resp::Simple(b"PONG".to_vec()));
+}
+
+/// A connection named `name` that has sent `bytes` bytes of an unfinished command (a 2-argument
+/// command whose first argument is still arriving): its query buffer holds them.
+fn partial_sender(srv: &Server, name: &str, bytes: usize) -> TcpStream {
+    let mut c = srv.raw_conn();
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", name]), ok());
+    let mut msg = format!("*2\r\n${}\r\n", bytes + 10).into_bytes();
+    msg.extend(std::iter::repeat_n(b'v', bytes));
+    c.stream.write_all(&msg).unwrap();
+    c.stream
+}
+
+/// Waits until CLIENT LIST shows `name` holding at least `bytes` in its query buffer.
+fn wait_qbuf(c: &mut RawConn, name: &str, bytes: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let l = client_line(c, name).unwrap_or_else(|| panic!("{name} is gone"));
+        if field(&l, "qbuf") >= bytes {
+            return;
+        }
+        assert!(Instant::now() < deadline, "qbuf never filled: {l}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn names_connected(c: &mut RawConn) -> Vec<String> {
+    text(c.q("CLIENT LIST"))
+        .lines()
+        .filter_map(|l| {
+            l.split(' ')
+                .find_map(|kv| kv.strip_prefix("name="))
+                .map(str::to_string)
+        })
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// `maxmemory-clients`: lowering the limit disconnects the biggest clients first, only as many
+/// as needed, before CONFIG SET answers; CLIENT NO-EVICT clients are never chosen; the log and
+/// INFO say so. The clients sit on both threads (2 shard threads).
+#[test]
+fn client_eviction_takes_the_biggest_clients_first() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "control"]), ok());
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    assert!(client_line(&mut c, "control")
+        .unwrap()
+        .contains(" flags=e "));
+    let mut held = Vec::new();
+    for (name, kb) in [("small", 100), ("medium", 300), ("large", 600)] {
+        held.push(partial_sender(&srv, name, kb * 1000));
+        wait_qbuf(&mut c, name, kb as u64 * 1000);
+    }
+    // All together a little over 1 MB with their buffers: 1 MB evicts the largest only.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-clients", "1mb"]), ok());
+    let names = names_connected(&mut c);
+    assert!(!names.contains(&"large".to_string()), "{names:?}");
+    for n in ["small", "medium", "control"] {
+        assert!(names.contains(&n.to_string()), "{n} evicted: {names:?}");
+    }
+    assert_eq!(info_u64(&mut c, "stats", "evicted_clients"), 1);
+    assert!(
+        srv.output().contains("Evicting client: id="),
+        "no log line:\n{}",
+        srv.output()
+    );
+    // "1" means Redis's floor of 128 KiB: with the unevictable control client, both
+    // evictable ones must go.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-clients", "1"]), ok());
+    let names = names_connected(&mut c);
+    assert_eq!(names, vec!["control".to_string()], "{names:?}");
+    assert_eq!(info_u64(&mut c, "stats", "evicted_clients"), 3);
+    // The evicted connections are closed.
+    for mut s in held {
+        read_to_close(&mut s);
+    }
+    assert_eq!(c.q("PING"), Resp::Simple(b"PONG".to_vec()));
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "maxmemory-clients"]),
+        Resp::Array(vec![bulk("maxmemory-clients"), bulk("1")])
+    );
+}
+
+/// A client whose big argument passes the limit while it arrives is disconnected (the command
+/// never runs); one that piles up unread replies too; others go on. A percentage applies to
+/// maxmemory and CONFIG GET shows it as given.
+#[test]
+fn client_eviction_while_reading_and_while_replying() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-clients", "10%"]), ok());
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "maxmemory-clients"]),
+        Resp::Array(vec![bulk("maxmemory-clients"), bulk("10%")])
+    );
+    // No maxmemory: a percentage of nothing is no limit.
+    let mut free = srv.raw_conn();
+    assert_eq!(free.cmd(&["CLIENT", "SETNAME", "free"]), ok());
+    let value = "z".repeat(3_000_000);
+    assert_eq!(free.cmd(&["SET", "k", &value]), ok());
+    free.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    wait_gone(&mut c, "free");
+    // 1% of 200 MB: 2 MB.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "200mb"]), ok());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-clients", "1%"]), ok());
+    let mut big = srv.raw_conn();
+    let mut msg = format!("*3\r\n$3\r\nSET\r\n$2\r\nk2\r\n${}\r\n", value.len()).into_bytes();
+    msg.extend_from_slice(value.as_bytes());
+    msg.extend_from_slice(b"\r\n");
+    // The server may close while we are still writing.
+    let _ = big.stream.write_all(&msg);
+    read_to_close(&mut big.stream);
+    others_go_on(&mut c);
+    assert_eq!(c.cmd(&["EXISTS", "k2"]), Resp::Int(0));
+    assert_eq!(info_u64(&mut c, "stats", "evicted_clients"), 1);
+
+    // Unread replies of a 200 KB value: disconnected long before 500 of them (100 MB) pile up.
+    assert_eq!(c.cmd(&["SET", "v", &"w".repeat(200_000)]), ok());
+    let mut slow = slow_reader(&srv, "unread", &gets("v", 500));
+    wait_gone(&mut c, "unread");
+    let got = read_to_close(&mut slow);
+    assert!(got < 500 * 200_000, "all {got} bytes of replies were sent");
+    others_go_on(&mut c);
+    assert_eq!(info_u64(&mut c, "stats", "evicted_clients"), 2);
+}
+
+/// Commands queued by MULTI and watched keys count as the client's memory (`multi-mem`,
+/// `tot-mem`): a transaction that queues more than the limit disconnects its client.
+#[test]
+fn client_eviction_counts_queued_commands() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    assert_eq!(c.cmd(&["CLIENT", "NO-EVICT", "on"]), ok());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory-clients", "2mb"]), ok());
+    let mut t = srv.raw_conn();
+    assert_eq!(t.cmd(&["CLIENT", "SETNAME", "tx"]), ok());
+    assert_eq!(t.cmd(&["MULTI"]), ok());
+    let part = "q".repeat(500_000);
+    assert_eq!(
+        t.cmd(&["SET", "a", &part]),
+        Resp::Simple(b"QUEUED".to_vec())
+    );
+    let l = client_line(&mut c, "tx").unwrap();
+    assert!(field(&l, "multi-mem") >= 500_000, "{l}");
+    assert!(field(&l, "tot-mem") >= field(&l, "multi-mem"), "{l}");
+    for _ in 0..5 {
+        t.stream
+            .write_all(&format!("*3\r\n$3\r\nSET\r\n$1\r\na\r\n$500000\r\n{part}\r\n").into_bytes())
+            .unwrap_or(());
+    }
+    read_to_close(&mut t.stream);
+    wait_gone(&mut c, "tx");
+    assert_eq!(c.cmd(&["EXISTS", "a"]), Resp::Int(0));
+}
+
+/// Query buffers follow use (Redis's client cron): one grown for a big argument shrinks toward
+/// what the client recently sent, and an idle client's buffer is freed after 2 s.
+#[test]
+fn query_buffer_shrinks_after_a_big_argument_and_when_idle() {
+    let srv = start();
+    let mut c = srv.raw_conn();
+    let mut b = srv.raw_conn();
+    assert_eq!(b.cmd(&["CLIENT", "SETNAME", "qb"]), ok());
+    assert_eq!(b.cmd(&["SET", "x", &"A".repeat(400_000)]), ok());
+    let size = |c: &mut RawConn| {
+        let l = client_line(c, "qb").unwrap();
+        field(&l, "qbuf") + field(&l, "qbuf-free")
+    };
+    let grown = size(&mut c);
+    assert!(grown > 32 * 1024, "{grown}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert_eq!(b.cmd(&["SET", "x", "small"]), ok());
+        let now = size(&mut c);
+        if now < grown {
+            break;
+        }
+        assert!(Instant::now() < deadline, "query buffer stayed at {now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while size(&mut c) != 0 {
+        assert!(Instant::now() < deadline, "idle query buffer never freed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(b.cmd(&["GET", "x"]), bulk("small"));
 }

@@ -54,7 +54,7 @@ fn flags_needing_missing_features_stop_the_server_with_a_message() {
     let refused: &[(&[&str], &str)] = &[
         (&["--appendonly", "yes"], "appendonly"),
         (&["--memcached_port", "11211"], "memcached_port"),
-        (&["--maxmemory-clients", "10mb"], "maxmemory-clients"),
+        (&["--activedefrag", "yes"], "activedefrag"),
         (
             &["--notify-keyspace-events", "KEA"],
             "notify-keyspace-events",

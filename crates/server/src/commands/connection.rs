@@ -260,7 +260,8 @@ fn reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
     cx.reply.ver = RespVersion::Resp2;
     cx.authed = !cx.shared().config.has_password();
     cx.reply_mode = ReplyMode::On;
-    cx.no_evict = false;
+    cx.client.no_evict.set(false);
+    cx.client.info.borrow_mut().set_flag('e', false);
     cx.no_touch = false;
     {
         let mut info = cx.client.info.borrow_mut();
@@ -335,9 +336,9 @@ fn refresh_self(cx: &ConnCtx) {
     info.last_cmd = cx.cmd_name;
     info.db = cx.db;
     info.resp = if cx.reply.is_resp3() { 3 } else { 2 };
-    info.qbuf = cx.qbuf_now;
-    info.unwritten = cx.output.unwritten(&cx.reply);
-    info.reply_cap = cx.reply.buf.capacity();
+    info.mem.qbuf = cx.qbuf_now;
+    info.mem.unwritten = cx.output.unwritten(&cx.reply);
+    info.mem.reply_cap = cx.reply.buf.capacity();
 }
 
 fn client_info(cx: &mut ConnCtx, _args: &[&[u8]]) {
@@ -396,7 +397,8 @@ fn client_list<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             .broadcast(move |_| {
                 let mut lines = Vec::new();
                 client::for_each_local(|id, h| {
-                    if filter.as_ref().is_none_or(|f| f.contains(&id)) {
+                    // A killed client is gone as far as anyone can tell (Redis frees it at once).
+                    if !h.killed.get() && filter.as_ref().is_none_or(|f| f.contains(&id)) {
                         lines.push((id, h.info.borrow().line()));
                     }
                 });
@@ -570,7 +572,10 @@ fn on_off(a: &[u8]) -> Option<bool> {
 fn client_no_evict(cx: &mut ConnCtx, args: &[&[u8]]) {
     match on_off(args[2]) {
         Some(v) => {
-            cx.no_evict = v;
+            cx.client.no_evict.set(v);
+            // CLIENT LIST flag 'e': excluded from client eviction.
+            cx.client.info.borrow_mut().set_flag('e', v);
+            crate::net::client_evict::reconsider();
             cx.reply.ok();
         }
         None => cx.reply.error(ERR_SYNTAX),

@@ -107,6 +107,26 @@ pub const ERR_OOM: &str = "OOM command not allowed when used memory > 'maxmemory
 /// `denyoom` command, an EXEC whose queue holds one, and, inside MULTI, any command but those
 /// that run at once (queueing itself takes memory). Reads and deletes go on. One atomic load
 /// when no limit is set.
+/// Redis's processCommand: over `maxmemory`, clients over `maxmemory-clients` are disconnected
+/// before any key is evicted (their buffers may be what pushed memory over). True: this
+/// connection was one of them and must not run the command.
+async fn clients_evicted_first(cx: &mut ConnCtx) -> bool {
+    let config = &cx.worker.shared.config;
+    if config.client_eviction_limit() == 0 || !crate::engine::memory::over_limit(config.maxmemory())
+    {
+        return false;
+    }
+    crate::net::session::account_output(cx);
+    if crate::net::client_evict::over(&cx.worker) {
+        crate::net::client_evict::evict(&cx.worker).await;
+        if cx.client.killed.get() {
+            cx.close = true;
+            return true;
+        }
+    }
+    false
+}
+
 pub(crate) fn rejected_for_memory(cx: &ConnCtx, spec: &CommandSpec) -> bool {
     let maxmemory = cx.worker.shared.config.maxmemory();
     if maxmemory == 0 {
@@ -203,7 +223,6 @@ pub struct ConnCtx {
     pub close: bool,
     pub reply_mode: ReplyMode,
     pub no_touch: bool,
-    pub no_evict: bool,
     /// Full name of the command being executed ("config|get"), for errors and CLIENT LIST.
     pub cmd_name: &'static str,
     /// Unix ms snapshot taken once per batch of pipelined commands (Redis also evaluates expiry
@@ -224,6 +243,15 @@ pub struct ConnCtx {
 }
 
 impl ConnCtx {
+    /// Bytes held by queued MULTI commands and by watched keys (CLIENT LIST `multi-mem`,
+    /// `tot-mem`).
+    pub fn tx_mem(&self) -> (usize, usize) {
+        (
+            self.multi.as_ref().map_or(0, |m| m.mem),
+            self.watch.as_ref().map_or(0, |w| w.mem),
+        )
+    }
+
     /// A new connection's context on `worker`'s thread (RESP2, db 0, no transaction state).
     pub fn new(
         worker: Rc<Worker>,
@@ -242,7 +270,6 @@ impl ConnCtx {
             close: false,
             reply_mode: ReplyMode::On,
             no_touch: false,
-            no_evict: false,
             cmd_name: "NULL",
             now_ms: crate::engine::clock::unix_ms(),
             coord: Default::default(),
@@ -259,15 +286,11 @@ impl ConnCtx {
             .shared
             .next_client_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let client = Rc::new(ClientHandle {
-            info: std::cell::RefCell::new(crate::net::client::ClientInfo {
-                local: true,
-                name: "internal".into(),
-                ..crate::net::client::ClientInfo::new(id, worker.id)
-            }),
-            killed: std::cell::Cell::new(false),
-            wake: tokio::sync::Notify::new(),
-        });
+        let client = Rc::new(ClientHandle::new(crate::net::client::ClientInfo {
+            local: true,
+            name: "internal".into(),
+            ..crate::net::client::ClientInfo::new(id, worker.id)
+        }));
         let out = crate::net::session::Output::new(Rc::new(crate::net::stream::WriteHalf::Null));
         ConnCtx::new(worker, client, out, true)
     }
@@ -482,6 +505,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.reply.error("NOAUTH Authentication required.");
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
+        return;
+    }
+    if clients_evicted_first(cx).await {
         return;
     }
     if rejected_for_memory(cx, spec) {

@@ -43,7 +43,15 @@ pub struct MultiState {
     pub cmds: Vec<(OwnedArgs, &'static CommandSpec)>,
     /// A command was rejected while queueing (Redis CLIENT_DIRTY_EXEC): EXEC answers EXECABORT.
     pub aborted: bool,
+    /// Bytes the queued commands hold (CLIENT LIST `multi-mem`).
+    pub mem: usize,
 }
+
+/// What one queued command holds besides its arguments (its entry in the queue).
+const QUEUED_OVERHEAD: usize = std::mem::size_of::<(OwnedArgs, &'static CommandSpec)>();
+/// What one watched key holds besides its name: its entry here and the watcher entry in the
+/// shard's watch list.
+const WATCHED_OVERHEAD: usize = std::mem::size_of::<(usize, Box<[u8]>)>() + 32;
 
 /// (db, key) pairs.
 type WatchedKeys = Vec<(usize, Box<[u8]>)>;
@@ -53,6 +61,9 @@ pub struct WatchState {
     pub flag: WatchFlag,
     /// (db, key) of every watched key, in WATCH order, without duplicates.
     pub keys: WatchedKeys,
+    /// Bytes the watched keys hold here and in the shards' watch lists (client eviction
+    /// counts them, as Redis counts its watched-key list).
+    pub mem: usize,
 }
 
 impl WatchState {
@@ -93,13 +104,7 @@ fn set_client_multi(cx: &ConnCtx, n: i64) {
     let mut info = cx.client.info.borrow_mut();
     info.multi = n;
     // CLIENT LIST flag 'x': in a MULTI/EXEC context.
-    if n >= 0 {
-        if !info.flags.contains('x') {
-            info.flags.push('x');
-        }
-    } else if info.flags.contains('x') {
-        info.flags = info.flags.replace('x', "");
-    }
+    info.set_flag('x', n >= 0);
 }
 
 /// Inside MULTI: queues the command (or refuses it) and returns true, or returns false for the
@@ -124,7 +129,9 @@ pub fn queue(cx: &mut ConnCtx, top: &'static Entry, entry: &'static Entry, args:
         Some(m) => {
             // No point in keeping commands of a transaction that can only abort.
             if !m.aborted {
-                m.cmds.push((OwnedArgs::new(args), entry.spec));
+                let owned = OwnedArgs::new(args);
+                m.mem += owned.heap_bytes() + QUEUED_OVERHEAD;
+                m.cmds.push((owned, entry.spec));
             }
             m.cmds.len() as i64
         }
@@ -169,6 +176,7 @@ fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let ws = cx.watch.get_or_insert_with(|| WatchState {
             flag: Arc::new(AtomicBool::new(false)),
             keys: Vec::new(),
+            mem: 0,
         });
         // No point in watching more keys once the session is dirty.
         if ws.dirty() {
@@ -184,6 +192,7 @@ fn watch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         for k in &fresh {
             ws.keys.push((db, (*k).into()));
+            ws.mem += k.len() + WATCHED_OVERHEAD;
         }
         let flag = ws.flag.clone();
         cx.hops()

@@ -67,6 +67,11 @@ impl OwnedArgs {
         OwnedArgs { data, ends }
     }
 
+    /// Heap bytes held (for client memory accounting).
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+
     /// Sized in a first pass over `args`: growing the buffers showed up as ~4% of an MSET.
     pub fn collect<'a>(args: impl Iterator<Item = &'a [u8]> + Clone) -> Self {
         let (n, total) = args.clone().fold((0, 0), |(n, t), a| (n + 1, t + a.len()));

@@ -30,6 +30,9 @@ pub struct Config {
     dbnum: AtomicU64,
     hz: AtomicU64,
     maxmemory: AtomicU64,
+    /// `maxmemory-clients`: bytes when positive, a percentage of maxmemory when negative (as
+    /// Redis stores it).
+    maxmemory_clients: AtomicI64,
     keys_output_limit: AtomicU64,
     proto_max_bulk_len: AtomicU64,
     query_buffer_limit: AtomicU64,
@@ -388,6 +391,7 @@ impl Config {
             dbnum: AtomicU64::new(16),
             hz: AtomicU64::new(100),
             maxmemory: AtomicU64::new(0),
+            maxmemory_clients: AtomicI64::new(0),
             keys_output_limit: AtomicU64::new(8192),
             proto_max_bulk_len: AtomicU64::new(512 << 20),
             query_buffer_limit: AtomicU64::new(1 << 30),
@@ -430,6 +434,13 @@ impl Config {
                 self.maxmemory.store(num(), Ordering::Relaxed);
                 crate::engine::evict::set_maxmemory(num());
                 crate::engine::memory::set_counting(num() != 0);
+            }
+            "maxmemory-clients" => {
+                let v = match v.strip_suffix('%') {
+                    Some(p) => -p.parse::<i64>().unwrap_or(0),
+                    None => v.parse::<i64>().unwrap_or(0),
+                };
+                self.maxmemory_clients.store(v, Ordering::Relaxed);
             }
             "maxmemory-policy" => {
                 if let Some(p) = crate::engine::evict::Policy::parse(v) {
@@ -658,6 +669,25 @@ impl Config {
     #[inline]
     pub fn maxmemory(&self) -> u64 {
         self.maxmemory.load(Ordering::Relaxed)
+    }
+    /// The client eviction limit in bytes (0: none), as Redis's `getClientEvictionLimit`: a
+    /// percentage applies to maxmemory (none without it), and a limit under 128 KiB is raised
+    /// to 128 KiB so a misconfiguration cannot disconnect every client at once.
+    #[inline]
+    pub fn client_eviction_limit(&self) -> u64 {
+        let v = self.maxmemory_clients.load(Ordering::Relaxed);
+        let bytes = if v < 0 {
+            let mm = self.maxmemory();
+            if mm == 0 {
+                return 0;
+            }
+            (mm as f64 * (-v) as f64 / 100.0) as u64
+        } else if v > 0 {
+            v as u64
+        } else {
+            return 0;
+        };
+        bytes.max(128 * 1024)
     }
     #[inline]
     pub fn keys_output_limit(&self) -> usize {

@@ -865,6 +865,14 @@ pub static PARAMS: &[Param] = &[
         "accepted: implicit deletes free inline either way",
     ),
     p(
+        "maxmemory-clients",
+        &[],
+        Kind::Words(words::mem_or_percent),
+        "0",
+        true,
+        "client eviction: the most memory all client connections together may hold (bytes, or N% of maxmemory; 0: no limit); over it the biggest clients are disconnected",
+    ),
+    p(
         "maxmemory-samples",
         &[],
         Kind::Int(1, 64),
@@ -924,6 +932,27 @@ pub static PARAMS: &[Param] = &[
 
 /// Checks of the multi-argument parameters, with Redis's error texts.
 mod words {
+    /// `maxmemory-clients`: bytes (with Redis's suffixes) or a percentage of maxmemory (`10%`).
+    pub fn mem_or_percent(_: &str, args: &[&str]) -> Result<String, String> {
+        let [v] = args else {
+            return Err("wrong number of arguments".into());
+        };
+        if let Some(n) = super::super::parse_memory(v) {
+            if n > i64::MAX as u64 {
+                return Err(format!(
+                    "argument must be between -100 and {} inclusive",
+                    i64::MAX
+                ));
+            }
+            return Ok(n.to_string());
+        }
+        match v.strip_suffix('%').and_then(|p| p.parse::<u64>().ok()) {
+            Some(p) if p <= 100 => Ok(format!("{p}%")),
+            Some(_) => Err("percentage argument must be less or equal to 100".into()),
+            None => Err("argument must be a memory or percent value".into()),
+        }
+    }
+
     /// `bind 127.0.0.1 -::1`: one or more addresses.
     pub fn bind(_: &str, args: &[&str]) -> Result<String, String> {
         if args.is_empty() || args.len() > 16 {
@@ -1061,10 +1090,6 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
     (
         "io-threads-do-reads",
         "damselfly's threads are set with proactor_threads",
-    ),
-    (
-        "maxmemory-clients",
-        "client eviction is not implemented yet",
     ),
     (
         "activedefrag",

@@ -195,6 +195,16 @@ pub fn evicted_keys() -> u64 {
     EVICTED.load(Ordering::Relaxed)
 }
 
+/// CONFIG RESETSTAT: `evicted_keys` and the total exceeded time start again (a limit being
+/// exceeded right now goes on counting from now).
+pub fn reset_stats() {
+    EVICTED.store(0, Ordering::Relaxed);
+    EXCEEDED_US.store(0, Ordering::Relaxed);
+    if EXCEEDED_SINCE.load(Ordering::Relaxed) != 0 {
+        EXCEEDED_SINCE.store(super::clock::unix_us().max(1), Ordering::Relaxed);
+    }
+}
+
 /// (total, current) time spent over the limit, in ms, as INFO reports them.
 pub fn exceeded_ms() -> (u64, u64) {
     let since = EXCEEDED_SINCE.load(Ordering::Relaxed);

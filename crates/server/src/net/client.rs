@@ -32,13 +32,8 @@ pub struct ClientInfo {
     pub last_cmd: &'static str,
     pub resp: u8,
     pub multi: i64,
-    /// Query buffer: bytes received and not yet executed (at a command's execution, that
-    /// command included, as Redis shows it), and the buffer's free capacity.
-    pub qbuf: usize,
-    pub qbuf_free: usize,
-    /// Reply bytes not yet written to the socket, and the reply buffer's capacity.
-    pub unwritten: usize,
-    pub reply_cap: usize,
+    /// What the connection's buffers and transaction state hold (CLIENT LIST's memory fields).
+    pub mem: ClientMem,
     pub flags: String,
     pub user: String,
     /// Shard thread that owns the connection (extra CLIENT LIST field, like Dragonfly's).
@@ -64,32 +59,22 @@ impl ClientInfo {
             last_cmd: "NULL",
             resp: 2,
             multi: -1,
-            qbuf: 0,
-            qbuf_free: 0,
-            unwritten: 0,
-            reply_cap: 0,
+            mem: ClientMem::default(),
             flags: String::new(),
             user: "default".into(),
             tid,
         }
     }
 
-    /// Output buffer memory as Redis counts it (`omem`, what the output buffer limits compare
-    /// with): see `limits::output_memory`.
-    pub fn omem(&self) -> usize {
-        limits::output_memory(self.unwritten)
-    }
-
-    /// Everything the connection holds (`tot-mem`): query buffer, reply buffer (at least the
-    /// 16 KiB Redis's fixed reply buffer takes) and the per-connection structures.
-    pub fn tot_mem(&self) -> usize {
-        self.qbuf
-            + self.qbuf_free
-            + self
-                .reply_cap
-                .max(self.unwritten)
-                .max(limits::STATIC_REPLY_BUF)
-            + CONN_OVERHEAD
+    /// Sets or clears one of CLIENT LIST's `flags` letters.
+    pub fn set_flag(&mut self, flag: char, on: bool) {
+        if on {
+            if !self.flags.contains(flag) {
+                self.flags.push(flag);
+            }
+        } else if self.flags.contains(flag) {
+            self.flags.retain(|c| c != flag);
+        }
     }
 
     /// One line of CLIENT LIST / CLIENT INFO in Redis 7's format. `obl`/`oll`: the unwritten
@@ -97,9 +82,10 @@ impl ClientInfo {
     /// reply blocks.
     pub fn line(&self) -> String {
         let now = Instant::now();
-        let omem = self.omem();
+        let m = &self.mem;
+        let omem = m.omem();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
             self.id,
             self.addr,
             self.laddr,
@@ -110,12 +96,14 @@ impl ClientInfo {
             if self.flags.is_empty() { "N" } else { &self.flags },
             self.db,
             self.multi,
-            self.qbuf,
-            self.qbuf_free,
-            self.unwritten.min(limits::STATIC_REPLY_BUF),
-            limits::reply_blocks(self.unwritten),
+            m.qbuf,
+            m.qbuf_free,
+            m.argv_mem,
+            m.multi_mem,
+            m.unwritten.min(limits::STATIC_REPLY_BUF),
+            limits::reply_blocks(m.unwritten),
             omem,
-            self.tot_mem(),
+            m.tot(),
             self.last_cmd,
             self.user,
             self.resp,
@@ -126,13 +114,85 @@ impl ClientInfo {
     }
 }
 
+/// A connection's memory as CLIENT LIST shows it and client eviction (`maxmemory-clients`)
+/// counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientMem {
+    /// Query buffer: bytes received and not yet executed (at a command's execution, that
+    /// command included, as Redis shows it), and the buffer's free capacity. While a big
+    /// argument (32 KiB or more) is being received, `qbuf` starts at its payload and the bytes
+    /// of the command before it are `argv_mem`, as in Redis, which moves them out of its query
+    /// buffer into the argument vector.
+    pub qbuf: usize,
+    pub qbuf_free: usize,
+    pub argv_mem: usize,
+    /// Reply bytes not yet written to the socket, and the reply buffer's capacity.
+    pub unwritten: usize,
+    pub reply_cap: usize,
+    /// Commands queued by MULTI (`multi-mem`) and keys watched by WATCH.
+    pub multi_mem: usize,
+    pub watch_mem: usize,
+}
+
+impl ClientMem {
+    /// Output buffer memory as Redis counts it (`omem`, what the output buffer limits compare
+    /// with): see `limits::output_memory`.
+    pub fn omem(&self) -> usize {
+        limits::output_memory(self.unwritten)
+    }
+
+    /// Everything the connection holds (`tot-mem`): query buffer, reply buffer (at least the
+    /// 16 KiB Redis's fixed reply buffer takes), transaction state and the per-connection
+    /// structures.
+    pub fn tot(&self) -> usize {
+        self.qbuf
+            + self.qbuf_free
+            + self.argv_mem
+            + self
+                .reply_cap
+                .max(self.unwritten)
+                .max(limits::STATIC_REPLY_BUF)
+            + self.multi_mem
+            + self.watch_mem
+            + CONN_OVERHEAD
+    }
+}
+
 /// Shared between a connection task and its thread's registry.
 pub struct ClientHandle {
     pub info: RefCell<ClientInfo>,
-    /// Set by CLIENT KILL (or shutdown); the connection closes at its next check.
+    /// The owning thread (`info.tid`, readable without borrowing `info`).
+    pub tid: usize,
+    /// Set by CLIENT KILL, client eviction (or shutdown); the connection closes at its next
+    /// check, and CLIENT LIST no longer shows it.
     pub killed: Cell<bool>,
+    /// CLIENT NO-EVICT: never chosen by client eviction (its memory still counts).
+    pub no_evict: Cell<bool>,
+    /// The memory this connection last added to its thread's client total (`client_evict`).
+    pub counted: Cell<usize>,
+    /// Set by the client cron: the connection should resize its read buffer (to at least this
+    /// many bytes) when it is next woken (`wake`).
+    pub resize_qbuf: Cell<Option<usize>>,
+    /// The largest query buffer length seen since the client cron last looked (Redis's
+    /// `querybuf_peak`).
+    pub qbuf_peak: Cell<usize>,
     /// Wakes the connection out of a blocking read when it is killed.
     pub wake: Notify,
+}
+
+impl ClientHandle {
+    pub fn new(info: ClientInfo) -> ClientHandle {
+        ClientHandle {
+            tid: info.tid,
+            info: RefCell::new(info),
+            killed: Cell::new(false),
+            no_evict: Cell::new(false),
+            counted: Cell::new(0),
+            resize_qbuf: Cell::new(None),
+            qbuf_peak: Cell::new(0),
+            wake: Notify::new(),
+        }
+    }
 }
 
 thread_local! {
@@ -153,7 +213,9 @@ pub fn register(h: Rc<ClientHandle>) {
 pub fn unregister(id: u64) {
     REGISTRY.with(|r| {
         if let Ok(mut r) = r.try_borrow_mut() {
-            r.remove(&id);
+            if let Some(h) = r.remove(&id) {
+                super::client_evict::account(&h, 0);
+            }
         }
     });
 }

@@ -3,6 +3,7 @@
 //! CLIENT LIST (`qbuf`, `omem`, `tot-mem`) and for INFO. The session (`session.rs`) applies
 //! them; see docs/design/memory-limits.md ("Client memory").
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, ObufClass, ObufLimit};
@@ -19,6 +20,21 @@ pub const STATIC_REPLY_BUF: usize = 16 * 1024;
 /// the client has read them down to half of it. Redis would buffer without bound; this keeps a
 /// client that pipelines gigabytes of GETs without reading from taking the server down.
 pub const PAUSE_OUTPUT: usize = 64 << 20;
+
+/// DEBUG REPLYBUFFER RESIZING: whether a reply buffer grown past `REPLY_SHRINK_ABOVE` goes
+/// back to a small one once written (tests that compare clients' sizes turn it off).
+static REPLY_RESIZING: AtomicBool = AtomicBool::new(true);
+/// See `REPLY_RESIZING`.
+pub const REPLY_SHRINK_ABOVE: usize = 4 * 1024 * 1024;
+
+pub fn set_reply_resizing(on: bool) {
+    REPLY_RESIZING.store(on, Ordering::Relaxed);
+}
+
+#[inline]
+pub fn reply_resizing() -> bool {
+    REPLY_RESIZING.load(Ordering::Relaxed)
+}
 
 /// Unauthenticated clients may not pile up more than this (Redis: `authRequired` in
 /// `checkClientOutputBufferLimits`).

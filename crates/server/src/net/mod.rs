@@ -1,6 +1,8 @@
 //! Networking: listeners, connections and client bookkeeping.
 
 pub mod client;
+pub mod client_evict;
+pub mod cron;
 pub mod http;
 pub mod limits;
 pub mod listener;

@@ -10,7 +10,8 @@ use smallvec::SmallVec;
 
 use tokio::io::AsyncReadExt;
 
-use super::client::{ClientHandle, ClientInfo};
+use super::client::{ClientHandle, ClientInfo, ClientMem};
+use super::client_evict;
 use super::limits::{self, ObufState, PAUSE_OUTPUT, STATIC_REPLY_BUF};
 use super::stream::{ReadHalf, Stream, WriteHalf};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
@@ -67,18 +68,14 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
     }
 
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let handle = Rc::new(ClientHandle {
-        info: std::cell::RefCell::new(ClientInfo {
-            addr: addrs.peer,
-            laddr: addrs.local,
-            local: addrs.is_local,
-            fd,
-            flags: if addrs.unix { "U" } else { "" }.to_string(),
-            ..ClientInfo::new(id, worker.id)
-        }),
-        killed: std::cell::Cell::new(false),
-        wake: tokio::sync::Notify::new(),
-    });
+    let handle = Rc::new(ClientHandle::new(ClientInfo {
+        addr: addrs.peer,
+        laddr: addrs.local,
+        local: addrs.is_local,
+        fd,
+        flags: if addrs.unix { "U" } else { "" }.to_string(),
+        ..ClientInfo::new(id, worker.id)
+    }));
     crate::net::client::register(handle.clone());
 
     let mut cx = ConnCtx::new(
@@ -88,9 +85,10 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
         !shared.config.has_password(),
     );
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
-    struct Cleanup(Rc<Worker>, u64);
+    struct Cleanup(Rc<Worker>, u64, Rc<ClientHandle>);
     impl Drop for Cleanup {
         fn drop(&mut self) {
+            client_evict::account(&self.2, 0);
             crate::net::client::unregister(self.1);
             self.0
                 .shared
@@ -98,7 +96,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
                 .fetch_sub(1, Ordering::Relaxed);
         }
     }
-    let _cleanup = Cleanup(worker.clone(), id);
+    let _cleanup = Cleanup(worker.clone(), id, handle.clone());
     let _ = run(&mut cx, &mut reader).await;
 }
 
@@ -171,7 +169,7 @@ impl Output {
             self.flush_at = FLUSH_THRESHOLD;
             reply.clear();
             // Don't keep a huge buffer around after one big reply.
-            if reply.buf.capacity() > 4 * 1024 * 1024 {
+            if reply.buf.capacity() > limits::REPLY_SHRINK_ABOVE && limits::reply_resizing() {
                 reply.buf.shrink_to(READ_CHUNK);
             }
         } else if self.written >= READ_CHUNK && self.written * 2 >= reply.len() {
@@ -259,7 +257,11 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                 reader.readable().await?;
             }
             if rbuf.capacity() - rbuf.len() < want / 2 {
-                rbuf.reserve(want);
+                // Exact, not doubling: a buffer that just received a 1 MB argument and reads
+                // on for the rest of its command grows by an eighth, not to 2 MB (what it
+                // holds is what client eviction and CLIENT LIST count). Growing by at least an
+                // eighth keeps the copying linear for a command made of many small arguments.
+                rbuf.reserve_exact(want.max(rbuf.len() / 8));
             }
             reader.read_buf(&mut rbuf).await
         };
@@ -267,7 +269,16 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             biased;
             _ = &mut wake => {
                 wake.set(client.wake.notified());
-                0
+                if client.killed.get() {
+                    return Ok(());
+                }
+                if let Some(target) = client.resize_qbuf.take() {
+                    resize_query_buffer(&mut rbuf, start, &parser, target);
+                    let mem = measure(cx, &rbuf, start, &parser);
+                    client_evict::account(&cx.client, mem.tot());
+                    cx.client.info.borrow_mut().mem = mem;
+                }
+                continue;
             }
             r = writer.writable(), if pending_out => {
                 r?;
@@ -275,7 +286,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                 if cx.output.limit_due(&cx.reply) && obuf_over(cx, false) {
                     return Ok(());
                 }
-                publish_output(cx);
+                account_output(cx);
                 continue;
             }
             _ = soft_timer => {
@@ -294,9 +305,12 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             return Ok(());
         }
         cx.worker.stats().net_input_bytes += n as u64;
+        client
+            .qbuf_peak
+            .set(client.qbuf_peak.get().max(rbuf.len() - start));
         if rbuf.len() as u64 > cx.shared().config.query_buffer_limit() {
             // Redis's readQueryFromClient: checked on every read, before parsing.
-            publish_input(cx, &rbuf, start);
+            cx.client.info.borrow_mut().mem = measure(cx, &rbuf, start, &parser);
             let line = cx.client.info.borrow().line();
             crate::log_warning!(
                 "Closing client that reached max query buffer length: {line} (qbuf initial bytes: {})",
@@ -305,7 +319,9 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             cx.worker.stats().qbuf_limit_disconnections += 1;
             return Ok(());
         }
-        publish_input(cx, &rbuf, start);
+        if !publish(cx, measure(cx, &rbuf, start, &parser)).await {
+            return Ok(());
+        }
         cx.now_ms = crate::engine::clock::unix_ms();
         let batch_start = Instant::now();
 
@@ -444,7 +460,11 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             }
         }
         cx.client.info.borrow_mut().last_interaction = batch_start;
-        if cx.close || cx.client.killed.get() {
+        if cx.client.killed.get() {
+            // Killed or evicted: gone at once, whatever it has not read (it may never read).
+            return Ok(());
+        }
+        if cx.close {
             cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
             return Ok(());
         }
@@ -452,40 +472,81 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         if cx.output.limit_due(&cx.reply) && obuf_over(cx, true) {
             return Ok(());
         }
+        // Everything executed is dropped; the buffer keeps its size until the client cron
+        // resizes it (net/cron.rs), as Redis's query buffer does.
         if start == rbuf.len() {
-            if rbuf.capacity() > SHRINK_ABOVE {
-                // Everything read was executed: a buffer grown for a big command goes back to
-                // the idle state (no buffer) instead of holding its peak (Redis shrinks query
-                // buffers in its cron; freeing at once is simpler and keeps used_memory honest).
-                rbuf = Vec::new();
-            } else {
-                rbuf.clear();
-            }
+            rbuf.clear();
             start = 0;
         } else if start > 0 {
             rbuf.drain(..start);
             start = 0;
         }
-        publish_input(cx, &rbuf, start);
-        publish_output(cx);
+        if !publish(cx, measure(cx, &rbuf, start, &parser)).await {
+            return Ok(());
+        }
     }
 }
 
-/// A read buffer larger than this is freed once everything in it has been executed.
-const SHRINK_ABOVE: usize = 64 * 1024;
+/// Redis moves an argument of this size or more out of its query buffer once its header is
+/// read (PROTO_MBULK_BIG_ARG); CLIENT LIST's `qbuf` then counts only that argument.
+const BIG_ARG: usize = 32 * 1024;
 
-/// Shows the query buffer in CLIENT LIST: `rbuf[start..]` is not executed yet.
-fn publish_input(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize) {
-    let mut info = cx.client.info.borrow_mut();
-    info.qbuf = rbuf.len() - start;
-    info.qbuf_free = rbuf.capacity() - rbuf.len();
+/// The connection's memory now (CLIENT LIST's fields): `rbuf[start..]` is not executed yet.
+fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> ClientMem {
+    let mut m = cx.client.info.borrow().mem;
+    let pending = rbuf.len() - start;
+    match parser.bulk_progress() {
+        Some((pos, len)) if len >= BIG_ARG && pos <= pending => {
+            m.qbuf = pending - pos;
+            m.argv_mem = pos;
+        }
+        _ => {
+            m.qbuf = pending;
+            m.argv_mem = 0;
+        }
+    }
+    m.qbuf_free = rbuf.capacity() - rbuf.len();
+    m.unwritten = cx.output.unwritten(&cx.reply);
+    m.reply_cap = cx.reply.buf.capacity();
+    (m.multi_mem, m.watch_mem) = cx.tx_mem();
+    m
 }
 
-/// Shows the reply buffer in CLIENT LIST (`omem`, `tot-mem`).
-fn publish_output(cx: &ConnCtx) {
+/// Counts the connection's memory for client eviction, evicts clients if that puts them over
+/// `maxmemory-clients`, and only then shows it in CLIENT LIST (see net/client_evict.rs).
+/// False: this connection was evicted.
+async fn publish(cx: &ConnCtx, mem: ClientMem) -> bool {
+    client_evict::account(&cx.client, mem.tot());
+    if client_evict::over(&cx.worker) {
+        client_evict::evict(&cx.worker).await;
+    }
+    cx.client.info.borrow_mut().mem = mem;
+    !cx.client.killed.get()
+}
+
+/// Shows the reply buffer in CLIENT LIST (`omem`, `tot-mem`) and counts it.
+pub(crate) fn account_output(cx: &ConnCtx) {
     let mut info = cx.client.info.borrow_mut();
-    info.unwritten = cx.output.unwritten(&cx.reply);
-    info.reply_cap = cx.reply.buf.capacity();
+    info.mem.unwritten = cx.output.unwritten(&cx.reply);
+    info.mem.reply_cap = cx.reply.buf.capacity();
+    let tot = info.mem.tot();
+    drop(info);
+    client_evict::account(&cx.client, tot);
+}
+
+/// Resizes the read buffer as the client cron decided (`target` bytes), never below what it
+/// holds or what the bulk argument being received needs; an empty buffer asked to hold
+/// nothing is freed.
+fn resize_query_buffer(rbuf: &mut Vec<u8>, start: usize, parser: &Parser, target: usize) {
+    let mut keep = target.max(rbuf.len());
+    if let Some((pos, len)) = parser.bulk_progress() {
+        keep = keep.max(start + pos + len + 2);
+    }
+    if keep == 0 {
+        *rbuf = Vec::new();
+    } else if keep < rbuf.capacity() {
+        rbuf.shrink_to(keep);
+    }
 }
 
 /// Redis's `closeClientOnOutputBufferLimitReached`: is the connection over its class's output
@@ -498,7 +559,7 @@ fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
     if !cx.output.obuf.over(limit, used, !cx.authed) {
         return false;
     }
-    publish_output(cx);
+    account_output(cx);
     let line = cx.client.info.borrow().line();
     if asap {
         crate::log_warning!(
@@ -537,7 +598,7 @@ async fn output_room<'a>(
     );
     loop {
         cx.try_flush()?;
-        publish_output(cx);
+        account_output(cx);
         if cx.output.unwritten(&cx.reply) <= PAUSE_OUTPUT / 2 {
             return Ok(true);
         }

@@ -39,10 +39,23 @@ fn set_error(typed: &str, e: &ConfigError) -> String {
 ///
 /// Note: connections read parser limits (proto-max-bulk-len) when they connect, so changing
 /// them affects new connections only.
-pub fn config_set(cx: &mut ConnCtx, args: &[&[u8]]) {
+pub fn config_set<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if set_all(cx, args) {
+            // A new client limit (or a new maxmemory under a percentage) applies at once, as
+            // Redis evicts clients before it answers anything else.
+            crate::net::client_evict::reconsider();
+            crate::net::client_evict::evict(&cx.worker).await;
+            cx.reply.ok();
+        }
+    })
+}
+
+/// Applies CONFIG SET's pairs; false when one was refused (the error is the reply).
+fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
     if !args.len().is_multiple_of(2) {
         cx.reply.error(ERR_SYNTAX);
-        return;
+        return false;
     }
     let cfg = cx.shared().config.clone();
     let pairs: Vec<(String, String)> = args[2..]
@@ -60,29 +73,29 @@ pub fn config_set(cx: &mut ConnCtx, args: &[&[u8]]) {
         let Some(p) = find_param(name) else {
             cx.reply
                 .error(&set_error(name, &ConfigError::UnknownParam(name.clone())));
-            return;
+            return false;
         };
         if seen.contains(&p.name) {
             cx.reply.error(&format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
             ));
-            return;
+            return false;
         }
         seen.push(p.name);
     }
     for (name, value) in &pairs {
         if let Err(e) = cfg.check(name, value) {
             cx.reply.error(&set_error(name, &e));
-            return;
+            return false;
         }
     }
     for (name, value) in &pairs {
         if let Err(e) = cfg.set(name, value) {
             cx.reply.error(&set_error(name, &e));
-            return;
+            return false;
         }
     }
-    cx.reply.ok();
+    true
 }
 
 /// Resets the INFO counters of every thread and shard.
@@ -100,6 +113,8 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
         shared.total_connections.store(0, Ordering::Relaxed);
         shared.rejected_connections.store(0, Ordering::Relaxed);
         super::sysinfo::reset_peak();
+        crate::engine::evict::reset_stats();
+        crate::net::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
         cx.reply.ok();
     })
 }

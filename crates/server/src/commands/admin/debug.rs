@@ -175,6 +175,13 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.ok();
             }
             (b"change-repl-id", 2) => cx.reply.ok(),
+            (b"replybuffer", 4) if eq_ic(args[2], "resizing") => {
+                crate::net::limits::set_reply_resizing(parse_i64(args[3]).unwrap_or(0) != 0);
+                cx.reply.ok();
+            }
+            (b"replybuffer", 4) if eq_ic(args[2], "peak-reset-time") => cx.reply.error(
+                "ERR damselfly does not resize reply buffers by their peak (only RESIZING applies)",
+            ),
             (b"config-rewrite-force-all", 2) => {
                 match crate::config::rewrite::rewrite(&cx.shared().config, true) {
                     Ok(()) => cx.reply.ok(),
@@ -477,7 +484,10 @@ pub fn memory_stats<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a
             ("startup.allocated".into(), V::I(0)),
             ("replication.backlog".into(), V::I(0)),
             ("clients.slaves".into(), V::I(0)),
-            ("clients.normal".into(), V::I(0)),
+            (
+                "clients.normal".into(),
+                V::I(crate::net::client_evict::total() as i64),
+            ),
             ("cluster.links".into(), V::I(0)),
             ("aof.buffer".into(), V::I(0)),
             ("lua.caches".into(), V::I(0)),

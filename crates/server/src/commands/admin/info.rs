@@ -237,7 +237,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "mem_not_counted_for_evict:0");
             line!(o, "mem_replication_backlog:0");
             line!(o, "mem_clients_slaves:0");
-            line!(o, "mem_clients_normal:0");
+            line!(
+                o,
+                "mem_clients_normal:{}",
+                crate::net::client_evict::total()
+            );
             line!(o, "mem_aof_buffer:0");
             line!(o, "mem_allocator:jemalloc-5.3.0");
             line!(o, "active_defrag_running:0");
@@ -342,7 +346,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "expired_time_cap_reached_count:0");
             line!(o, "expire_cycle_cpu_milliseconds:0");
             line!(o, "evicted_keys:{}", crate::engine::evict::evicted_keys());
-            line!(o, "evicted_clients:0");
+            line!(
+                o,
+                "evicted_clients:{}",
+                crate::net::client_evict::EVICTED_CLIENTS.load(Ordering::Relaxed)
+            );
             let (total, current) = crate::engine::evict::exceeded_ms();
             line!(o, "total_eviction_exceeded_time:{total}");
             line!(o, "current_eviction_exceeded_time:{current}");

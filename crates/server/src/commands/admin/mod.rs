@@ -58,7 +58,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 static CONFIG_SUBS: &[CommandSpec] = &[
     cmd("get", -3, ADMIN_FLAGS, NOKEYS, Local(config_cmd::config_get))
         .doc(G, "1.0.0", "Returns the effective values of configuration parameters."),
-    cmd("set", -4, ADMIN_FLAGS, NOKEYS, Local(config_cmd::config_set))
+    cmd("set", -4, ADMIN_FLAGS, NOKEYS, Conn(config_cmd::config_set))
         .doc(G, "1.0.0", "Sets configuration parameters in-flight."),
     cmd("resetstat", 2, ADMIN_FLAGS, NOKEYS, Conn(config_cmd::config_resetstat))
         .doc(G, "1.0.0", "Resets the server's statistics."),

@@ -151,8 +151,8 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
             };
             crate::net::client::for_each_local(|_, h| {
                 let info = h.info.borrow();
-                s.max_input_buffer = s.max_input_buffer.max(info.qbuf + info.qbuf_free);
-                s.max_output_buffer = s.max_output_buffer.max(info.omem());
+                s.max_input_buffer = s.max_input_buffer.max(info.mem.qbuf + info.mem.qbuf_free);
+                s.max_output_buffer = s.max_output_buffer.max(info.mem.omem());
             });
             for db in &shard.dbs {
                 s.dbs.push((db.len() as u64, db.expires_len() as u64));
