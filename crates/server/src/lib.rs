@@ -16,6 +16,7 @@ pub mod log;
 pub mod net;
 pub mod persistence;
 pub mod process;
+pub mod pubsub;
 pub mod rand;
 pub mod stats;
 pub mod types;

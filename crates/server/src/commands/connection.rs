@@ -26,7 +26,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "6.0.0", "Handshakes with the Redis server."),
     cmd("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY, NOKEYS, Local(auth))
         .doc(G, "1.0.0", "Authenticates the connection."),
-    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI, NOKEYS, Local(reset))
+    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI, NOKEYS, Conn(reset))
         .doc(G, "6.2.0", "Resets the connection."),
     container("client", -2, CLIENT_SUBS)
         .doc(G, "2.0.0", "A container for client connection commands."),
@@ -77,6 +77,13 @@ fn select_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
 }
 
 fn ping(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() <= 2 && !cx.reply.is_resp3() && cx.client.subs.borrow().active() {
+        // In the RESP2 Pub/Sub context PING answers in the shape of a message.
+        cx.reply.array(2);
+        cx.reply.bulk(b"pong");
+        cx.reply.bulk(args.get(1).copied().unwrap_or(b""));
+        return;
+    }
     match args.len() {
         1 => cx.reply.simple("PONG"),
         2 => cx.reply.bulk(args[1]),
@@ -254,7 +261,14 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
     r.empty_array();
 }
 
-fn reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
+fn reset<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        super::pubsub::leave_all(cx).await;
+        reset_state(cx);
+    })
+}
+
+fn reset_state(cx: &mut ConnCtx) {
     super::multi::discard_state(cx);
     cx.db = 0;
     cx.reply.ver = RespVersion::Resp2;

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod list;
 pub mod multi;
 pub mod persistence;
+pub mod pubsub;
 pub mod registry;
 pub mod scan;
 pub mod set;
@@ -125,6 +126,15 @@ async fn clients_evicted_first(cx: &mut ConnCtx) -> bool {
         }
     }
     false
+}
+
+/// After `rejected_for_memory` let a command through: if memory is still over the limit
+/// (this shard could not free it), the other shards free it before the command runs.
+async fn others_evict_if_still_over(cx: &ConnCtx) {
+    let maxmemory = cx.worker.shared.config.maxmemory();
+    if maxmemory != 0 && crate::engine::evict::evicts() && cx.threads() > 1 {
+        cx.worker.evict_elsewhere(maxmemory).await;
+    }
 }
 
 pub(crate) fn rejected_for_memory(cx: &ConnCtx, spec: &CommandSpec) -> bool {
@@ -240,6 +250,8 @@ pub struct ConnCtx {
     pub qbuf_now: usize,
     /// Keys watched since the first WATCH (None when nothing is watched).
     watch: Option<multi::WatchState>,
+    /// The command's reply is a Pub/Sub confirmation, sent even under CLIENT REPLY OFF.
+    pub pushed: bool,
 }
 
 impl ConnCtx {
@@ -250,6 +262,11 @@ impl ConnCtx {
             self.multi.as_ref().map_or(0, |m| m.mem),
             self.watch.as_ref().map_or(0, |w| w.mem),
         )
+    }
+
+    /// The connection's client id.
+    pub fn client_id(&self) -> u64 {
+        self.client.info.borrow().id
     }
 
     /// A new connection's context on `worker`'s thread (RESP2, db 0, no transaction state).
@@ -275,6 +292,7 @@ impl ConnCtx {
             coord: Default::default(),
             multi: None,
             watch: None,
+            pushed: false,
         }
     }
 
@@ -510,7 +528,11 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if clients_evicted_first(cx).await {
         return;
     }
-    if rejected_for_memory(cx, spec) {
+    let refused = rejected_for_memory(cx, spec);
+    if !refused {
+        others_evict_if_still_over(cx).await;
+    }
+    if refused {
         if spec.flags & flags::REJECT_EXECABORT != 0 {
             multi::exec_abort(cx, entry.id, ERR_OOM);
             return;
@@ -541,6 +563,30 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             .writes_refused(&cx.worker.shared.config)
     {
         cx.reply.error(ERR_MISCONF);
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        multi::flag(cx);
+        return;
+    }
+    if !cx.reply.is_resp3()
+        && !matches!(
+            entry.fullname.as_str(),
+            "ping"
+                | "subscribe"
+                | "ssubscribe"
+                | "unsubscribe"
+                | "sunsubscribe"
+                | "psubscribe"
+                | "punsubscribe"
+                | "quit"
+                | "reset"
+        )
+        && cx.client.subs.borrow().active()
+    {
+        // Redis: a RESP2 connection in the Pub/Sub context may only run these.
+        cx.reply.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            entry.fullname
+        ));
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;

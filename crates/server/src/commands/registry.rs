@@ -109,6 +109,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::set::COMMANDS,
         super::zset::COMMANDS,
         super::sort::COMMANDS,
+        super::pubsub::COMMANDS,
     ];
     // Test-only commands that panic on purpose (never in a release build's table).
     #[cfg(any(debug_assertions, feature = "fault-injection"))]

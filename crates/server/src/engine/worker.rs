@@ -505,6 +505,29 @@ impl Worker {
         super::evict::any_may_evict(n)
     }
 
+    /// Still over `maxmemory` after `evict` (this shard had nothing it may evict, or had done
+    /// more than its share): the other shards evict the excess now, and this returns once they
+    /// have, so that the command about to run starts under the limit as in Redis. Each
+    /// recomputes the excess when it runs, so the first one that frees enough stops the rest.
+    pub async fn evict_elsewhere(self: &Rc<Self>, maxmemory: u64) {
+        let n = self.threads();
+        if n <= 1 || !super::memory::over_limit(super::evict::limit(maxmemory, n)) {
+            return;
+        }
+        let me = self.id;
+        self.broadcast(move |w| {
+            if w.id == me {
+                return;
+            }
+            let limit = super::evict::limit(maxmemory, w.threads());
+            let used = super::memory::used();
+            if used > limit {
+                w.evict_bytes(used - limit);
+            }
+        })
+        .await;
+    }
+
     /// From the periodic tick: evicts this shard's share of the excess over `maxmemory`.
     fn evict_share(&self, maxmemory: u64) {
         let limit = super::evict::limit(maxmemory, self.threads());

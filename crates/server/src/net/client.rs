@@ -32,6 +32,8 @@ pub struct ClientInfo {
     pub last_cmd: &'static str,
     pub resp: u8,
     pub multi: i64,
+    /// Subscribed channels, patterns and shard channels (`sub`, `psub`, `ssub`).
+    pub sub: (usize, usize, usize),
     /// What the connection's buffers and transaction state hold (CLIENT LIST's memory fields).
     pub mem: ClientMem,
     pub flags: String,
@@ -59,6 +61,7 @@ impl ClientInfo {
             last_cmd: "NULL",
             resp: 2,
             multi: -1,
+            sub: (0, 0, 0),
             mem: ClientMem::default(),
             flags: String::new(),
             user: "default".into(),
@@ -85,7 +88,7 @@ impl ClientInfo {
         let m = &self.mem;
         let omem = m.omem();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
             self.id,
             self.addr,
             self.laddr,
@@ -95,6 +98,9 @@ impl ClientInfo {
             now.duration_since(self.last_interaction).as_secs(),
             if self.flags.is_empty() { "N" } else { &self.flags },
             self.db,
+            self.sub.0,
+            self.sub.1,
+            self.sub.2,
             self.multi,
             m.qbuf,
             m.qbuf_free,
@@ -114,6 +120,46 @@ impl ClientInfo {
     }
 }
 
+/// A connection's Pub/Sub subscriptions (Redis's `pubsub_channels`, `pubsub_patterns`,
+/// `pubsubshard_channels`).
+#[derive(Default, Debug)]
+pub struct Subscriptions {
+    pub channels: std::collections::HashSet<Box<[u8]>>,
+    /// In subscription order, as Redis's list (PUNSUBSCRIBE without arguments replies in it).
+    pub patterns: Vec<Box<[u8]>>,
+    pub shard: std::collections::HashSet<Box<[u8]>>,
+    /// Bytes the names hold here and in every thread's subscription table (client eviction).
+    pub mem: usize,
+}
+
+impl Subscriptions {
+    /// Redis's CLIENT_PUBSUB flag: subscribed to anything (the `pubsub` output buffer class,
+    /// and in RESP2 the restricted command set).
+    pub fn active(&self) -> bool {
+        !(self.channels.is_empty() && self.patterns.is_empty() && self.shard.is_empty())
+    }
+
+    /// What SUBSCRIBE-family replies count: channels and patterns, or shard channels.
+    pub fn count(&self, shard: bool) -> usize {
+        if shard {
+            self.shard.len()
+        } else {
+            self.channels.len() + self.patterns.len()
+        }
+    }
+
+    /// Every subscription, emptying the set (disconnect, RESET).
+    pub fn take_all(&mut self) -> Vec<(crate::pubsub::Kind, Box<[u8]>)> {
+        use crate::pubsub::Kind;
+        let mut all: Vec<(Kind, Box<[u8]>)> = Vec::new();
+        all.extend(self.channels.drain().map(|c| (Kind::Channel, c)));
+        all.extend(self.patterns.drain(..).map(|p| (Kind::Pattern, p)));
+        all.extend(self.shard.drain().map(|c| (Kind::Shard, c)));
+        self.mem = 0;
+        all
+    }
+}
+
 /// A connection's memory as CLIENT LIST shows it and client eviction (`maxmemory-clients`)
 /// counts it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -129,9 +175,10 @@ pub struct ClientMem {
     /// Reply bytes not yet written to the socket, and the reply buffer's capacity.
     pub unwritten: usize,
     pub reply_cap: usize,
-    /// Commands queued by MULTI (`multi-mem`) and keys watched by WATCH.
+    /// Commands queued by MULTI (`multi-mem`), keys watched by WATCH, Pub/Sub subscriptions.
     pub multi_mem: usize,
     pub watch_mem: usize,
+    pub pubsub_mem: usize,
 }
 
 impl ClientMem {
@@ -154,6 +201,7 @@ impl ClientMem {
                 .max(limits::STATIC_REPLY_BUF)
             + self.multi_mem
             + self.watch_mem
+            + self.pubsub_mem
             + CONN_OVERHEAD
     }
 }
@@ -176,6 +224,11 @@ pub struct ClientHandle {
     /// The largest query buffer length seen since the client cron last looked (Redis's
     /// `querybuf_peak`).
     pub qbuf_peak: Cell<usize>,
+    /// Pub/Sub: what the connection is subscribed to, and messages waiting to be sent to it
+    /// (queued by the publisher's delivery on this thread; the connection sends them when
+    /// woken).
+    pub subs: RefCell<Subscriptions>,
+    pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
     /// Wakes the connection out of a blocking read when it is killed.
     pub wake: Notify,
 }
@@ -190,6 +243,8 @@ impl ClientHandle {
             counted: Cell::new(0),
             resize_qbuf: Cell::new(None),
             qbuf_peak: Cell::new(0),
+            subs: RefCell::new(Subscriptions::default()),
+            pushes: RefCell::new(std::collections::VecDeque::new()),
             wake: Notify::new(),
         }
     }
@@ -223,6 +278,15 @@ pub fn unregister(id: u64) {
 /// Connections on this thread.
 pub fn local_count() -> usize {
     REGISTRY.with(|r| r.borrow().len())
+}
+
+/// Runs `f` on this thread's connection `id`, if it is still here.
+pub fn with_local(id: u64, f: impl FnOnce(&ClientHandle)) {
+    REGISTRY.with(|r| {
+        if let Some(h) = r.borrow().get(&id) {
+            f(h);
+        }
+    });
 }
 
 /// Visits this thread's connections in id order.

@@ -112,11 +112,15 @@ impl ObufState {
     }
 }
 
-/// The hard limit that stops a client's pipeline: 0 for none. Every damselfly client is of the
-/// normal class today; pub/sub and replica clients will pick their class here.
+/// The output buffer limit of a client's class (Redis's `getClientType`): `pubsub` while it is
+/// subscribed to anything, `normal` otherwise (replicas will pick theirs here).
 #[inline]
-pub fn class_limit(config: &Config) -> ObufLimit {
-    config.obuf_limit(ObufClass::Normal)
+pub fn class_limit(config: &Config, subscribed: bool) -> ObufLimit {
+    config.obuf_limit(if subscribed {
+        ObufClass::PubSub
+    } else {
+        ObufClass::Normal
+    })
 }
 
 /// For reply generators whose output does not depend on the data's size (HRANDFIELD,

@@ -89,6 +89,8 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
     impl Drop for Cleanup {
         fn drop(&mut self) {
             client_evict::account(&self.2, 0);
+            let subs = self.2.subs.borrow_mut().take_all();
+            crate::pubsub::forget(&self.0, self.1, subs);
             crate::net::client::unregister(self.1);
             self.0
                 .shared
@@ -234,9 +236,10 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         // The soft output limit, once exceeded, is checked again when its time is up even if
         // the connection sees no traffic (Redis's clientsCron).
         let soft_deadline = if cx.output.obuf.armed() {
-            cx.output
-                .obuf
-                .soft_deadline(limits::class_limit(&cx.shared().config))
+            cx.output.obuf.soft_deadline(limits::class_limit(
+                &cx.shared().config,
+                cx.client.subs.borrow().active(),
+            ))
         } else {
             None
         };
@@ -277,6 +280,15 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                     let mem = measure(cx, &rbuf, start, &parser);
                     client_evict::account(&cx.client, mem.tot());
                     cx.client.info.borrow_mut().mem = mem;
+                }
+                if drain_pushes(cx) {
+                    cx.try_flush()?;
+                    if cx.output.limit_due(&cx.reply) && obuf_over(cx, true) {
+                        return Ok(());
+                    }
+                    if !publish(cx, measure(cx, &rbuf, start, &parser)).await {
+                        return Ok(());
+                    }
                 }
                 continue;
             }
@@ -322,6 +334,8 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         if !publish(cx, measure(cx, &rbuf, start, &parser)).await {
             return Ok(());
         }
+        // Messages that arrived before these commands go out before their replies.
+        drain_pushes(cx);
         cx.now_ms = crate::engine::clock::unix_ms();
         let batch_start = Instant::now();
 
@@ -487,6 +501,20 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
     }
 }
 
+/// Appends the Pub/Sub messages queued for this connection to its replies; true if there were
+/// any.
+fn drain_pushes(cx: &mut ConnCtx) -> bool {
+    let client = cx.client.clone();
+    let mut q = client.pushes.borrow_mut();
+    if q.is_empty() {
+        return false;
+    }
+    for d in q.drain(..) {
+        d.write(&mut cx.reply);
+    }
+    true
+}
+
 /// Redis moves an argument of this size or more out of its query buffer once its header is
 /// read (PROTO_MBULK_BIG_ARG); CLIENT LIST's `qbuf` then counts only that argument.
 const BIG_ARG: usize = 32 * 1024;
@@ -509,6 +537,7 @@ fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> Clien
     m.unwritten = cx.output.unwritten(&cx.reply);
     m.reply_cap = cx.reply.buf.capacity();
     (m.multi_mem, m.watch_mem) = cx.tx_mem();
+    m.pubsub_mem = cx.client.subs.borrow().mem;
     m
 }
 
@@ -555,7 +584,7 @@ fn resize_query_buffer(rbuf: &mut Vec<u8>, start: usize, parser: &Parser, target
 /// line says so) rather than while waiting.
 fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
     let used = limits::output_memory(cx.output.unwritten(&cx.reply)) as u64;
-    let limit = limits::class_limit(&cx.shared().config);
+    let limit = limits::class_limit(&cx.shared().config, cx.client.subs.borrow().active());
     if !cx.output.obuf.over(limit, used, !cx.authed) {
         return false;
     }
@@ -586,7 +615,7 @@ async fn output_room<'a>(
         return Ok(false);
     }
     if cx.output.unwritten(&cx.reply) < PAUSE_OUTPUT
-        || limits::class_limit(&cx.shared().config).hard != 0
+        || limits::class_limit(&cx.shared().config, cx.client.subs.borrow().active()).hard != 0
     {
         return Ok(true);
     }
@@ -602,10 +631,10 @@ async fn output_room<'a>(
         if cx.output.unwritten(&cx.reply) <= PAUSE_OUTPUT / 2 {
             return Ok(true);
         }
-        let soft_deadline = cx
-            .output
-            .obuf
-            .soft_deadline(limits::class_limit(&cx.shared().config));
+        let soft_deadline = cx.output.obuf.soft_deadline(limits::class_limit(
+            &cx.shared().config,
+            cx.client.subs.borrow().active(),
+        ));
         tokio::select! {
             _ = wake.as_mut() => {
                 wake.set(client.wake.notified());
@@ -629,17 +658,23 @@ async fn output_room<'a>(
 
 async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
     let mark = cx.reply.len();
+    cx.pushed = false;
     commands::execute(cx, args).await;
     {
         let mut info = cx.client.info.borrow_mut();
         info.last_cmd = cx.cmd_name;
         info.db = cx.db;
     }
+    // Pub/Sub confirmations are pushes: sent whatever CLIENT REPLY says.
+    let keep = cx.pushed;
     match cx.reply_mode {
         ReplyMode::On => {}
+        ReplyMode::Off if keep => {}
         ReplyMode::Off => cx.reply.buf.truncate(mark),
         ReplyMode::Skip => {
-            cx.reply.buf.truncate(mark);
+            if !keep {
+                cx.reply.buf.truncate(mark);
+            }
             cx.reply_mode = ReplyMode::On;
         }
         ReplyMode::SkipNext => cx.reply_mode = ReplyMode::Skip,

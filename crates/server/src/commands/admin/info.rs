@@ -356,9 +356,10 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "current_eviction_exceeded_time:{current}");
             line!(o, "keyspace_hits:{}", t.hits);
             line!(o, "keyspace_misses:{}", t.misses);
-            line!(o, "pubsub_channels:0");
-            line!(o, "pubsub_patterns:0");
-            line!(o, "pubsubshard_channels:0");
+            let (channels, patterns, shard) = crate::pubsub::counts();
+            line!(o, "pubsub_channels:{channels}");
+            line!(o, "pubsub_patterns:{patterns}");
+            line!(o, "pubsubshard_channels:{shard}");
             line!(o, "latest_fork_usec:0");
             line!(o, "total_forks:0");
             line!(o, "migrate_cached_sockets:0");

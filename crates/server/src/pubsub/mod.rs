@@ -1,0 +1,327 @@
+//! Pub/Sub: who is subscribed to what, and how a published message reaches subscribers on any
+//! thread. Design: docs/design/pubsub.md.
+//!
+//! Every thread keeps its own replica of the whole subscription table (channels, patterns,
+//! shard channels → subscribers). A (un)subscription is applied to every replica by a
+//! broadcast that completes before the command answers, so a PUBLISH that starts after a
+//! SUBSCRIBE's reply sees the subscriber, whichever thread either runs on. PUBLISH reads its
+//! own thread's replica only: no lock, no atomic, no message to anyone but the threads that
+//! hold subscribers. The message is built once (`Arc<Message>`) and the same allocation is
+//! handed to every subscriber; each thread gets one message carrying all its deliveries, which
+//! it puts in the subscribers' queues (`ClientHandle::pushes`) and wakes their connections.
+//! Messages from one publisher to one subscriber keep their order: thread-to-thread queues are
+//! FIFO and a publisher's thread sends them in publish order.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::engine::Worker;
+
+/// The three Pub/Sub namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    /// Sharded channels (SSUBSCRIBE/SPUBLISH): their own namespace, no patterns.
+    Shard,
+}
+
+/// A subscriber: connection `conn` on thread `thread`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sub {
+    pub thread: usize,
+    pub conn: u64,
+}
+
+/// A published message, shared by every subscriber it reaches.
+#[derive(Debug)]
+pub struct Message {
+    pub channel: Box<[u8]>,
+    pub payload: Box<[u8]>,
+}
+
+/// What a subscriber's connection is to send: `message`, `pmessage` (with the pattern that
+/// matched) or `smessage`.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    Message(Arc<Message>),
+    Pattern(Arc<[u8]>, Arc<Message>),
+    Shard(Arc<Message>),
+}
+
+impl Delivery {
+    /// Bytes it holds that count as the subscriber's output until it is written (a share of
+    /// the message: its whole size, as Redis copies it into every subscriber's buffer).
+    pub fn bytes(&self) -> usize {
+        let m = match self {
+            Delivery::Message(m) | Delivery::Shard(m) | Delivery::Pattern(_, m) => m,
+        };
+        m.channel.len() + m.payload.len() + 64
+    }
+
+    /// Appends the message in the client's protocol: an array in RESP2, a push in RESP3.
+    pub fn write(&self, reply: &mut damselfly_protocol::Reply) {
+        match self {
+            Delivery::Message(m) | Delivery::Shard(m) => {
+                reply.push(3);
+                reply.bulk(if matches!(self, Delivery::Shard(_)) {
+                    b"smessage"
+                } else {
+                    b"message"
+                });
+                reply.bulk(&m.channel);
+                reply.bulk(&m.payload);
+            }
+            Delivery::Pattern(p, m) => {
+                reply.push(4);
+                reply.bulk(b"pmessage");
+                reply.bulk(p);
+                reply.bulk(&m.channel);
+                reply.bulk(&m.payload);
+            }
+        }
+    }
+}
+
+type Subscribers = HashMap<Box<[u8]>, Vec<Sub>>;
+
+/// This thread's replica of every subscription of the server.
+#[derive(Default)]
+struct Table {
+    channels: Subscribers,
+    patterns: Subscribers,
+    shard: Subscribers,
+}
+
+impl Table {
+    fn of(&mut self, kind: Kind) -> &mut Subscribers {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard,
+        }
+    }
+
+    fn add(&mut self, kind: Kind, name: &[u8], sub: Sub) {
+        let subs = self.of(kind).entry(name.into()).or_default();
+        if !subs.contains(&sub) {
+            subs.push(sub);
+        }
+    }
+
+    fn remove(&mut self, kind: Kind, name: &[u8], sub: Sub) {
+        let map = self.of(kind);
+        if let Some(subs) = map.get_mut(name) {
+            subs.retain(|s| *s != sub);
+            if subs.is_empty() {
+                map.remove(name);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static TABLE: RefCell<Table> = RefCell::new(Table::default());
+}
+
+/// Adds (or removes) connection `conn`'s (on this thread) subscriptions to `names` in every
+/// thread's replica; returns once all have it.
+pub async fn update(worker: &Rc<Worker>, conn: u64, kind: Kind, names: Vec<Box<[u8]>>, add: bool) {
+    let sub = Sub {
+        thread: worker.id,
+        conn,
+    };
+    let names = Arc::new(names);
+    worker
+        .broadcast(move |_| {
+            TABLE.with(|t| {
+                let mut t = t.borrow_mut();
+                for n in names.iter() {
+                    if add {
+                        t.add(kind, n, sub);
+                    } else {
+                        t.remove(kind, n, sub);
+                    }
+                }
+            })
+        })
+        .await;
+}
+
+/// A closed connection's subscriptions leave every replica (fire and forget: nothing waits
+/// on a connection that is gone; deliveries already under way find no one and are dropped).
+pub fn forget(worker: &Rc<Worker>, conn: u64, subs: Vec<(Kind, Box<[u8]>)>) {
+    if subs.is_empty() {
+        return;
+    }
+    let sub = Sub {
+        thread: worker.id,
+        conn,
+    };
+    let subs = Arc::new(subs);
+    for t in 0..worker.threads() {
+        let subs = subs.clone();
+        worker.post(t, move |_| {
+            TABLE.with(|tab| {
+                let mut tab = tab.borrow_mut();
+                for (k, n) in subs.iter() {
+                    tab.remove(*k, n, sub);
+                }
+            })
+        });
+    }
+}
+
+/// PUBLISH / SPUBLISH: hands the message to every subscriber of `channel` (and, for ordinary
+/// channels, of every matching pattern), on whatever thread; returns how many received it.
+///
+/// The count comes from the subscribers' threads, not from the replica: each connection's own
+/// subscription set decides at delivery (a connection that has just unsubscribed, or closed,
+/// while the replicas were being told is neither sent the message nor counted), so PUBLISH
+/// waits for the threads that hold subscribers. Its own thread's are served inline.
+pub async fn publish(worker: &Rc<Worker>, shard: bool, channel: &[u8], payload: &[u8]) -> usize {
+    let mut per_thread: Vec<Vec<(u64, Delivery)>> = Vec::new();
+    TABLE.with(|t| {
+        let t = t.borrow();
+        let direct = if shard { &t.shard } else { &t.channels };
+        let subs = direct.get(channel);
+        let mut msg: Option<Arc<Message>> = None;
+        let mut message = || {
+            msg.get_or_insert_with(|| {
+                Arc::new(Message {
+                    channel: channel.into(),
+                    payload: payload.into(),
+                })
+            })
+            .clone()
+        };
+        let mut deliver = |s: &Sub, d: Delivery| {
+            if per_thread.len() <= s.thread {
+                per_thread.resize_with(s.thread + 1, Vec::new);
+            }
+            per_thread[s.thread].push((s.conn, d));
+        };
+        if let Some(subs) = subs {
+            for s in subs {
+                let m = message();
+                deliver(
+                    s,
+                    if shard {
+                        Delivery::Shard(m)
+                    } else {
+                        Delivery::Message(m)
+                    },
+                );
+            }
+        }
+        if !shard {
+            for (pattern, subs) in &t.patterns {
+                if !crate::config::glob::matches(pattern, channel, false) {
+                    continue;
+                }
+                let p: Arc<[u8]> = Arc::from(&pattern[..]);
+                for s in subs {
+                    deliver(s, Delivery::Pattern(p.clone(), message()));
+                }
+            }
+        }
+    });
+    let mut receivers = 0;
+    let mut calls = Vec::new();
+    for (thread, deliveries) in per_thread.into_iter().enumerate() {
+        if deliveries.is_empty() {
+            continue;
+        }
+        if thread == worker.id {
+            receivers += deliver_local(deliveries);
+        } else {
+            calls.push(worker.call(thread, move |_| deliver_local(deliveries)));
+        }
+    }
+    for c in calls {
+        receivers += c.await;
+    }
+    receivers
+}
+
+/// On the subscribers' thread: queues each delivery on its connection, if the connection is
+/// still subscribed, and wakes it; returns how many were queued.
+fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
+    let mut n = 0;
+    for (conn, d) in deliveries {
+        crate::net::client::with_local(conn, |h| {
+            let wanted = {
+                let subs = h.subs.borrow();
+                match &d {
+                    Delivery::Message(m) => subs.channels.contains(&m.channel),
+                    Delivery::Shard(m) => subs.shard.contains(&m.channel),
+                    Delivery::Pattern(p, _) => subs.patterns.iter().any(|q| q[..] == p[..]),
+                }
+            };
+            if wanted && !h.killed.get() {
+                h.pushes.borrow_mut().push_back(d);
+                h.wake.notify_one();
+                n += 1;
+            }
+        });
+    }
+    n
+}
+
+/// PUBSUB CHANNELS / SHARDCHANNELS: the channels with subscribers matching `pattern`.
+pub fn channels(shard: bool, pattern: Option<&[u8]>) -> Vec<Box<[u8]>> {
+    TABLE.with(|t| {
+        let t = t.borrow();
+        let map = if shard { &t.shard } else { &t.channels };
+        map.keys()
+            .filter(|c| pattern.is_none_or(|p| crate::config::glob::matches(p, c, false)))
+            .cloned()
+            .collect()
+    })
+}
+
+/// PUBSUB NUMSUB / SHARDNUMSUB: subscribers of `channel`.
+pub fn numsub(shard: bool, channel: &[u8]) -> usize {
+    TABLE.with(|t| {
+        let t = t.borrow();
+        let map = if shard { &t.shard } else { &t.channels };
+        map.get(channel).map_or(0, Vec::len)
+    })
+}
+
+/// PUBSUB NUMPAT: distinct patterns with subscribers.
+pub fn numpat() -> usize {
+    TABLE.with(|t| t.borrow().patterns.len())
+}
+
+/// INFO `pubsub_channels` / `pubsub_patterns` / `pubsubshard_channels`.
+pub fn counts() -> (usize, usize, usize) {
+    TABLE.with(|t| {
+        let t = t.borrow();
+        (t.channels.len(), t.patterns.len(), t.shard.len())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_keeps_one_entry_per_subscriber_and_drops_empty_names() {
+        let mut t = Table::default();
+        let a = Sub { thread: 0, conn: 1 };
+        let b = Sub { thread: 1, conn: 2 };
+        t.add(Kind::Channel, b"ch", a);
+        t.add(Kind::Channel, b"ch", a);
+        t.add(Kind::Channel, b"ch", b);
+        assert_eq!(t.channels[&b"ch"[..]], vec![a, b]);
+        t.remove(Kind::Channel, b"ch", a);
+        assert_eq!(t.channels[&b"ch"[..]], vec![b]);
+        t.remove(Kind::Channel, b"ch", b);
+        assert!(t.channels.is_empty());
+        t.remove(Kind::Pattern, b"none", b);
+        assert!(t.patterns.is_empty());
+    }
+}
