@@ -48,6 +48,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     process::mark_started();
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
+    engine::notify::set_sink(pubsub::publish_event);
     let bind = cfg.get("bind").unwrap_or_default();
     let port = cfg.port();
     let backlog = cfg

@@ -55,10 +55,6 @@ fn flags_needing_missing_features_stop_the_server_with_a_message() {
         (&["--appendonly", "yes"], "appendonly"),
         (&["--memcached_port", "11211"], "memcached_port"),
         (&["--activedefrag", "yes"], "activedefrag"),
-        (
-            &["--notify-keyspace-events", "KEA"],
-            "notify-keyspace-events",
-        ),
     ];
     for (args, name) in refused {
         let (st, out) =

@@ -101,7 +101,7 @@ fn setbit(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         }
     };
     let key = args[1];
-    let Some((b, _)) = string_for_bits(cx, key, off) else {
+    let Some((b, grew)) = string_for_bits(cx, key, off) else {
         return;
     };
     let byte = (off >> 3) as usize;
@@ -110,6 +110,9 @@ fn setbit(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     b[byte] = (b[byte] & !(1 << bit)) | (on << bit);
     if old != on {
         cx.db().touch_key(key);
+    }
+    if grew || old != on {
+        ev::emit(ev::STRING, "setbit", cx.db, key);
     }
     cx.reply.int(old as i64);
 }
@@ -413,7 +416,9 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 let now = c.now;
                 let db = c.db();
                 if res.is_empty() {
-                    db.remove(&dest, now);
+                    if db.remove(&dest, now).is_some() {
+                        ev::emit(ev::GENERIC, "del", db.index, &dest);
+                    }
                 } else {
                     db.set(
                         &dest,
@@ -421,6 +426,7 @@ fn bitop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                         TtlMode::Clear,
                         now,
                     );
+                    ev::emit(ev::STRING, "set", db.index, &dest);
                 }
                 Some(res.len())
             })
@@ -780,6 +786,7 @@ fn bitfield_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], ro: bool) {
     }
     if changes > 0 {
         cx.db().touch_key(key);
+        ev::emit(ev::STRING, "setbit", cx.db, key);
     }
     cx.reply.raw(&out.take());
 }

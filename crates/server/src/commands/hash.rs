@@ -154,15 +154,23 @@ fn read<'d>(
 /// Write access: runs `f` on the hash at `key` (a fresh one when missing and `create`; Ok(None)
 /// when missing otherwise). `f` returns its result and whether it changed the hash. The key is
 /// deleted when left empty, marked modified (WATCH) when changed, and registered for active
-/// field expiry when it has field TTLs. Err after writing WRONGTYPE.
+/// field expiry when it has field TTLs. Err after writing WRONGTYPE. A change publishes the
+/// keyspace event `event` (none when empty), and a deletion `del` after it, as Redis.
 fn write<R>(
     cx: &mut CmdCtx<'_>,
     key: &[u8],
     create: bool,
+    event: &str,
     f: impl FnOnce(&mut Hash, Limits, u64) -> (R, bool),
 ) -> Result<Option<R>, ()> {
     let lim = limits(cx);
     let (db, reply, now) = parts(cx);
+    let dbi = db.index;
+    let changed_event = || {
+        if !event.is_empty() {
+            ev::emit(ev::HASH, event, dbi, key);
+        }
+    };
     match lookup(db, key, now, false) {
         Found::WrongType => {
             reply.error(ERR_WRONGTYPE);
@@ -180,6 +188,7 @@ fn write<R>(
                 if next.is_some() {
                     db.hfe.set(key, next);
                 }
+                changed_event();
             }
             Ok(Some(r))
         }
@@ -189,11 +198,15 @@ fn write<R>(
             };
             let (r, changed) = f(h, lim, now);
             let next = h.next_field_deadline();
+            if changed {
+                changed_event();
+            }
             if h.is_empty() {
                 db.remove_at(pos);
                 if !db.hfe.is_empty() {
                     db.hfe.set(key, None);
                 }
+                ev::emit(ev::GENERIC, "del", dbi, key);
             } else {
                 if changed {
                     db.touch_key(key);
@@ -225,7 +238,7 @@ fn hset_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], name: &str) -> Option<i64> 
         return None;
     }
     let pairs = &args[2..];
-    write(cx, args[1], true, |h, lim, _| {
+    write(cx, args[1], true, "hset", |h, lim, _| {
         h.prepare_for(pairs, lim);
         let mut created = 0i64;
         for p in pairs.chunks_exact(2) {
@@ -253,7 +266,7 @@ fn hmset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 fn hsetnx(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let (f, v) = (args[2], args[3]);
-    let r = write(cx, args[1], true, |h, lim, _| {
+    let r = write(cx, args[1], true, "hset", |h, lim, _| {
         if h.contains(f) {
             (0, false)
         } else {
@@ -295,7 +308,7 @@ fn hmget(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 fn hdel(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let fields = &args[2..];
-    let r = write(cx, args[1], false, |h, _, _| {
+    let r = write(cx, args[1], false, "hdel", |h, _, _| {
         let mut n = 0i64;
         for f in fields {
             if h.remove(f) {
@@ -375,7 +388,7 @@ fn hincrby(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let f = args[2];
-    let r = write(cx, args[1], true, |h, lim, _| {
+    let r = write(cx, args[1], true, "hincrby", |h, lim, _| {
         let cur = match h.get(f) {
             None => 0,
             Some(v) => {
@@ -415,7 +428,7 @@ fn hincrbyfloat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         }
     }
     let f = args[2];
-    let r = write(cx, args[1], true, |h, lim, _| {
+    let r = write(cx, args[1], true, "hincrbyfloat", |h, lim, _| {
         let cur = h.get(f).map(|v| v.to_vec());
         match incr_by_float(cur.as_deref(), incr) {
             Ok(v) => {
@@ -648,7 +661,7 @@ fn hexpire_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], name: &str, secs: bool, 
         return;
     };
     let fields = &args[first..];
-    let r = write(cx, args[1], false, |h, _, now| {
+    let r = write(cx, args[1], false, "", |h, _, now| {
         let mut codes = Vec::with_capacity(fields.len());
         let mut changed = false;
         for f in fields {
@@ -781,7 +794,7 @@ fn hpersist(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let fields = &args[first..];
-    let r = write(cx, args[1], false, |h, _, _| {
+    let r = write(cx, args[1], false, "", |h, _, _| {
         let mut changed = false;
         let codes: Vec<i64> = fields
             .iter()

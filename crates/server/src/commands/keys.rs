@@ -180,7 +180,13 @@ fn count_keys<'a>(
 }
 
 fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    count_keys(cx, args, |db, k, now| db.remove(k, now).is_some())
+    count_keys(cx, args, |db, k, now| {
+        let gone = db.remove(k, now).is_some();
+        if gone {
+            ev::emit(ev::GENERIC, "del", db.index, k);
+        }
+        gone
+    })
 }
 
 /// EXISTS counts every argument that names a live key, duplicates included (no access recorded).
@@ -283,8 +289,10 @@ fn expire_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], relative: bool, secs: boo
     }
     if when <= now as i64 {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, args[1]);
     } else {
         db.set_expire(pos, Some(when as u64));
+        ev::emit(ev::GENERIC, "expire", db.index, args[1]);
     }
     cx.reply.int(1);
 }
@@ -350,6 +358,7 @@ fn persist(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     match db.find(args[1], now) {
         Some(pos) if db.expire_at(pos).is_some() => {
             db.set_expire(pos, None);
+            ev::emit(ev::GENERIC, "persist", db.index, args[1]);
             cx.reply.int(1);
         }
         _ => cx.reply.int(0),
@@ -414,12 +423,14 @@ async fn rename_generic(cx: &mut ConnCtx, args: &[&[u8]], nx: bool) {
             if nx && dst_exists {
                 return Err(RenameErr::Exists);
             }
-            Ok(db.remove(&src, now).map(|(_, v, at)| (v, at, dst)))
+            Ok(db.remove(&src, now).map(|(_, v, at)| (v, at, src, dst)))
         })
         .on_key(args[2], move |c, taken| {
-            if let Some((value, at, dst)) = taken? {
+            if let Some((value, at, src, dst)) = taken? {
                 let now = c.now;
                 put_replace(c.db(), &dst, value, at, now);
+                ev::emit(ev::GENERIC, "rename_from", c.db, &src);
+                ev::emit(ev::GENERIC, "rename_to", c.db, &dst);
             }
             Ok(())
         })
@@ -483,6 +494,7 @@ fn copy<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 };
                 let now = c.now;
                 put_replace(&mut c.shard.dbs[dst_db], &dst, value, at, now);
+                ev::emit(ev::GENERIC, "copy_to", dst_db, &dst);
                 true
             })
             .run()
@@ -520,6 +532,8 @@ fn move_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     cx.shard.dbs[dst_db].insert_new_owned(k, v, at);
+    ev::emit(ev::GENERIC, "move_from", cx.db, key);
+    ev::emit(ev::GENERIC, "move_to", dst_db, key);
     cx.reply.int(1);
 }
 

@@ -177,12 +177,24 @@ fn push_create(db: &mut Db, key: &[u8], end: End, v: &[u8], fill: Fill, now: u64
     db.insert_new(key, Value::list(l), TtlMode::Clear);
 }
 
-/// Deletes `key` when it holds an empty list (Redis never keeps empty lists).
-fn drop_if_empty(db: &mut Db, key: &[u8], now: u64) {
+/// Deletes `key` when it holds an empty list (Redis never keeps empty lists); true if it did.
+fn drop_if_empty(db: &mut Db, key: &[u8], now: u64) -> bool {
     if let Some(pos) = db.find(key, now) {
         if db.at(pos).1.as_list().is_some_and(|l| l.is_empty()) {
             db.remove_at(pos);
+            return true;
         }
+    }
+    false
+}
+
+/// The events of an element moved from `src` (emptied: deleted) to `dst`, in Redis's order
+/// (the push first).
+fn move_events(db: usize, src: &[u8], dst: &[u8], wf: End, wt: End, emptied: bool) {
+    ev::emit(ev::LIST, push_event(wt), db, dst);
+    ev::emit(ev::LIST, pop_event(wf), db, src);
+    if emptied {
+        ev::emit(ev::GENERIC, "del", db, src);
     }
 }
 
@@ -246,6 +258,7 @@ fn push_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], end: End, xx: bool) {
             }
             let n = l.len();
             db.insert_new(key, Value::list(l), TtlMode::Clear);
+            ev::emit(ev::LIST, push_event(end), cx.db, key);
             cx.reply.int(n as i64);
         }
         Some(pos) => {
@@ -260,7 +273,22 @@ fn push_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], end: End, xx: bool) {
                 push_end(l, end, v, fill);
             }
             cx.reply.int(l.len() as i64);
+            ev::emit(ev::LIST, push_event(end), cx.db, key);
         }
+    }
+}
+
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
     }
 }
 
@@ -325,8 +353,11 @@ fn pop_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], end: End) {
             }
         }
     }
-    if l.is_empty() {
+    let empty = l.is_empty();
+    ev::emit(ev::LIST, pop_event(end), cx.db, args[1]);
+    if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", cx.db, args[1]);
     }
 }
 
@@ -570,6 +601,7 @@ fn lset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     if let Some(l) = db.at_mut(pos).as_list_mut() {
         l.set(i, args[3], fill);
     }
+    ev::emit(ev::LIST, "lset", cx.db, args[1]);
     cx.reply.ok();
 }
 
@@ -603,6 +635,7 @@ fn linsert(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     l.insert(if after { at + 1 } else { at }, args[4], fill);
     cx.reply.int(l.len() as i64);
+    ev::emit(ev::LIST, "linsert", cx.db, args[1]);
 }
 
 fn lrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
@@ -628,8 +661,10 @@ fn lrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let empty = l.is_empty();
     if removed > 0 {
         db.touch_key(args[1]);
+        ev::emit(ev::LIST, "lrem", cx.db, args[1]);
         if empty {
             db.remove_at(pos);
+            ev::emit(ev::GENERIC, "del", cx.db, args[1]);
         }
     }
     cx.reply.int(removed as i64);
@@ -664,8 +699,11 @@ fn ltrim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             l.remove_range(0, s, fill);
         }
     }
-    if l.is_empty() {
+    let empty = l.is_empty();
+    ev::emit(ev::LIST, "ltrim", cx.db, args[1]);
+    if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", cx.db, args[1]);
     }
     cx.reply.ok();
 }
@@ -710,12 +748,15 @@ fn lmove_in_db(
     let Some(v) = pop_owned(l, wf) else {
         return MoveOutcome::Missing;
     };
-    if src == dst {
+    let emptied = if src == dst {
         push_end(l, wt, &v, fill);
+        false
     } else {
-        drop_if_empty(db, src, now);
+        let emptied = drop_if_empty(db, src, now);
         push_create(db, dst, wt, &v, fill, now);
-    }
+        emptied
+    };
+    move_events(db.index, src, dst, wf, wt, emptied);
     r.bulk(&v);
     MoveOutcome::Done
 }
@@ -770,8 +811,9 @@ fn brpoplpush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 enum Moved {
     Missing,
     WrongType,
-    /// Popped from the source, not pushed yet (the destination is on another shard).
-    Popped(Vec<u8>),
+    /// Popped from the source (emptied: deleted), not pushed yet (the destination is on
+    /// another shard).
+    Popped(Vec<u8>, bool),
     Done(Vec<u8>),
 }
 
@@ -787,7 +829,7 @@ async fn move_generic(
     let fill = conn_fill(cx);
     // The destination's type, then pop from the source, then push to the destination (one
     // message when both keys share a shard, a transaction otherwise).
-    let (s, d, d2) = (src.to_vec(), dst.to_vec(), dst.to_vec());
+    let (s, d, d2, s2) = (src.to_vec(), dst.to_vec(), dst.to_vec(), src.to_vec());
     let same_key = src == dst;
     let moved = cx
         .hops()
@@ -812,15 +854,17 @@ async fn move_generic(
             };
             if same_key {
                 push_end(l, wt, &v, fill);
+                move_events(c.db, &s, &s, wf, wt, false);
                 return Moved::Done(v);
             }
-            drop_if_empty(db, &s, now);
-            Moved::Popped(v)
+            let emptied = drop_if_empty(db, &s, now);
+            Moved::Popped(v, emptied)
         })
         .on_key(dst, move |c, moved| match moved {
-            Moved::Popped(v) => {
+            Moved::Popped(v, emptied) => {
                 let now = c.now;
                 push_create(c.db(), &d2, wt, &v, fill, now);
+                move_events(c.db, &s2, &d2, wf, wt, emptied);
                 Moved::Done(v)
             }
             other => other,
@@ -833,7 +877,7 @@ async fn move_generic(
             cx.reply.error(ERR_WRONGTYPE);
             false
         }
-        Moved::Done(v) | Moved::Popped(v) => {
+        Moved::Done(v) | Moved::Popped(v, _) => {
             cx.reply.bulk(&v);
             false
         }
@@ -884,6 +928,7 @@ async fn move_generic(
                 return Err(v);
             }
             push_create(db, &d, wt, &v, fill, now);
+            ev::emit(ev::LIST, push_event(wt), c.db, &d);
             Ok(v)
         })
         .on_key(src, move |c, pushed| {
@@ -892,6 +937,7 @@ async fn move_generic(
                 let db = c.db();
                 if list_kind(db, &s, now) != Some(false) {
                     push_create(db, &s, wf, v, fill, now);
+                    ev::emit(ev::LIST, push_event(wf), c.db, &s);
                 }
             }
             pushed
@@ -933,7 +979,14 @@ impl Serve for BMove {
             .get_mut(key, now)
             .and_then(|v| v.as_list_mut())
             .and_then(|l| pop_owned(l, self.wf));
-        drop_if_empty(db, key, now);
+        let emptied = drop_if_empty(db, key, now);
+        if v.is_some() {
+            // The push follows on the destination's shard.
+            ev::emit(ev::LIST, pop_event(self.wf), db.index, key);
+            if emptied {
+                ev::emit(ev::GENERIC, "del", db.index, key);
+            }
+        }
         match v {
             Some(v) => r.bulk(&v),
             None => r.null_array(),
@@ -979,8 +1032,11 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
             }
         }
     }
-    if l.is_empty() {
+    let empty = l.is_empty();
+    ev::emit(ev::LIST, pop_event(end), db.index, key);
+    if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, key);
     }
     true
 }

@@ -625,11 +625,12 @@ fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
         (t, false) => Some(now.saturating_add(t as u64)),
     };
     let db = c.db();
-    if replace {
-        db.remove(key, now);
-    }
+    let deleted = replace && db.remove(key, now).is_some();
     if at.is_some_and(|at| at <= now) {
         // Already expired: Redis deletes (REPLACE) and answers OK without creating it.
+        if deleted {
+            ev::emit(ev::GENERIC, "del", db.index, key);
+        }
         c.reply.ok();
         return;
     }
@@ -647,5 +648,6 @@ fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     if let Some(d) = loaded.field_deadline {
         db.hfe.set(key, Some(d));
     }
+    ev::emit(ev::GENERIC, "restore", db.index, key);
     c.reply.ok();
 }

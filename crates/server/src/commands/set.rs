@@ -119,6 +119,7 @@ fn sadd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             let added = args[2..].iter().filter(|m| s.add(m, max)).count();
             if added > 0 {
                 db.touch_key(key);
+                ev::emit(ev::SET, "sadd", db.index, key);
             }
             cx.reply.int(added as i64);
         }
@@ -126,6 +127,7 @@ fn sadd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             let mut s = Set::new();
             let added = args[2..].iter().filter(|m| s.add(m, max)).count();
             db.insert_new(key, Value::set(s), TtlMode::Clear);
+            ev::emit(ev::SET, "sadd", db.index, key);
             cx.reply.int(added as i64);
         }
     }
@@ -155,9 +157,11 @@ fn srem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let empty = s.is_empty();
     if removed > 0 {
         db.touch_key(key);
+        ev::emit(ev::SET, "srem", db.index, key);
     }
     if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, key);
     }
     cx.reply.int(removed);
 }
@@ -358,6 +362,8 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 }
                 db.touch_key(key);
                 db.remove_at(pos);
+                ev::emit(ev::SET, "spop", db.index, key);
+                ev::emit(ev::GENERIC, "del", db.index, key);
                 return;
             }
             let n = n as usize;
@@ -381,8 +387,10 @@ fn spop(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
     let empty = s.is_empty();
     db.touch_key(key);
+    ev::emit(ev::SET, "spop", db.index, key);
     if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, key);
     }
 }
 
@@ -443,8 +451,10 @@ fn smove_take(db: &mut Db, src: &[u8], member: &[u8], dst: Dst, now: u64) -> Res
     }
     let empty = s.is_empty();
     db.touch_key(src);
+    ev::emit(ev::SET, "srem", db.index, src);
     if empty {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, src);
     }
     Ok(true)
 }
@@ -459,12 +469,14 @@ fn smove_put(db: &mut Db, dst: &[u8], member: &[u8], max: usize, now: u64) {
                 .is_some_and(|s| s.add(member, max));
             if added {
                 db.touch_key(dst);
+                ev::emit(ev::SET, "sadd", db.index, dst);
             }
         }
         None => {
             let mut s = Set::new();
             s.add(member, max);
             db.insert_new(dst, Value::set(s), TtlMode::Clear);
+            ev::emit(ev::SET, "sadd", db.index, dst);
         }
     }
 }
@@ -622,16 +634,19 @@ fn compute(op: Op, mode: Mode, sets: &[Option<&Set>], max: usize) -> (Outcome, O
     }
 }
 
-/// Writes a STORE result: an empty result deletes the destination.
-fn store(db: &mut Db, dst: &[u8], result: Option<Set>, now: u64) {
+/// Writes a STORE result: an empty result deletes the destination. `event`: the command's
+/// keyspace event.
+fn store(db: &mut Db, dst: &[u8], result: Option<Set>, now: u64, event: &str) {
     match result {
         Some(s) if !s.is_empty() => {
             db.set(dst, Value::set(s), TtlMode::Clear, now);
+            ev::emit(ev::SET, event, db.index, dst);
         }
         _ => {
             if let Some(pos) = db.find(dst, now) {
                 db.touch_key(dst);
                 db.remove_at(pos);
+                ev::emit(ev::GENERIC, "del", db.index, dst);
             }
         }
     }
@@ -735,7 +750,12 @@ async fn algebra(cx: &mut ConnCtx, op: Op, mode: Mode, keys: &[&[u8]], dst: Opti
                 let (out, result) = merge(op, mode, &parts, max);
                 if !matches!(out, Outcome::WrongType) {
                     let now = c.now;
-                    store(c.db(), &dst, result, now);
+                    let event = match op {
+                        Op::Inter => "sinterstore",
+                        Op::Union => "sunionstore",
+                        Op::Diff => "sdiffstore",
+                    };
+                    store(c.db(), &dst, result, now, event);
                 }
                 out
             })

@@ -524,6 +524,7 @@ fn store(db: &mut Db, dst: &[u8], vals: Vec<Option<Vec<u8>>>, fill: i64, now: u6
         if let Some(pos) = db.find(dst, now) {
             db.touch_key(dst);
             db.remove_at(pos);
+            ev::emit(ev::GENERIC, "del", db.index, dst);
         }
         return 0;
     }
@@ -534,6 +535,7 @@ fn store(db: &mut Db, dst: &[u8], vals: Vec<Option<Vec<u8>>>, fill: i64, now: u6
         TtlMode::Clear,
         now,
     );
+    ev::emit(ev::LIST, "sortstore", db.index, dst);
     n
 }
 

@@ -281,6 +281,10 @@ fn set_generic(
     // A deadline already in the past is stored as is: the key is gone on its next access, like
     // Redis 7.0's setExpire with a past time.
     store(db, pos, key, Value::str(CompactStr::from_value(val)), ttl);
+    ev::emit(ev::STRING, "set", cx.db, key);
+    if at.is_some() {
+        ev::emit(ev::GENERIC, "expire", cx.db, key);
+    }
     if !get {
         match style {
             SetStyle::Ok => cx.reply.ok(),
@@ -349,9 +353,18 @@ fn getex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     match at {
         Some(at) if flags & (F_EXAT | F_PXAT) != 0 && at <= now => {
             db.remove_at(pos);
+            ev::emit(ev::GENERIC, "del", cx.db, args[1]);
         }
-        Some(at) => db.set_expire(pos, Some(at)),
-        None if flags & F_PERSIST != 0 => db.set_expire(pos, None),
+        Some(at) => {
+            db.set_expire(pos, Some(at));
+            ev::emit(ev::GENERIC, "expire", cx.db, args[1]);
+        }
+        None if flags & F_PERSIST != 0 => {
+            if db.expire_at(pos).is_some() {
+                db.set_expire(pos, None);
+                ev::emit(ev::GENERIC, "persist", cx.db, args[1]);
+            }
+        }
         None => {}
     }
 }
@@ -374,6 +387,7 @@ fn getdel(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         }
     }
     db.remove_at(pos);
+    ev::emit(ev::GENERIC, "del", cx.db, args[1]);
 }
 
 fn getset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
@@ -437,6 +451,7 @@ fn mset_arity(cx: &mut ConnCtx, args: &[&[u8]], name: &str) -> bool {
 
 fn mset_pairs(c: &mut CmdCtx<'_>, kv: &[&[u8]]) {
     let now = c.now;
+    let dbi = c.db;
     let db = c.db();
     for p in kv.chunks_exact(2) {
         db.set(
@@ -445,6 +460,7 @@ fn mset_pairs(c: &mut CmdCtx<'_>, kv: &[&[u8]]) {
             TtlMode::Clear,
             now,
         );
+        ev::emit(ev::STRING, "set", dbi, p[0]);
     }
 }
 
@@ -502,6 +518,7 @@ fn append(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             Value::str(CompactStr::from_value(add)),
             TtlMode::Clear,
         );
+        ev::emit(ev::STRING, "append", cx.db, key);
         cx.reply.int(add.len() as i64);
         return;
     };
@@ -520,6 +537,7 @@ fn append(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         let b = s.make_raw_mut(total);
         b[old..total].copy_from_slice(add);
     }
+    ev::emit(ev::STRING, "append", cx.db, key);
     cx.reply.int(total as i64);
 }
 
@@ -603,6 +621,7 @@ fn setrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             let mut s = CompactStr::empty();
             s.make_raw_mut(total)[offset as usize..].copy_from_slice(val);
             cx.shard.dbs[cx.db].insert_new(key, Value::str(s), TtlMode::Clear);
+            ev::emit(ev::STRING, "setrange", cx.db, key);
             cx.reply.int(total as i64);
         }
         Some(pos) => {
@@ -627,6 +646,7 @@ fn setrange(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 let len = b.len();
                 cx.reply.int(len as i64);
             }
+            ev::emit(ev::STRING, "setrange", cx.db, key);
         }
     }
 }
@@ -640,6 +660,7 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
     let db = &mut cx.shard.dbs[cx.db];
     let Some(pos) = db.find(key, now) else {
         db.insert_new(key, Value::str(CompactStr::from_int(by)), TtlMode::Clear);
+        ev::emit(ev::STRING, "incrby", cx.db, key);
         cx.reply.int(by);
         return;
     };
@@ -661,6 +682,7 @@ fn incr_decr(cx: &mut CmdCtx<'_>, key: &[u8], by: i64) {
                 Some(v) => {
                     *s = CompactStr::from_int(v);
                     db.touch_key(key);
+                    ev::emit(ev::STRING, "incrby", cx.db, key);
                     cx.reply.int(v);
                 }
                 None => cx.reply.error(ERR_OVERFLOW),
@@ -776,6 +798,7 @@ fn incrbyfloat(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 Value::str(CompactStr::from_bytes(&v)),
                 TtlMode::Keep,
             );
+            ev::emit(ev::STRING, "incrbyfloat", cx.db, args[1]);
             cx.reply.bulk(&v);
         }
         Err(FloatIncrError::NotFloat) => cx.reply.error(ERR_NOT_FLOAT),

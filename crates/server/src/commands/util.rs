@@ -3,6 +3,9 @@
 
 use damselfly_protocol::Reply;
 
+/// Keyspace notifications, for command code: `ev::emit(ev::LIST, "lpush", c.db, key)`.
+pub use crate::engine::notify as ev;
+
 pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";

@@ -151,27 +151,44 @@ fn zmut(db: &mut Db, pos: damselfly_dash::Pos) -> &mut ZSet {
     }
 }
 
-/// After a modification: signal it, and delete the key when the zset became empty.
-fn finish_write(db: &mut Db, key: &[u8], pos: damselfly_dash::Pos, changed: bool) {
+/// After a modification: signal it (keyspace event `event`), and delete the key when the
+/// zset became empty (then `del` too).
+fn finish_write(db: &mut Db, key: &[u8], pos: damselfly_dash::Pos, changed: bool, event: &str) {
     if !changed {
+        // (ZADD on a missing key made an empty zset first: it goes again.)
+        if db.at(pos).1.as_zset().is_some_and(|z| z.is_empty()) {
+            db.remove_at(pos);
+        }
         return;
     }
     db.touch_key(key);
+    ev::emit(ev::ZSET, event, db.index, key);
     if db.at(pos).1.as_zset().is_some_and(|z| z.is_empty()) {
         db.remove_at(pos);
+        ev::emit(ev::GENERIC, "del", db.index, key);
     }
 }
 
-/// Writes `items` (sorted by score, member) at `dst`, replacing it; deletes `dst` when empty.
-fn store_sorted(db: &mut Db, dst: &[u8], items: &[(Vec<u8>, f64)], lim: &Limits, now: u64) {
+/// Writes `items` (sorted by score, member) at `dst`, replacing it (keyspace event `event`);
+/// deletes `dst` when empty.
+fn store_sorted(
+    db: &mut Db,
+    dst: &[u8],
+    items: &[(Vec<u8>, f64)],
+    lim: &Limits,
+    now: u64,
+    event: &str,
+) {
     if items.is_empty() {
         if db.remove(dst, now).is_some() {
             db.touch_key(dst);
+            ev::emit(ev::GENERIC, "del", db.index, dst);
         }
         return;
     }
     let z = ZSet::from_sorted(items, lim);
     db.set(dst, Value::zset(z), TtlMode::Clear, now);
+    ev::emit(ev::ZSET, event, db.index, dst);
 }
 
 /// Member/score pairs: RESP3 nests each pair, RESP2 flattens (ZRANGE WITHSCORES, ZPOPMIN count...).
@@ -507,7 +524,13 @@ fn zadd_core(cx: &mut CmdCtx<'_>, key: &[u8], fl: u32, pairs: &[(f64, &[u8])]) {
             }
         }
     }
-    finish_write(db, key, pos, added + updated > 0);
+    finish_write(
+        db,
+        key,
+        pos,
+        added + updated > 0,
+        if incr { "zincr" } else { "zadd" },
+    );
     if nan {
         cx.reply.error(ERR_NAN);
     } else if incr {
@@ -544,7 +567,7 @@ fn zrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             }
         }
     }
-    finish_write(db, args[1], pos, n > 0);
+    finish_write(db, args[1], pos, n > 0, "zrem");
     cx.reply.int(n);
 }
 
@@ -874,7 +897,7 @@ fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             .on_key(args[1], move |c, got| {
                 let items = got?;
                 let now = c.now;
-                store_sorted(c.db(), &dst, &items, &lim, now);
+                store_sorted(c.db(), &dst, &items, &lim, now, "zrangestore");
                 Ok(items.len())
             })
             .run()
@@ -904,7 +927,12 @@ fn zrem_range(cx: &mut CmdCtx<'_>, key: &[u8], by: RangeBy) {
         RangeBy::Lex(r) => r.ranks(z),
     };
     let n = z.remove_range(a, b);
-    finish_write(db, key, pos, n > 0);
+    let event = match by {
+        RangeBy::Rank(..) => "zremrangebyrank",
+        RangeBy::Score(_) => "zremrangebyscore",
+        RangeBy::Lex(_) => "zremrangebylex",
+    };
+    finish_write(db, key, pos, n > 0, event);
     cx.reply.int(n as i64);
 }
 
@@ -948,7 +976,13 @@ fn pop_from(db: &mut Db, key: &[u8], max: bool, count: u64, now: u64) -> Result<
             None => break,
         }
     }
-    finish_write(db, key, pos, !out.is_empty());
+    finish_write(
+        db,
+        key,
+        pos,
+        !out.is_empty(),
+        if max { "zpopmax" } else { "zpopmin" },
+    );
     Ok(Some(out))
 }
 
@@ -1706,7 +1740,12 @@ async fn setop_generic(cx: &mut ConnCtx, args: &[&[u8]], op: SetOp, store: bool,
             Err(r) => r,
             Ok((items, _, _)) => {
                 let now = c.now;
-                store_sorted(c.db(), &dst, &items, &lim, now);
+                let event = match op {
+                    SetOp::Union => "zunionstore",
+                    SetOp::Inter => "zinterstore",
+                    SetOp::Diff => "zdiffstore",
+                };
+                store_sorted(c.db(), &dst, &items, &lim, now, event);
                 SetOpResult::Count(items.len())
             }
         })

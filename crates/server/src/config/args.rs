@@ -494,18 +494,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dfly-override-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("r.conf");
-        std::fs::write(&f, "save 900 1\nnotify-keyspace-events KEA\n").unwrap();
-        let c = cfg(&[
-            f.to_str().unwrap(),
-            "--save",
-            "",
-            "--notify-keyspace-events",
-            "",
-        ])
-        .unwrap();
+        std::fs::write(&f, "save 900 1\nappendonly yes\n").unwrap();
+        let c = cfg(&[f.to_str().unwrap(), "--save", "", "--appendonly", "no"]).unwrap();
         assert_eq!(c.get("save").as_deref(), Some(""));
         let Err(ConfigError::Fatal(text)) = cfg(&[f.to_str().unwrap(), "--save", ""]) else {
-            panic!("notify-keyspace-events KEA accepted")
+            panic!("appendonly yes accepted")
         };
         assert_eq!(text.matches("FATAL").count(), 1, "{text}");
         assert!(

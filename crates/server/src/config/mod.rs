@@ -230,11 +230,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         "the append-only file is not implemented yet",
     ),
     (
-        "notify-keyspace-events",
-        |v| !v.is_empty(),
-        "keyspace notifications are not implemented yet",
-    ),
-    (
         "replicaof",
         |v| !v.is_empty(),
         "replication is not implemented yet",
@@ -448,6 +443,9 @@ impl Config {
                 }
             }
             "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "notify-keyspace-events" => {
+                crate::engine::notify::set_flags(crate::engine::notify::parse(v).unwrap_or(0))
+            }
             "maxmemory-eviction-tenacity" => crate::engine::evict::set_tenacity(num()),
             "cache_mode" => crate::engine::evict::set_cache_mode(v == "yes"),
             "lfu-log-factor" => crate::engine::access::set_lfu_log_factor(num() as u32),
@@ -844,11 +842,7 @@ mod tests {
     /// the values that need nothing missing are accepted.
     #[test]
     fn missing_features_are_refused_not_ignored() {
-        let refused: &[(&str, &str)] = &[
-            ("memcached_port", "11211"),
-            ("appendonly", "yes"),
-            ("notify-keyspace-events", "KEA"),
-        ];
+        let refused: &[(&str, &str)] = &[("memcached_port", "11211"), ("appendonly", "yes")];
         for (name, value) in refused {
             let args = vec![format!("--{name}={value}")];
             match parse_args(&args, &[]) {
@@ -880,6 +874,7 @@ mod tests {
             ("save", "900 1 300 10"),
             ("appendonly", "no"),
             ("notify-keyspace-events", ""),
+            ("notify-keyspace-events", "KEA"),
             ("snapshot_cron", ""),
             ("snapshot_cron", "*/5 * * * *"),
         ] {

@@ -424,10 +424,10 @@ pub static PARAMS: &[Param] = &[
     p(
         "notify-keyspace-events",
         &[],
-        Kind::Str,
+        Kind::Words(words::keyspace_events),
         "",
         true,
-        "keyspace notifications classes; only '' until notifications exist",
+        "keyspace notification classes, as Redis: K E g $ l s h z x e t m d n A ('': off)",
     ),
     p(
         "pin_threads",
@@ -932,6 +932,18 @@ pub static PARAMS: &[Param] = &[
 
 /// Checks of the multi-argument parameters, with Redis's error texts.
 mod words {
+    /// `notify-keyspace-events KEA`: Redis's classes, shown back in Redis's canonical order.
+    pub fn keyspace_events(_: &str, args: &[&str]) -> Result<String, String> {
+        let v = match args {
+            [] => "",
+            [v] => v,
+            _ => return Err("wrong number of arguments".into()),
+        };
+        crate::engine::notify::parse(v)
+            .map(crate::engine::notify::to_string)
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+    }
+
     /// `maxmemory-clients`: bytes (with Redis's suffixes) or a percentage of maxmemory (`10%`).
     pub fn mem_or_percent(_: &str, args: &[&str]) -> Result<String, String> {
         let [v] = args else {

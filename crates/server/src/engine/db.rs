@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
-use super::access;
+use super::{access, notify};
 use crate::persistence::snapshot::DbSnap;
 use crate::types::{KeyStr, Value};
 
@@ -46,6 +46,8 @@ pub type PrimeTable = DashTable<KeyStr, Value, { damselfly_dash::buckets_for::<K
 pub type ExpireTable = DashTable<KeyStr, u64, { damselfly_dash::buckets_for::<KeyStr, u64>() }>;
 
 pub struct Db {
+    /// This db's number (keyspace notifications name it).
+    pub index: usize,
     prime: PrimeTable,
     expire: ExpireTable,
     expire_cursor: u64,
@@ -142,6 +144,7 @@ impl Db {
         let mut prime = PrimeTable::new();
         prime.set_rebase(access::rebase);
         Db {
+            index: 0,
             prime,
             expire: DashTable::new(),
             expire_cursor: 0,
@@ -388,8 +391,9 @@ impl Db {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
                 if at <= now {
-                    self.remove_at(pos);
+                    let (k, _) = self.remove_at(pos);
                     self.stats.expired += 1;
+                    notify::emit(notify::EXPIRED, "expired", self.index, k.key());
                     return None;
                 }
             }
@@ -405,6 +409,7 @@ impl Db {
             self.stats.hits += 1;
         } else {
             self.stats.misses += 1;
+            notify::emit(notify::KEY_MISS, "keymiss", self.index, key);
         }
         r
     }
@@ -417,6 +422,7 @@ impl Db {
             self.stats.hits += 1;
         } else {
             self.stats.misses += 1;
+            notify::emit(notify::KEY_MISS, "keymiss", self.index, key);
         }
         r
     }
@@ -535,6 +541,7 @@ impl Db {
         let k = self.prime.at(pos).0.key().to_vec();
         self.wrote(&k);
         self.remove_at(pos);
+        notify::emit(notify::EVICTED, "evicted", self.index, &k);
         bytes
     }
 
@@ -767,6 +774,7 @@ impl Db {
             self.set_expire(pos, Some(at));
         }
         self.touch(key);
+        notify::emit(notify::NEW, "new", self.index, key);
         pos
     }
 
@@ -783,6 +791,10 @@ impl Db {
             self.set_expire(pos, at);
         }
         self.touch_at(pos);
+        if notify::enabled(notify::NEW) {
+            let k = self.prime.at(pos).0.key().to_vec();
+            notify::emit(notify::NEW, "new", self.index, &k);
+        }
         pos
     }
 
@@ -864,8 +876,9 @@ impl Db {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
                 Some(at) if at <= now => {
-                    self.remove_at(pos);
+                    let (k, _) = self.remove_at(pos);
                     self.stats.expired += 1;
+                    notify::emit(notify::EXPIRED, "expired", self.index, k.key());
                 }
                 _ => return Some(self.prime.at(pos).0.clone()),
             }
@@ -887,6 +900,7 @@ impl Db {
             if let Some(pos) = self.prime.find(k.key()) {
                 self.remove_at(pos);
                 self.stats.expired += 1;
+                notify::emit(notify::EXPIRED, "expired", self.index, k.key());
             }
         }
         found
@@ -948,6 +962,7 @@ impl Db {
                 self.remove_at(pos);
                 self.stats.expired += 1;
                 step.expired += 1;
+                notify::emit(notify::EXPIRED, "expired", self.index, k.key());
             } else {
                 // Stale expiry entry without a main entry should not happen; heal it.
                 self.expire.remove(k.key());

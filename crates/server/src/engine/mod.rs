@@ -7,6 +7,7 @@ pub mod evict;
 pub mod guard;
 pub mod inbox;
 pub mod memory;
+pub mod notify;
 pub mod router;
 pub mod shard;
 pub mod vll;

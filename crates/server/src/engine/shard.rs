@@ -30,7 +30,13 @@ impl Shard {
     pub fn new(id: usize, dbnum: usize) -> Self {
         Shard {
             id,
-            dbs: (0..dbnum.max(1)).map(|_| Db::new()).collect(),
+            dbs: (0..dbnum.max(1))
+                .map(|i| {
+                    let mut db = Db::new();
+                    db.index = i;
+                    db
+                })
+                .collect(),
             active_expire: true,
             rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F)),
             expire_cycles: 0,

@@ -182,6 +182,42 @@ pub fn forget(worker: &Rc<Worker>, conn: u64, subs: Vec<(Kind, Box<[u8]>)>) {
 /// while the replicas were being told is neither sent the message nor counted), so PUBLISH
 /// waits for the threads that hold subscribers. Its own thread's are served inline.
 pub async fn publish(worker: &Rc<Worker>, shard: bool, channel: &[u8], payload: &[u8]) -> usize {
+    let per_thread = route(shard, channel, payload);
+    let mut receivers = 0;
+    let mut calls = Vec::new();
+    for (thread, deliveries) in per_thread.into_iter().enumerate() {
+        if deliveries.is_empty() {
+            continue;
+        }
+        if thread == worker.id {
+            receivers += deliver_local(deliveries);
+        } else {
+            calls.push(worker.call(thread, move |_| deliver_local(deliveries)));
+        }
+    }
+    for c in calls {
+        receivers += c.await;
+    }
+    receivers
+}
+
+/// A keyspace notification (`engine::notify`'s sink): published from whatever thread the
+/// event happened on, without waiting for anyone (nobody needs the count).
+pub fn publish_event(channel: &[u8], payload: &[u8]) {
+    let Some(worker) = Worker::current() else {
+        return;
+    };
+    for (thread, deliveries) in route(false, channel, payload).into_iter().enumerate() {
+        if !deliveries.is_empty() {
+            worker.post(thread, move |_| {
+                deliver_local(deliveries);
+            });
+        }
+    }
+}
+
+/// The deliveries of one message, by subscriber thread (this thread's replica decides who).
+fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)>> {
     let mut per_thread: Vec<Vec<(u64, Delivery)>> = Vec::new();
     TABLE.with(|t| {
         let t = t.borrow();
@@ -228,22 +264,7 @@ pub async fn publish(worker: &Rc<Worker>, shard: bool, channel: &[u8], payload: 
             }
         }
     });
-    let mut receivers = 0;
-    let mut calls = Vec::new();
-    for (thread, deliveries) in per_thread.into_iter().enumerate() {
-        if deliveries.is_empty() {
-            continue;
-        }
-        if thread == worker.id {
-            receivers += deliver_local(deliveries);
-        } else {
-            calls.push(worker.call(thread, move |_| deliver_local(deliveries)));
-        }
-    }
-    for c in calls {
-        receivers += c.await;
-    }
-    receivers
+    per_thread
 }
 
 /// On the subscribers' thread: queues each delivery on its connection, if the connection is
