@@ -359,11 +359,9 @@ fn getex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             db.set_expire(pos, Some(at));
             ev::emit(ev::GENERIC, "expire", cx.db, args[1]);
         }
-        None if flags & F_PERSIST != 0 => {
-            if db.expire_at(pos).is_some() {
-                db.set_expire(pos, None);
-                ev::emit(ev::GENERIC, "persist", cx.db, args[1]);
-            }
+        None if flags & F_PERSIST != 0 && db.expire_at(pos).is_some() => {
+            db.set_expire(pos, None);
+            ev::emit(ev::GENERIC, "persist", cx.db, args[1]);
         }
         None => {}
     }
