@@ -270,3 +270,46 @@ fn slow_subscriber_is_disconnected_at_the_pubsub_limit() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// MONITOR sees commands executed for clients on every thread, once each, with Redis's line
+/// format (db, address, quoted arguments, passwords redacted); RESET ends it.
+#[test]
+fn monitor_sees_every_thread() {
+    let srv = start();
+    let mut m = srv.raw_conn();
+    assert_eq!(m.q("MONITOR"), ok());
+    let mut clients: Vec<RawConn> = (0..4).map(|_| srv.raw_conn()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), "a \"b\""]), ok());
+    }
+    let _ = clients[0].cmd(&["AUTH", "secret"]);
+    let mut lines = Vec::new();
+    for _ in 0..5 {
+        match m.read() {
+            Resp::Simple(l) => lines.push(String::from_utf8(l).unwrap()),
+            r => panic!("{r}"),
+        }
+    }
+    for i in 0..4 {
+        let want = format!("\"SET\" \"k{i}\" \"a \\\"b\\\"\"");
+        assert_eq!(
+            lines.iter().filter(|l| l.ends_with(&want)).count(),
+            1,
+            "{want} in {lines:?}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.ends_with("\"AUTH\" \"(redacted)\"")),
+        "{lines:?}"
+    );
+    for l in &lines {
+        // `<secs>.<usecs> [<db> <ip:port>] ...`
+        let (ts, rest) = l.split_once(' ').unwrap();
+        let (secs, usecs) = ts.split_once('.').unwrap();
+        assert!(secs.parse::<u64>().is_ok() && usecs.len() == 6, "{l}");
+        assert!(rest.starts_with("[0 127.0.0.1:"), "{l}");
+    }
+    assert_eq!(m.q("RESET"), Resp::Simple(b"RESET".to_vec()));
+    assert_eq!(clients[1].q("SET after reset"), ok());
+    assert_eq!(m.q("PING"), Resp::Simple(b"PONG".to_vec()));
+}

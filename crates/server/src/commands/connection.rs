@@ -264,6 +264,7 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
 fn reset<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         super::pubsub::leave_all(cx).await;
+        super::pubsub::stop_monitor(cx);
         reset_state(cx);
     })
 }

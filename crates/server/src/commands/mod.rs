@@ -666,6 +666,18 @@ pub(crate) fn record_call(
         *st.errors.entry(code).or_insert(0) += 1;
         st.total_error_replies += 1;
     }
+    if crate::pubsub::monitor::active()
+        && entry.spec.flags & (flags::SKIP_MONITOR | flags::ADMIN) == 0
+    {
+        let addr = cx.client.info.borrow().addr.clone();
+        crate::pubsub::monitor::feed(
+            &cx.worker,
+            cx.db,
+            &addr,
+            args,
+            crate::engine::clock::unix_us(),
+        );
+    }
     let slower = cx.worker.shared.config.slowlog_slower_than();
     if slower >= 0 && usec >= slower as u64 && entry.spec.flags & flags::SKIP_SLOWLOG == 0 {
         drop(st);

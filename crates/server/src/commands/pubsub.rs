@@ -31,6 +31,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "7.0.0", "Post a message to a shard channel"),
     container("pubsub", -2, PUBSUB_SUBS)
         .doc(G, "2.8.0", "A container for Pub/Sub commands."),
+    cmd("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Conn(monitor))
+        .doc(Group::Server, "1.0.0", "Listens for all requests received by the server in real-time."),
 ];
 
 #[rustfmt::skip]
@@ -192,6 +194,30 @@ fn publish_state(cx: &ConnCtx) {
     let mut info = cx.client.info.borrow_mut();
     info.sub = (subs.channels.len(), subs.patterns.len(), subs.shard.len());
     info.set_flag('P', subs.active());
+}
+
+/// MONITOR: from now on, every command executed by anyone is sent to this connection (as
+/// status lines, see `pubsub::monitor`). A second MONITOR is ignored (no reply), as in Redis.
+fn monitor<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if cx.client.monitor.get() {
+            return;
+        }
+        cx.client.monitor.set(true);
+        cx.client.info.borrow_mut().set_flag('O', true);
+        let id = cx.client_id();
+        pubsub::monitor::add(&cx.worker, id).await;
+        cx.reply.ok();
+    })
+}
+
+/// RESET: a monitoring connection stops monitoring.
+pub fn stop_monitor(cx: &mut ConnCtx) {
+    if cx.client.monitor.replace(false) {
+        cx.client.info.borrow_mut().set_flag('O', false);
+        let id = cx.client_id();
+        pubsub::monitor::remove(&cx.worker, id);
+    }
 }
 
 /// RESET and disconnects: leaves every channel, pattern and shard channel without replies.

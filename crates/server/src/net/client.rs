@@ -228,6 +228,8 @@ pub struct ClientHandle {
     /// (queued by the publisher's delivery on this thread; the connection sends them when
     /// woken).
     pub subs: RefCell<Subscriptions>,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: Cell<bool>,
     pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
     /// Wakes the connection out of a blocking read when it is killed.
     pub wake: Notify,
@@ -244,6 +246,7 @@ impl ClientHandle {
             resize_qbuf: Cell::new(None),
             qbuf_peak: Cell::new(0),
             subs: RefCell::new(Subscriptions::default()),
+            monitor: Cell::new(false),
             pushes: RefCell::new(std::collections::VecDeque::new()),
             wake: Notify::new(),
         }

@@ -91,6 +91,9 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
             client_evict::account(&self.2, 0);
             let subs = self.2.subs.borrow_mut().take_all();
             crate::pubsub::forget(&self.0, self.1, subs);
+            if self.2.monitor.replace(false) {
+                crate::pubsub::monitor::remove(&self.0, self.1);
+            }
             crate::net::client::unregister(self.1);
             self.0
                 .shared

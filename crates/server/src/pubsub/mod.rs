@@ -19,6 +19,8 @@ use std::sync::Arc;
 
 use crate::engine::Worker;
 
+pub mod monitor;
+
 /// The three Pub/Sub namespaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -49,6 +51,8 @@ pub enum Delivery {
     Message(Arc<Message>),
     Pattern(Arc<[u8]>, Arc<Message>),
     Shard(Arc<Message>),
+    /// A MONITOR line (see `monitor`).
+    Monitor(Arc<[u8]>),
 }
 
 impl Delivery {
@@ -57,6 +61,7 @@ impl Delivery {
     pub fn bytes(&self) -> usize {
         let m = match self {
             Delivery::Message(m) | Delivery::Shard(m) | Delivery::Pattern(_, m) => m,
+            Delivery::Monitor(line) => return line.len() + 3,
         };
         m.channel.len() + m.payload.len() + 64
     }
@@ -80,6 +85,12 @@ impl Delivery {
                 reply.bulk(p);
                 reply.bulk(&m.channel);
                 reply.bulk(&m.payload);
+            }
+            Delivery::Monitor(line) => {
+                // A status line (its text is escaped: no CR or LF in it).
+                reply.raw(b"+");
+                reply.raw(line);
+                reply.raw(b"\r\n");
             }
         }
     }
@@ -279,6 +290,7 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
                     Delivery::Message(m) => subs.channels.contains(&m.channel),
                     Delivery::Shard(m) => subs.shard.contains(&m.channel),
                     Delivery::Pattern(p, _) => subs.patterns.iter().any(|q| q[..] == p[..]),
+                    Delivery::Monitor(_) => false,
                 }
             };
             if wanted && !h.killed.get() {
