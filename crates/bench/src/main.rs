@@ -6,6 +6,7 @@ mod compare;
 mod keys;
 mod opts;
 mod proto;
+mod pubsub;
 mod report;
 mod run;
 mod sys;
@@ -14,7 +15,21 @@ use clap::Parser;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let code = if args.get(1).map(String::as_str) == Some("compare") {
+    let code = if args.get(1).map(String::as_str) == Some("pubsub") {
+        let mut rest = vec![format!("{} pubsub", args[0])];
+        rest.extend(args[2..].iter().cloned());
+        let o = pubsub::PubSubOpts::parse_from(rest);
+        match pubsub::run(&o) {
+            Ok(line) => {
+                print!("{line}");
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        }
+    } else if args.get(1).map(String::as_str) == Some("compare") {
         let mut rest = vec![format!("{} compare", args[0])];
         rest.extend(args[2..].iter().cloned());
         let c = compare::CompareOpts::parse_from(rest);

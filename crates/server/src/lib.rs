@@ -49,6 +49,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
     engine::notify::set_sink(pubsub::publish_event);
+    engine::tracking::set_sink(pubsub::tracking::sink);
     let bind = cfg.get("bind").unwrap_or_default();
     let port = cfg.port();
     let backlog = cfg

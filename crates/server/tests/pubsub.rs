@@ -313,3 +313,159 @@ fn monitor_sees_every_thread() {
     assert_eq!(clients[1].q("SET after reset"), ok());
     assert_eq!(m.q("PING"), Resp::Simple(b"PONG".to_vec()));
 }
+
+/// Bad input for the family, against redis-server in the same pipelines: wrong arities,
+/// unknown PUBSUB subcommands, binary channel names, and one SUBSCRIBE of 65,537 channels
+/// pipelined with PUBLISHes; replies byte for byte, and the server serves others after.
+#[test]
+fn bad_input_and_huge_variadic_subscribe_match_redis() {
+    let redis = common::RedisServer::start();
+    let dfly = start();
+    let mut cmds: Vec<Vec<Vec<u8>>> = vec![
+        vec![b"SUBSCRIBE".to_vec()],
+        vec![b"PUBLISH".to_vec(), b"a".to_vec()],
+        vec![b"PUBSUB".to_vec()],
+        vec![b"PUBSUB".to_vec(), b"NOPE".to_vec()],
+        vec![b"PUBSUB".to_vec(), b"NUMPAT".to_vec(), b"x".to_vec()],
+        vec![
+            b"PUBSUB".to_vec(),
+            b"CHANNELS".to_vec(),
+            b"a".to_vec(),
+            b"b".to_vec(),
+        ],
+        vec![b"SPUBLISH".to_vec(), b"a".to_vec()],
+        vec![b"PUBSUB".to_vec(), b"NUMSUB".to_vec()],
+    ];
+    let mut big = vec![b"SUBSCRIBE".to_vec()];
+    big.extend((0..65_537).map(|i| format!("ch{i}").into_bytes()));
+    big.push(b"\x00\xff\r\nbin".to_vec());
+    cmds.push(big);
+    cmds.push(vec![b"PING".to_vec()]);
+    cmds.push(vec![b"GET".to_vec(), b"k".to_vec()]);
+    cmds.push(vec![
+        b"UNSUBSCRIBE".to_vec(),
+        b"ch5".to_vec(),
+        b"nope".to_vec(),
+    ]);
+    // Replies: 8 errors/answers, 65,538 confirmations, PING, the context error, 2 confirmations.
+    let n = 8 + 65_538 + 1 + 1 + 2;
+    let bytes: Vec<u8> = cmds.iter().flat_map(|c| common::encode(c)).collect();
+    let run = |srv: &Server| {
+        let mut c = srv.raw_conn();
+        c.send_raw(&bytes);
+        let replies: Vec<Resp> = (0..n).map(|_| c.read()).collect();
+        // Published from another connection: reaches the binary channel.
+        let mut p = srv.raw_conn();
+        let count = p.cmd(&[&b"PUBLISH"[..], b"\x00\xff\r\nbin", b"m"]);
+        let msg = c.read();
+        (replies, count, msg)
+    };
+    let theirs = run(&redis);
+    let ours = run(&dfly);
+    assert_eq!(ours.1, theirs.1);
+    assert_eq!(ours.2, theirs.2);
+    for (i, (a, b)) in ours.0.iter().zip(&theirs.0).enumerate() {
+        assert_eq!(a, b, "reply {i}");
+    }
+    let mut c = dfly.raw_conn();
+    assert_eq!(
+        c.q("PUBSUB NUMSUB ch65536"),
+        array(vec![b("ch65536"), Resp::Int(1)])
+    );
+    assert_eq!(c.q("PING"), Resp::Simple(b"PONG".to_vec()));
+}
+
+/// Client-side caching across threads (4 shard threads): a RESP3 connection that read keys
+/// living on every shard gets one invalidation push per key when other connections (on other
+/// threads) write them, none for keys it did not read, none twice; a RESP2 connection
+/// redirects to a subscriber of `__redis__:invalidate`; BCAST sends a prefix's keys; FLUSHALL
+/// sends the null invalidation.
+#[test]
+fn tracking_invalidations_cross_threads() {
+    let srv = start();
+    let mut w = srv.raw_conn();
+    let mut t = srv.raw_conn();
+    assert!(matches!(t.q("HELLO 3"), Resp::Map(_)));
+    assert_eq!(t.q("CLIENT TRACKING on"), ok());
+    let keys: Vec<String> = (0..16).map(|i| format!("tk:{i}")).collect();
+    for k in &keys {
+        assert_eq!(w.cmd(&["SET", k, "1"]), ok());
+        assert_eq!(t.cmd(&["GET", k]), b("1"));
+    }
+    assert_eq!(w.q("SET untracked 1"), ok());
+    for k in &keys {
+        assert_eq!(w.cmd(&["INCR", k]), Resp::Int(2));
+    }
+    let mut got: Vec<String> = Vec::new();
+    for _ in 0..keys.len() {
+        match t.read() {
+            Resp::Push(items) => {
+                assert_eq!(items[0], b("invalidate"));
+                let Resp::Array(ks) = &items[1] else {
+                    panic!("{items:?}")
+                };
+                got.extend(ks.iter().map(|k| text(k.clone())));
+            }
+            r => panic!("{r}"),
+        }
+    }
+    got.sort();
+    let mut want = keys.clone();
+    want.sort();
+    assert_eq!(got, want);
+    // Forgotten after the first invalidation: a second write sends nothing.
+    for k in &keys {
+        assert_eq!(w.cmd(&["INCR", k]), Resp::Int(3));
+    }
+    assert_eq!(t.q("PING"), Resp::Simple(b"PONG".to_vec()));
+
+    // RESP2 with a redirection to a subscriber of __redis__:invalidate.
+    let mut sub = srv.raw_conn();
+    let Resp::Int(sid) = sub.q("CLIENT ID") else {
+        panic!()
+    };
+    subscribe(&mut sub, "SUBSCRIBE", &["__redis__:invalidate"], 1);
+    let mut t2 = srv.raw_conn();
+    assert_eq!(
+        t2.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &sid.to_string()]),
+        ok()
+    );
+    assert_eq!(t2.q("GET tk:3"), b("3"));
+    assert_eq!(w.q("DEL tk:3"), Resp::Int(1));
+    assert_eq!(
+        sub.read(),
+        array(vec![
+            b("message"),
+            b("__redis__:invalidate"),
+            array(vec![b("tk:3")])
+        ])
+    );
+    assert_eq!(t2.q("CLIENT GETREDIR"), Resp::Int(sid));
+
+    // BCAST: every key under the prefix, read or not; MSET's keys of one prefix in one message.
+    let mut bc = srv.raw_conn();
+    assert!(matches!(bc.q("HELLO 3"), Resp::Map(_)));
+    assert_eq!(bc.q("CLIENT TRACKING on BCAST PREFIX user:"), ok());
+    assert_eq!(w.q("MSET user:{a}1 x user:{a}2 y other:1 z"), ok());
+    match bc.read() {
+        Resp::Push(items) => {
+            let Resp::Array(ks) = &items[1] else {
+                panic!("{items:?}")
+            };
+            let mut ks: Vec<String> = ks.iter().map(|k| text(k.clone())).collect();
+            ks.sort();
+            assert_eq!(ks, vec!["user:{a}1", "user:{a}2"]);
+        }
+        r => panic!("{r}"),
+    }
+
+    // FLUSHALL: the null invalidation to every tracking connection.
+    assert_eq!(t.q("GET tk:5"), b("3"));
+    assert_eq!(w.q("FLUSHALL"), ok());
+    assert_eq!(t.read(), Resp::Push(vec![b("invalidate"), Resp::Nil]));
+    assert_eq!(bc.read(), Resp::Push(vec![b("invalidate"), Resp::Nil]));
+    assert_eq!(
+        sub.read(),
+        array(vec![b("message"), b("__redis__:invalidate"), Resp::Nil])
+    );
+}

@@ -54,6 +54,12 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Sets the client eviction mode of the connection."),
     cmd("no-touch", 3, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_no_touch))
         .doc(G, "1.0.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
+    cmd("tracking", -3, NOSCRIPT | LOADING | STALE, NOKEYS, Conn(client_tracking))
+        .doc(G, "6.0.0", "Controls server-assisted client-side caching for the connection."),
+    cmd("caching", 3, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_caching))
+        .doc(G, "6.0.0", "Instructs the server whether to track the keys in the next request."),
+    cmd("trackinginfo", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_trackinginfo))
+        .doc(G, "6.2.0", "Returns information about server-assisted client-side caching for the connection."),
     cmd("getredir", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_getredir))
         .doc(G, "1.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
     cmd("pause", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_pause))
@@ -100,6 +106,9 @@ fn echo(cx: &mut ConnCtx, args: &[&[u8]]) {
 fn quit(cx: &mut ConnCtx, _args: &[&[u8]]) {
     cx.reply.ok();
     cx.close = true;
+    // Gone for everyone else from now (a tracking redirection to it is broken), though its
+    // reply is still being written.
+    cx.client.closing.set(true);
 }
 
 fn select(cx: &mut ConnCtx, args: &[&[u8]]) {
@@ -265,6 +274,7 @@ fn reset<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         super::pubsub::leave_all(cx).await;
         super::pubsub::stop_monitor(cx);
+        disable_tracking(cx);
         reset_state(cx);
     })
 }
@@ -608,7 +618,272 @@ fn client_no_touch(cx: &mut ConnCtx, args: &[&[u8]]) {
 }
 
 fn client_getredir(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.int(-1);
+    let t = cx.client.tracking.borrow();
+    let id = match (t.on, t.redirect) {
+        (false, _) => -1,
+        (true, Some((id, _))) => id as i64,
+        (true, None) => 0,
+    };
+    drop(t);
+    cx.reply.int(id);
+}
+
+/// CLIENT TRACKING on|off [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP], with
+/// Redis's checks and errors (`crate::engine::tracking`, `crate::pubsub::tracking`).
+fn client_tracking<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let (mut redir, mut bcast, mut optin, mut optout, mut noloop) =
+            (None, false, false, false, false);
+        let mut prefixes: Vec<&[u8]> = Vec::new();
+        let mut j = 3;
+        while j < args.len() {
+            let more = j + 1 < args.len();
+            let a = args[j];
+            if eq_ic(a, "redirect") && more {
+                j += 1;
+                if redir.is_some() {
+                    cx.reply
+                        .error("ERR A client can only redirect to a single other client");
+                    return;
+                }
+                let Some(id) = parse_i64(args[j]) else {
+                    cx.reply
+                        .error("ERR value is not an integer or out of range");
+                    return;
+                };
+                redir = Some(id);
+            } else if eq_ic(a, "bcast") {
+                bcast = true;
+            } else if eq_ic(a, "optin") {
+                optin = true;
+            } else if eq_ic(a, "optout") {
+                optout = true;
+            } else if eq_ic(a, "noloop") {
+                noloop = true;
+            } else if eq_ic(a, "prefix") && more {
+                j += 1;
+                prefixes.push(args[j]);
+            } else {
+                cx.reply.error(ERR_SYNTAX);
+                return;
+            }
+            j += 1;
+        }
+        // The redirection must exist now (it may go away later: then it is "broken").
+        let mut redirect = None;
+        if let Some(id) = redir {
+            let id = id as u64;
+            let found = cx
+                .worker
+                .broadcast(move |w| {
+                    let mut here = false;
+                    client::with_local(id, |h| here = !h.killed.get());
+                    here.then_some(w.id)
+                })
+                .await;
+            match found.into_iter().flatten().next() {
+                Some(thread) => redirect = Some((id, thread)),
+                None => {
+                    cx.reply
+                        .error("ERR The client ID you want redirect to does not exist");
+                    return;
+                }
+            }
+        }
+        if eq_ic(args[2], "on") {
+            let cur = cx.client.tracking.borrow().clone();
+            if !bcast && !prefixes.is_empty() {
+                cx.reply
+                    .error("ERR PREFIX option requires BCAST mode to be enabled");
+                return;
+            }
+            if cur.on && cur.bcast != bcast {
+                cx.reply.error("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.");
+                return;
+            }
+            if bcast && (optin || optout) {
+                cx.reply
+                    .error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+                return;
+            }
+            if optin && optout {
+                cx.reply
+                    .error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+                return;
+            }
+            if (optin && cur.optout) || (optout && cur.optin) {
+                cx.reply.error("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
+                return;
+            }
+            let new_prefixes: Vec<&[u8]> = if bcast && prefixes.is_empty() {
+                vec![b""]
+            } else {
+                prefixes
+            };
+            if bcast {
+                for (i, p) in new_prefixes.iter().enumerate() {
+                    if let Some(old) = cur
+                        .prefixes
+                        .iter()
+                        .find(|o| o.starts_with(p) || p.starts_with(o))
+                    {
+                        cx.reply.error_bytes(
+                            &[
+                                &b"ERR Prefix '"[..],
+                                p,
+                                b"' overlaps with an existing prefix '",
+                                old,
+                                b"'. Prefixes for a single client must not overlap.",
+                            ]
+                            .concat(),
+                        );
+                        return;
+                    }
+                    if let Some(other) = new_prefixes[i + 1..]
+                        .iter()
+                        .find(|o| o.starts_with(p) || p.starts_with(o))
+                    {
+                        cx.reply.error_bytes(
+                            &[
+                                &b"ERR Prefix '"[..],
+                                p,
+                                b"' overlaps with another provided prefix '",
+                                other,
+                                b"'. Prefixes for a single client must not overlap.",
+                            ]
+                            .concat(),
+                        );
+                        return;
+                    }
+                }
+            }
+            if !cur.on {
+                crate::engine::tracking::client_enabled();
+            }
+            let id = cx.client_id();
+            let target = crate::engine::tracking::Target {
+                thread: cx.worker.id,
+                conn: id,
+            };
+            if bcast {
+                let ps: std::sync::Arc<Vec<Vec<u8>>> =
+                    std::sync::Arc::new(new_prefixes.iter().map(|p| p.to_vec()).collect());
+                cx.worker
+                    .broadcast(move |w| {
+                        for p in ps.iter() {
+                            crate::engine::tracking::add_prefix(target, p, w.id == 0);
+                        }
+                    })
+                    .await;
+            }
+            {
+                let mut t = cx.client.tracking.borrow_mut();
+                t.on = true;
+                t.bcast = bcast;
+                t.optin = optin;
+                t.optout = optout;
+                t.noloop = noloop;
+                t.caching = false;
+                t.broken = false;
+                t.redirect = redirect;
+                if bcast {
+                    t.prefixes
+                        .extend(new_prefixes.iter().map(|p| Box::<[u8]>::from(*p)));
+                }
+            }
+            let mut info = cx.client.info.borrow_mut();
+            info.set_flag('t', true);
+            info.set_flag('R', false);
+            info.redir = redirect.map_or(0, |(id, _)| id as i64);
+        } else if eq_ic(args[2], "off") {
+            disable_tracking(cx);
+        } else {
+            cx.reply.error(ERR_SYNTAX);
+            return;
+        }
+        cx.reply.ok();
+    })
+}
+
+/// CLIENT TRACKING off and RESET: stops tracking and leaves the BCAST prefixes.
+fn disable_tracking(cx: &mut ConnCtx) {
+    crate::pubsub::tracking::disable(&cx.worker, &cx.client);
+}
+
+fn client_caching(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let mut t = cx.client.tracking.borrow_mut();
+    if !t.on {
+        drop(t);
+        cx.reply.error("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled");
+        return;
+    }
+    if eq_ic(args[2], "yes") {
+        if !t.optin {
+            drop(t);
+            cx.reply.error(
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+            return;
+        }
+    } else if eq_ic(args[2], "no") {
+        if !t.optout {
+            drop(t);
+            cx.reply.error(
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+            return;
+        }
+    } else {
+        drop(t);
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    t.caching = true;
+    drop(t);
+    cx.reply.ok();
+}
+
+fn client_trackinginfo(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let t = cx.client.tracking.borrow().clone();
+    cx.reply.map(3);
+    cx.reply.bulk(b"flags");
+    let mut flags: Vec<&str> = vec![if t.on { "on" } else { "off" }];
+    if t.bcast {
+        flags.push("bcast");
+    }
+    if t.optin {
+        flags.push("optin");
+        if t.caching {
+            flags.push("caching-yes");
+        }
+    }
+    if t.optout {
+        flags.push("optout");
+        if t.caching {
+            flags.push("caching-no");
+        }
+    }
+    if t.noloop {
+        flags.push("noloop");
+    }
+    if t.broken {
+        flags.push("broken_redirect");
+    }
+    cx.reply.set(flags.len());
+    for f in flags {
+        cx.reply.bulk(f.as_bytes());
+    }
+    cx.reply.bulk(b"redirect");
+    cx.reply.int(match (t.on, t.redirect) {
+        (false, _) => -1,
+        (true, Some((id, _))) => id as i64,
+        (true, None) => 0,
+    });
+    cx.reply.bulk(b"prefixes");
+    cx.reply.array(t.prefixes.len());
+    for p in &t.prefixes {
+        cx.reply.bulk(p);
+    }
 }
 
 /// CLIENT PAUSE is validated and acknowledged; pausing is not implemented yet.

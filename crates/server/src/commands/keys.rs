@@ -862,7 +862,14 @@ fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if !flush_flags_ok(&mut cx.reply, args) {
             return;
         }
-        cx.hops().all_shards(|c, ()| c.db().clear()).run().await;
+        cx.hops()
+            .all_shards(|c, ()| {
+                c.db().clear();
+                crate::engine::tracking::forget_all();
+            })
+            .run()
+            .await;
+        crate::pubsub::tracking::flushed(&cx.worker).await;
         purge_unless_async(args);
         cx.reply.ok();
     })
@@ -898,6 +905,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             for db in c.shard.dbs.iter_mut() {
                 db.clear();
             }
+            crate::engine::tracking::forget_all();
         });
         if save {
             clear.run_more().await;
@@ -905,6 +913,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         } else {
             clear.run().await;
         }
+        crate::pubsub::tracking::flushed(&cx.worker).await;
         purge_unless_async(args);
         cx.reply.ok();
     })

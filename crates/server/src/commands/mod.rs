@@ -181,10 +181,14 @@ impl CmdCtx<'_> {
     /// Runs `f` with a command context over `w`'s shard: the one place shard work gets its
     /// context (single-key handlers, hops, squashed runs).
     #[inline]
+    ///
+    /// `client`: the connection the work is for (0: the server's own), known to the shard while
+    /// it runs so that its writes' invalidations can skip a NOLOOP tracking client.
     pub(crate) fn over<R>(
         w: &Worker,
         db: usize,
         now: u64,
+        client: u64,
         reply: &mut Reply,
         f: impl FnOnce(&mut CmdCtx<'_>) -> R,
     ) -> R {
@@ -196,7 +200,10 @@ impl CmdCtx<'_> {
             shared: &w.shared,
             reply,
         };
-        f(&mut c)
+        let prev = crate::engine::tracking::set_writer(client);
+        let r = f(&mut c);
+        crate::engine::tracking::set_writer(prev);
+        r
     }
 
     /// Does this shard own `key`? (DEBUG POPULATE generates every key on every shard and keeps
@@ -393,13 +400,14 @@ impl ConnCtx {
         let name = self.cmd_name;
         let w = self.worker.clone();
         let (db, now, ver) = (self.db, self.now_ms, self.reply.ver);
+        let client = self.client_id();
         if self.coord.in_transaction() {
             let owned = util::OwnedArgs::new(args);
             let bytes = self
                 .coord
                 .hop(&w, target, false, move |w| {
                     let mut reply = Reply::new(ver);
-                    run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
+                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &owned.slices());
                     reply.take()
                 })
                 .await;
@@ -411,7 +419,7 @@ impl ConnCtx {
             let t = w.vll();
             t.idle() || t.quick_ok(&plan.locks_for(target), plan.shard_lock())
         } {
-            run_shard_cmd(&w, name, f, db, now, &mut self.reply, args);
+            run_shard_cmd(&w, name, f, db, now, client, &mut self.reply, args);
             w.serve_blocked();
             return;
         }
@@ -421,7 +429,7 @@ impl ConnCtx {
             .call_deferred::<Vec<u8>, _>(target, move |w, resp| {
                 vll::quick(w, locks, sl, move |w| {
                     let mut reply = Reply::new(ver);
-                    run_shard_cmd(w, name, f, db, now, &mut reply, &owned.slices());
+                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &owned.slices());
                     resp.send(w, reply.take());
                 })
             })
@@ -433,17 +441,19 @@ impl ConnCtx {
 /// Runs shard handler `f` on `w`'s shard with a fresh command context, appending its reply to
 /// `reply`. The command boundary on the shard side: a panic inside `f` becomes this command's
 /// `-ERR internal error` reply (see `engine::guard`), and nothing else is affected.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_shard_cmd(
     w: &Rc<Worker>,
     name: &'static str,
     f: ShardFn,
     db: usize,
     now: u64,
+    client: u64,
     reply: &mut Reply,
     args: &[&[u8]],
 ) {
     let mark = reply.len();
-    let r = guard::contain(|| CmdCtx::over(w, db, now, &mut *reply, |c| f(c, args)));
+    let r = guard::contain(|| CmdCtx::over(w, db, now, client, &mut *reply, |c| f(c, args)));
     if let Err(fault) = r {
         reply.buf.truncate(mark);
         internal_error(w, reply, name, &fault);
@@ -532,6 +542,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if !refused {
         others_evict_if_still_over(cx).await;
     }
+    if crate::engine::tracking::over_limit() {
+        // Redis applies tracking-table-max-keys before every command: the keys given up are
+        // invalidated before this command's reply.
+        cx.worker
+            .broadcast(|_| crate::engine::tracking::limit_keys())
+            .await;
+    }
+    // What eviction just invalidated (or anything else queued for this connection) goes
+    // before this command's reply, as Redis does (never inside a transaction's reply).
+    if !cx.coord.in_exec() {
+        crate::net::session::drain_pushes(cx);
+    }
     if refused {
         if spec.flags & flags::REJECT_EXECABORT != 0 {
             multi::exec_abort(cx, entry.id, ERR_OOM);
@@ -594,6 +616,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
+    track_reads(cx, spec, args);
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
@@ -640,6 +663,41 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.coord.end_command(&w);
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
+    if crate::engine::tracking::bcast_active() && !cx.coord.in_exec() {
+        // The command's BCAST invalidations go out as one batch per prefix (the messages to
+        // the shards follow its hops there).
+        for s in 0..cx.threads() {
+            cx.worker
+                .post(s, |_| crate::engine::tracking::flush_bcast());
+        }
+    }
+    // CLIENT CACHING yes|no applies to the next command only.
+    if entry.fullname != "client|caching" {
+        let mut t = cx.client.tracking.borrow_mut();
+        if t.caching {
+            t.caching = false;
+        }
+    }
+}
+
+/// Client-side caching: a tracking connection's read command registers its keys on their
+/// shards before it runs (default mode; OPTIN only after CLIENT CACHING yes, OPTOUT unless
+/// CLIENT CACHING no), as Redis's `trackingRememberKeys`.
+fn track_reads(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
+    if spec.flags & flags::READONLY == 0 || spec.flags & flags::PUBSUB != 0 {
+        return;
+    }
+    let t = cx.client.tracking.borrow();
+    if !t.on || t.bcast || (t.optin && !t.caching) || (t.optout && t.caching) {
+        return;
+    }
+    drop(t);
+    let keys = spec
+        .keys
+        .positions(args)
+        .into_iter()
+        .filter_map(|i| args.get(i).map(|k| k.to_vec()));
+    crate::pubsub::tracking::remember(&cx.worker, cx.client_id(), keys);
 }
 
 /// Command statistics, error statistics and the slow log for one executed command whose reply

@@ -443,6 +443,7 @@ impl Config {
                 }
             }
             "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "tracking-table-max-keys" => crate::engine::tracking::set_max_keys(num()),
             "notify-keyspace-events" => {
                 crate::engine::notify::set_flags(crate::engine::notify::parse(v).unwrap_or(0))
             }

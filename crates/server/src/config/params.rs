@@ -865,6 +865,14 @@ pub static PARAMS: &[Param] = &[
         "accepted: implicit deletes free inline either way",
     ),
     p(
+        "tracking-table-max-keys",
+        &[],
+        Kind::Int(0, i64::MAX),
+        "1000000",
+        true,
+        "client-side caching: the most keys the tracking tables remember (0: no limit); past it, keys are invalidated to make room",
+    ),
+    p(
         "maxmemory-clients",
         &[],
         Kind::Words(words::mem_or_percent),
@@ -1112,10 +1120,6 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
         "active defragmentation is not implemented yet",
     ),
     ("lua-*", "scripting is not implemented yet"),
-    (
-        "tracking-table-max-keys",
-        "client-side caching is not implemented yet",
-    ),
     ("shutdown-*", "this shutdown setting is not implemented yet"),
     (
         "sanitize-dump-payload",

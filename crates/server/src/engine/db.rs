@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
-use super::{access, notify};
+use super::{access, notify, tracking};
 use crate::persistence::snapshot::DbSnap;
 use crate::types::{KeyStr, Value};
 
@@ -252,6 +252,7 @@ impl Db {
             let present = self.prime.find(key).is_some();
             self.watched.touch(key, present);
         }
+        tracking::modified(key);
     }
 
     #[inline]
@@ -259,6 +260,9 @@ impl Db {
         if !self.watched.is_empty() {
             let key = self.prime.at(pos).0.key();
             self.watched.touch(key, true);
+        }
+        if tracking::active() {
+            tracking::modified(self.prime.at(pos).0.key());
         }
     }
 
@@ -809,6 +813,7 @@ impl Db {
         if !self.watched.is_empty() {
             self.watched.touch(kv.0.key(), false);
         }
+        tracking::modified(kv.0.key());
         kv
     }
 

@@ -10,9 +10,14 @@ pub mod memory;
 pub mod notify;
 pub mod router;
 pub mod shard;
+pub mod tracking;
 pub mod vll;
 pub mod waiters;
 pub mod worker;
 
 pub use router::shard_of;
+
+/// DEBUG PAUSE-CRON: the periodic work of every thread (active expiry, eviction share, the
+/// tracking table limit, the client cron) stops while set.
+pub static CRON_PAUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 pub use worker::{Shared, Worker};

@@ -454,6 +454,9 @@ impl Worker {
             if self.shared.shutdown.load(Ordering::Relaxed) {
                 return;
             }
+            if super::CRON_PAUSED.load(Ordering::Relaxed) {
+                continue;
+            }
             let now = clock::unix_ms();
             // Active expiry must not delete keys that an in-flight transaction has locked
             // between two of its hops (Redis freezes time during EXEC): while transactions are
@@ -467,6 +470,7 @@ impl Worker {
             guard::or_exit("shard maintenance tick", || shard.tick(now));
             shard.active_expire = active;
             drop(shard);
+            super::tracking::limit_keys();
             let maxmemory = self.shared.config.maxmemory();
             if maxmemory != 0 && super::evict::evicts() {
                 self.evict_share(maxmemory);

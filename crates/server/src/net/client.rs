@@ -34,6 +34,8 @@ pub struct ClientInfo {
     pub multi: i64,
     /// Subscribed channels, patterns and shard channels (`sub`, `psub`, `ssub`).
     pub sub: (usize, usize, usize),
+    /// CLIENT TRACKING's redirection (`redir`, -1: none).
+    pub redir: i64,
     /// What the connection's buffers and transaction state hold (CLIENT LIST's memory fields).
     pub mem: ClientMem,
     pub flags: String,
@@ -62,6 +64,7 @@ impl ClientInfo {
             resp: 2,
             multi: -1,
             sub: (0, 0, 0),
+            redir: -1,
             mem: ClientMem::default(),
             flags: String::new(),
             user: "default".into(),
@@ -88,7 +91,7 @@ impl ClientInfo {
         let m = &self.mem;
         let omem = m.omem();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={} tid={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs=16384 rbp=0 obl={} oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={} tid={}",
             self.id,
             self.addr,
             self.laddr,
@@ -112,12 +115,30 @@ impl ClientInfo {
             m.tot(),
             self.last_cmd,
             self.user,
+            self.redir,
             self.resp,
             self.lib_name,
             self.lib_ver,
             self.tid,
         )
     }
+}
+
+/// A connection's CLIENT TRACKING settings (Redis's CLIENT_TRACKING_* flags).
+#[derive(Default, Debug, Clone)]
+pub struct Tracking {
+    pub on: bool,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// CLIENT CACHING yes|no given for the next command (OPTIN / OPTOUT).
+    pub caching: bool,
+    /// REDIRECT: the client id and the thread it lives on.
+    pub redirect: Option<(u64, usize)>,
+    /// The redirection's client went away (`tracking-redir-broken` was sent).
+    pub broken: bool,
+    pub prefixes: Vec<Box<[u8]>>,
 }
 
 /// A connection's Pub/Sub subscriptions (Redis's `pubsub_channels`, `pubsub_patterns`,
@@ -230,6 +251,10 @@ pub struct ClientHandle {
     pub subs: RefCell<Subscriptions>,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: Cell<bool>,
+    /// QUIT: closing once its reply is written.
+    pub closing: Cell<bool>,
+    /// CLIENT TRACKING state (client-side caching).
+    pub tracking: RefCell<Tracking>,
     pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
     /// Wakes the connection out of a blocking read when it is killed.
     pub wake: Notify,
@@ -247,6 +272,8 @@ impl ClientHandle {
             qbuf_peak: Cell::new(0),
             subs: RefCell::new(Subscriptions::default()),
             monitor: Cell::new(false),
+            closing: Cell::new(false),
+            tracking: RefCell::new(Tracking::default()),
             pushes: RefCell::new(std::collections::VecDeque::new()),
             wake: Notify::new(),
         }

@@ -32,6 +32,9 @@ pub async fn run(worker: Rc<Worker>) {
         {
             return;
         }
+        if crate::engine::CRON_PAUSED.load(std::sync::atomic::Ordering::Relaxed) {
+            continue;
+        }
         let now = Instant::now();
         client::for_each_local(|_, h| resize_query_buffer(h, now));
         if super::client_evict::over(&worker) {

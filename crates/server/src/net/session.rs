@@ -94,6 +94,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
             if self.2.monitor.replace(false) {
                 crate::pubsub::monitor::remove(&self.0, self.1);
             }
+            crate::pubsub::tracking::disable(&self.0, &self.2);
             crate::net::client::unregister(self.1);
             self.0
                 .shared
@@ -506,7 +507,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
 
 /// Appends the Pub/Sub messages queued for this connection to its replies; true if there were
 /// any.
-fn drain_pushes(cx: &mut ConnCtx) -> bool {
+pub(crate) fn drain_pushes(cx: &mut ConnCtx) -> bool {
     let client = cx.client.clone();
     let mut q = client.pushes.borrow_mut();
     if q.is_empty() {
@@ -540,7 +541,15 @@ fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> Clien
     m.unwritten = cx.output.unwritten(&cx.reply);
     m.reply_cap = cx.reply.buf.capacity();
     (m.multi_mem, m.watch_mem) = cx.tx_mem();
-    m.pubsub_mem = cx.client.subs.borrow().mem;
+    // Subscriptions and BCAST prefixes (each held here and in every thread's replica).
+    m.pubsub_mem = cx.client.subs.borrow().mem
+        + cx.client
+            .tracking
+            .borrow()
+            .prefixes
+            .iter()
+            .map(|p| p.len() + 48)
+            .sum::<usize>();
     m
 }
 

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::engine::Worker;
 
 pub mod monitor;
+pub mod tracking;
 
 /// The three Pub/Sub namespaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +54,12 @@ pub enum Delivery {
     Shard(Arc<Message>),
     /// A MONITOR line (see `monitor`).
     Monitor(Arc<[u8]>),
+    /// A tracking invalidation (see `tracking`): the keys (None: all, after a flush), sent as
+    /// a `__redis__:invalidate` message (RESP2 redirection) rather than a push, and whether a
+    /// null is RESP3's.
+    Invalidate(tracking::Keys, bool, bool),
+    /// `tracking-redir-broken` with the redirection's client id.
+    RedirBroken(u64),
 }
 
 impl Delivery {
@@ -62,6 +69,12 @@ impl Delivery {
         let m = match self {
             Delivery::Message(m) | Delivery::Shard(m) | Delivery::Pattern(_, m) => m,
             Delivery::Monitor(line) => return line.len() + 3,
+            Delivery::Invalidate(keys, ..) => {
+                return keys
+                    .as_ref()
+                    .map_or(8, |k| k.iter().map(|k| k.len() + 16).sum::<usize>() + 48)
+            }
+            Delivery::RedirBroken(_) => return 48,
         };
         m.channel.len() + m.payload.len() + 64
     }
@@ -91,6 +104,31 @@ impl Delivery {
                 reply.raw(b"+");
                 reply.raw(line);
                 reply.raw(b"\r\n");
+            }
+            Delivery::Invalidate(keys, message, null3) => {
+                if *message {
+                    reply.push(3);
+                    reply.bulk(b"message");
+                    reply.bulk(b"__redis__:invalidate");
+                } else {
+                    reply.push(2);
+                    reply.bulk(b"invalidate");
+                }
+                match keys {
+                    Some(ks) => {
+                        reply.array(ks.len());
+                        for k in ks.iter() {
+                            reply.bulk(k);
+                        }
+                    }
+                    None if *null3 => reply.raw(b"_\r\n"),
+                    None => reply.raw(b"$-1\r\n"),
+                }
+            }
+            Delivery::RedirBroken(id) => {
+                reply.push(2);
+                reply.bulk(b"tracking-redir-broken");
+                reply.int(*id as i64);
             }
         }
     }
@@ -290,7 +328,9 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
                     Delivery::Message(m) => subs.channels.contains(&m.channel),
                     Delivery::Shard(m) => subs.shard.contains(&m.channel),
                     Delivery::Pattern(p, _) => subs.patterns.iter().any(|q| q[..] == p[..]),
-                    Delivery::Monitor(_) => false,
+                    Delivery::Monitor(_) | Delivery::Invalidate(..) | Delivery::RedirBroken(_) => {
+                        false
+                    }
                 }
             };
             if wanted && !h.killed.get() {

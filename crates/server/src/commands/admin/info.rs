@@ -157,7 +157,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "client_recent_max_input_buffer:{}", t.max_input_buffer);
             line!(o, "client_recent_max_output_buffer:{}", t.max_output_buffer);
             line!(o, "blocked_clients:{}", t.blocked);
-            line!(o, "tracking_clients:0");
+            line!(o, "tracking_clients:{}", crate::engine::tracking::clients());
             line!(o, "clients_in_timeout_table:0");
         }
         "memory" => {
@@ -370,9 +370,10 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "active_defrag_key_misses:0");
             line!(o, "total_active_defrag_time:0");
             line!(o, "current_active_defrag_time:0");
-            line!(o, "tracking_total_keys:0");
-            line!(o, "tracking_total_items:0");
-            line!(o, "tracking_total_prefixes:0");
+            let (keys, items, prefixes) = crate::engine::tracking::totals();
+            line!(o, "tracking_total_keys:{keys}");
+            line!(o, "tracking_total_items:{items}");
+            line!(o, "tracking_total_prefixes:{prefixes}");
             line!(o, "unexpected_error_replies:0");
             line!(o, "total_error_replies:{}", t.total_error_replies);
             // Not in Redis: commands whose panic was contained (see engine::guard).

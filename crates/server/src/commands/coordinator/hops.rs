@@ -465,6 +465,7 @@ fn fan_parts<'c>(
 struct OnShard {
     db: usize,
     now: u64,
+    client: u64,
     ver: RespVersion,
 }
 
@@ -473,6 +474,7 @@ impl OnShard {
         OnShard {
             db: cx.db,
             now: cx.now_ms,
+            client: cx.client_id(),
             ver: cx.reply.ver,
         }
     }
@@ -484,7 +486,7 @@ impl OnShard {
         scratch: &mut Reply,
         f: impl FnOnce(&mut CmdCtx<'_>) -> R,
     ) -> R {
-        CmdCtx::over(w, self.db, self.now, scratch, f)
+        CmdCtx::over(w, self.db, self.now, self.client, scratch, f)
     }
 
     /// Runs `steps` (each targeting this thread's shard) in order, threading the value through.

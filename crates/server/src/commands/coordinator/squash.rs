@@ -59,6 +59,10 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     }
     let entry = registry().lookup(args[0])?;
     let spec = entry.spec;
+    // A tracking connection's reads must register their keys first (`execute`).
+    if cx.client.tracking.borrow().on {
+        return None;
+    }
     let Handler::Shard(f) = spec.handler else {
         return None;
     };
@@ -101,6 +105,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
     }
     let t0 = Ticks::now();
     let (ver, db, now) = (cx.reply.ver, cx.db, cx.now_ms);
+    let client = cx.client_id();
     // Remote shards first so they work while this thread runs its own part.
     let order = (0..threads).filter(|&s| s != me).chain(std::iter::once(me));
     let mut calls = Vec::new();
@@ -140,7 +145,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 for ((f, &n), &name) in fns.iter().zip(counts.iter()).zip(names.iter()) {
                     let args = &all[at..at + n];
                     at += n;
-                    run_shard_cmd(w, name, *f, db, now, &mut reply, args);
+                    run_shard_cmd(w, name, *f, db, now, client, &mut reply, args);
                     // Clients blocked on a key this command wrote are served before the next
                     // command of the run can see it.
                     w.serve_blocked();
