@@ -38,11 +38,57 @@ pub struct Sub {
     pub conn: u64,
 }
 
-/// A published message, shared by every subscriber it reaches.
+/// A published message, shared by every subscriber it reaches, encoded once in both protocols
+/// (each subscriber's delivery is then one copy into its output).
 #[derive(Debug)]
 pub struct Message {
     pub channel: Box<[u8]>,
     pub payload: Box<[u8]>,
+    resp2: Box<[u8]>,
+    resp3: Box<[u8]>,
+}
+
+impl Message {
+    fn new(word: &[u8], channel: &[u8], payload: &[u8]) -> Message {
+        Message {
+            channel: channel.into(),
+            payload: payload.into(),
+            resp2: encode(b'*', &[word, channel, payload]),
+            resp3: encode(b'>', &[word, channel, payload]),
+        }
+    }
+
+    fn encoded(&self, resp3: bool) -> &[u8] {
+        if resp3 {
+            &self.resp3
+        } else {
+            &self.resp2
+        }
+    }
+}
+
+/// A message delivered through a pattern subscription (`pmessage`), encoded once per pattern.
+#[derive(Debug)]
+pub struct PatternMessage {
+    pub pattern: Box<[u8]>,
+    resp2: Box<[u8]>,
+    resp3: Box<[u8]>,
+}
+
+/// An array (`*`) or push (`>`) of bulk strings.
+fn encode(kind: u8, parts: &[&[u8]]) -> Box<[u8]> {
+    let mut v = Vec::with_capacity(parts.iter().map(|p| p.len() + 16).sum::<usize>() + 8);
+    v.push(kind);
+    v.extend_from_slice(parts.len().to_string().as_bytes());
+    v.extend_from_slice(b"\r\n");
+    for p in parts {
+        v.push(b'$');
+        v.extend_from_slice(p.len().to_string().as_bytes());
+        v.extend_from_slice(b"\r\n");
+        v.extend_from_slice(p);
+        v.extend_from_slice(b"\r\n");
+    }
+    v.into_boxed_slice()
 }
 
 /// What a subscriber's connection is to send: `message`, `pmessage` (with the pattern that
@@ -50,7 +96,7 @@ pub struct Message {
 #[derive(Debug, Clone)]
 pub enum Delivery {
     Message(Arc<Message>),
-    Pattern(Arc<[u8]>, Arc<Message>),
+    Pattern(Arc<PatternMessage>),
     Shard(Arc<Message>),
     /// A MONITOR line (see `monitor`).
     Monitor(Arc<[u8]>),
@@ -66,38 +112,27 @@ impl Delivery {
     /// Bytes it holds that count as the subscriber's output until it is written (a share of
     /// the message: its whole size, as Redis copies it into every subscriber's buffer).
     pub fn bytes(&self) -> usize {
-        let m = match self {
-            Delivery::Message(m) | Delivery::Shard(m) | Delivery::Pattern(_, m) => m,
-            Delivery::Monitor(line) => return line.len() + 3,
-            Delivery::Invalidate(keys, ..) => {
-                return keys
-                    .as_ref()
-                    .map_or(8, |k| k.iter().map(|k| k.len() + 16).sum::<usize>() + 48)
-            }
-            Delivery::RedirBroken(_) => return 48,
-        };
-        m.channel.len() + m.payload.len() + 64
+        match self {
+            Delivery::Message(m) | Delivery::Shard(m) => m.resp2.len(),
+            Delivery::Pattern(p) => p.resp2.len(),
+            Delivery::Monitor(line) => line.len() + 3,
+            Delivery::Invalidate(keys, ..) => keys
+                .as_ref()
+                .map_or(8, |k| k.iter().map(|k| k.len() + 16).sum::<usize>() + 48),
+            Delivery::RedirBroken(_) => 48,
+        }
     }
 
     /// Appends the message in the client's protocol: an array in RESP2, a push in RESP3.
     pub fn write(&self, reply: &mut damselfly_protocol::Reply) {
         match self {
             Delivery::Message(m) | Delivery::Shard(m) => {
-                reply.push(3);
-                reply.bulk(if matches!(self, Delivery::Shard(_)) {
-                    b"smessage"
-                } else {
-                    b"message"
-                });
-                reply.bulk(&m.channel);
-                reply.bulk(&m.payload);
+                let r3 = reply.is_resp3();
+                reply.raw(m.encoded(r3));
             }
-            Delivery::Pattern(p, m) => {
-                reply.push(4);
-                reply.bulk(b"pmessage");
-                reply.bulk(p);
-                reply.bulk(&m.channel);
-                reply.bulk(&m.payload);
+            Delivery::Pattern(p) => {
+                let r3 = reply.is_resp3();
+                reply.raw(if r3 { &p.resp3 } else { &p.resp2 });
             }
             Delivery::Monitor(line) => {
                 // A status line (its text is escaped: no CR or LF in it).
@@ -275,10 +310,11 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
         let mut msg: Option<Arc<Message>> = None;
         let mut message = || {
             msg.get_or_insert_with(|| {
-                Arc::new(Message {
-                    channel: channel.into(),
-                    payload: payload.into(),
-                })
+                Arc::new(Message::new(
+                    if shard { b"smessage" } else { b"message" },
+                    channel,
+                    payload,
+                ))
             })
             .clone()
         };
@@ -306,9 +342,14 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
                 if !crate::config::glob::matches(pattern, channel, false) {
                     continue;
                 }
-                let p: Arc<[u8]> = Arc::from(&pattern[..]);
+                let parts: [&[u8]; 4] = [b"pmessage", pattern, channel, payload];
+                let p = Arc::new(PatternMessage {
+                    pattern: pattern.clone(),
+                    resp2: encode(b'*', &parts),
+                    resp3: encode(b'>', &parts),
+                });
                 for s in subs {
-                    deliver(s, Delivery::Pattern(p.clone(), message()));
+                    deliver(s, Delivery::Pattern(p.clone()));
                 }
             }
         }
@@ -327,15 +368,21 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
                 match &d {
                     Delivery::Message(m) => subs.channels.contains(&m.channel),
                     Delivery::Shard(m) => subs.shard.contains(&m.channel),
-                    Delivery::Pattern(p, _) => subs.patterns.iter().any(|q| q[..] == p[..]),
+                    Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
                     Delivery::Monitor(_) | Delivery::Invalidate(..) | Delivery::RedirBroken(_) => {
                         false
                     }
                 }
             };
             if wanted && !h.killed.get() {
-                h.pushes.borrow_mut().push_back(d);
-                h.wake.notify_one();
+                let mut q = h.pushes.borrow_mut();
+                let was_empty = q.is_empty();
+                q.push_back(d);
+                drop(q);
+                // A connection with messages queued has been woken already.
+                if was_empty {
+                    h.wake.notify_one();
+                }
                 n += 1;
             }
         });
