@@ -618,13 +618,7 @@ fn client_no_touch(cx: &mut ConnCtx, args: &[&[u8]]) {
 }
 
 fn client_getredir(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    let t = cx.client.tracking.borrow();
-    let id = match (t.on, t.redirect) {
-        (false, _) => -1,
-        (true, Some((id, _))) => id as i64,
-        (true, None) => 0,
-    };
-    drop(t);
+    let id = cx.client.tracking.borrow().redirect_id();
     cx.reply.int(id);
 }
 
@@ -874,11 +868,7 @@ fn client_trackinginfo(cx: &mut ConnCtx, _args: &[&[u8]]) {
         cx.reply.bulk(f.as_bytes());
     }
     cx.reply.bulk(b"redirect");
-    cx.reply.int(match (t.on, t.redirect) {
-        (false, _) => -1,
-        (true, Some((id, _))) => id as i64,
-        (true, None) => 0,
-    });
+    cx.reply.int(t.redirect_id());
     cx.reply.bulk(b"prefixes");
     cx.reply.array(t.prefixes.len());
     for p in &t.prefixes {

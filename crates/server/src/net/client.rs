@@ -141,6 +141,18 @@ pub struct Tracking {
     pub prefixes: Vec<Box<[u8]>>,
 }
 
+impl Tracking {
+    /// CLIENT GETREDIR / TRACKINGINFO's `redirect`: -1 when tracking is off, 0 without a
+    /// redirection.
+    pub fn redirect_id(&self) -> i64 {
+        match (self.on, self.redirect) {
+            (false, _) => -1,
+            (true, Some((id, _))) => id as i64,
+            (true, None) => 0,
+        }
+    }
+}
+
 /// A connection's Pub/Sub subscriptions (Redis's `pubsub_channels`, `pubsub_patterns`,
 /// `pubsubshard_channels`).
 #[derive(Default, Debug)]
