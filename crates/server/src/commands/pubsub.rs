@@ -176,7 +176,9 @@ async fn remove(cx: &mut ConnCtx, args: &[&[u8]], kind: Kind) {
     }
     if !gone.is_empty() {
         let id = cx.client_id();
+        cx.client.subs.borrow_mut().leaving += 1;
         pubsub::update(&cx.worker, id, kind, gone, false).await;
+        cx.client.subs.borrow_mut().leaving -= 1;
     }
     if names.is_empty() {
         let count = cx.client.subs.borrow().count(kind == Kind::Shard);
@@ -234,7 +236,9 @@ pub async fn leave_all(cx: &mut ConnCtx) {
             .map(|(_, n)| n.clone())
             .collect();
         if !names.is_empty() {
+            cx.client.subs.borrow_mut().leaving += 1;
             pubsub::update(&cx.worker, id, kind, names, false).await;
+            cx.client.subs.borrow_mut().leaving -= 1;
         }
     }
     publish_state(cx);

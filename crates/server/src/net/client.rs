@@ -153,16 +153,25 @@ impl Tracking {
     }
 }
 
+/// Channel names, hashed with xxh3: every delivery checks the subscriber's set (SipHash was a
+/// tenth of a fan-out profile).
+pub type NameSet = std::collections::HashSet<Box<[u8]>, xxhash_rust::xxh3::Xxh3Builder>;
+
 /// A connection's Pub/Sub subscriptions (Redis's `pubsub_channels`, `pubsub_patterns`,
 /// `pubsubshard_channels`).
 #[derive(Default, Debug)]
 pub struct Subscriptions {
-    pub channels: std::collections::HashSet<Box<[u8]>>,
+    pub channels: NameSet,
     /// In subscription order, as Redis's list (PUNSUBSCRIBE without arguments replies in it).
     pub patterns: Vec<Box<[u8]>>,
-    pub shard: std::collections::HashSet<Box<[u8]>>,
+    pub shard: NameSet,
     /// Bytes the names hold here and in every thread's subscription table (client eviction).
     pub mem: usize,
+    /// Unsubscriptions still being applied to the threads' replicas. Only then can a message
+    /// routed by a stale replica arrive for a name this connection left (a thread's delivery
+    /// reaches us before its acknowledgement of the removal), so only then does a delivery
+    /// check the sets.
+    pub leaving: u32,
 }
 
 impl Subscriptions {
@@ -320,6 +329,15 @@ pub fn unregister(id: u64) {
 /// Connections on this thread.
 pub fn local_count() -> usize {
     REGISTRY.with(|r| r.borrow().len())
+}
+
+/// Runs `f` with a lookup of this thread's connections by id (one registry borrow for many
+/// lookups: a message's deliveries to every subscriber on this thread).
+pub fn with_lookup<R>(f: impl FnOnce(&dyn Fn(u64) -> Option<Rc<ClientHandle>>) -> R) -> R {
+    REGISTRY.with(|r| {
+        let r = r.borrow();
+        f(&|id| r.get(&id).cloned())
+    })
 }
 
 /// Runs `f` on this thread's connection `id`, if it is still here.

@@ -169,7 +169,7 @@ impl Delivery {
     }
 }
 
-type Subscribers = HashMap<Box<[u8]>, Vec<Sub>>;
+type Subscribers = HashMap<Box<[u8]>, Vec<Sub>, xxhash_rust::xxh3::Xxh3Builder>;
 
 /// This thread's replica of every subscription of the server.
 #[derive(Default)]
@@ -361,18 +361,23 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
 /// still subscribed, and wakes it; returns how many were queued.
 fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
     let mut n = 0;
-    for (conn, d) in deliveries {
-        crate::net::client::with_local(conn, |h| {
+    let handles: Vec<Option<Rc<crate::net::client::ClientHandle>>> =
+        crate::net::client::with_lookup(|get| deliveries.iter().map(|(c, _)| get(*c)).collect());
+    for ((_, d), h) in deliveries.into_iter().zip(handles) {
+        if let Some(h) = h {
+            let h = &*h;
             let wanted = {
                 let subs = h.subs.borrow();
-                match &d {
-                    Delivery::Message(m) => subs.channels.contains(&m.channel),
-                    Delivery::Shard(m) => subs.shard.contains(&m.channel),
-                    Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
-                    Delivery::Monitor(_) | Delivery::Invalidate(..) | Delivery::RedirBroken(_) => {
-                        false
+                // Outside an unsubscription the replica that routed this is exact.
+                subs.leaving == 0
+                    || match &d {
+                        Delivery::Message(m) => subs.channels.contains(&m.channel),
+                        Delivery::Shard(m) => subs.shard.contains(&m.channel),
+                        Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
+                        Delivery::Monitor(_)
+                        | Delivery::Invalidate(..)
+                        | Delivery::RedirBroken(_) => false,
                     }
-                }
             };
             if wanted && !h.killed.get() {
                 let mut q = h.pushes.borrow_mut();
@@ -385,7 +390,7 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
                 }
                 n += 1;
             }
-        });
+        }
     }
     n
 }
