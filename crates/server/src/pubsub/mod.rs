@@ -38,41 +38,59 @@ pub struct Sub {
     pub conn: u64,
 }
 
-/// A published message, shared by every subscriber it reaches, encoded once in both protocols
-/// (each subscriber's delivery is then one copy into its output).
+/// A published message, shared by every subscriber it reaches, encoded once per protocol
+/// (each subscriber's delivery is then one copy into its output). The RESP3 form is made by
+/// the first RESP3 subscriber that writes it: most subscribers speak RESP2, and a big message
+/// should not be held twice for nothing.
 #[derive(Debug)]
 pub struct Message {
     pub channel: Box<[u8]>,
-    pub payload: Box<[u8]>,
     resp2: Box<[u8]>,
-    resp3: Box<[u8]>,
+    resp3: std::sync::OnceLock<Box<[u8]>>,
 }
 
 impl Message {
-    fn new(word: &[u8], channel: &[u8], payload: &[u8]) -> Message {
+    fn new(word: &'static [u8], channel: &[u8], payload: &[u8]) -> Message {
         Message {
             channel: channel.into(),
-            payload: payload.into(),
             resp2: encode(b'*', &[word, channel, payload]),
-            resp3: encode(b'>', &[word, channel, payload]),
+            resp3: std::sync::OnceLock::new(),
         }
     }
 
     fn encoded(&self, resp3: bool) -> &[u8] {
-        if resp3 {
-            &self.resp3
-        } else {
-            &self.resp2
+        if !resp3 {
+            return &self.resp2;
         }
+        self.resp3.get_or_init(|| {
+            // Same bulks, `>` instead of `*`.
+            let mut v = self.resp2.to_vec();
+            v[0] = b'>';
+            v.into_boxed_slice()
+        })
     }
 }
 
-/// A message delivered through a pattern subscription (`pmessage`), encoded once per pattern.
+/// A message delivered through a pattern subscription (`pmessage`), encoded once per pattern
+/// (RESP3 lazily, as `Message`).
 #[derive(Debug)]
 pub struct PatternMessage {
     pub pattern: Box<[u8]>,
     resp2: Box<[u8]>,
-    resp3: Box<[u8]>,
+    resp3: std::sync::OnceLock<Box<[u8]>>,
+}
+
+impl PatternMessage {
+    fn encoded(&self, resp3: bool) -> &[u8] {
+        if !resp3 {
+            return &self.resp2;
+        }
+        self.resp3.get_or_init(|| {
+            let mut v = self.resp2.to_vec();
+            v[0] = b'>';
+            v.into_boxed_slice()
+        })
+    }
 }
 
 /// An array (`*`) or push (`>`) of bulk strings.
@@ -132,7 +150,7 @@ impl Delivery {
             }
             Delivery::Pattern(p) => {
                 let r3 = reply.is_resp3();
-                reply.raw(if r3 { &p.resp3 } else { &p.resp2 });
+                reply.raw(p.encoded(r3));
             }
             Delivery::Monitor(line) => {
                 // A status line (its text is escaped: no CR or LF in it).
@@ -346,7 +364,7 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
                 let p = Arc::new(PatternMessage {
                     pattern: pattern.clone(),
                     resp2: encode(b'*', &parts),
-                    resp3: encode(b'>', &parts),
+                    resp3: std::sync::OnceLock::new(),
                 });
                 for s in subs {
                     deliver(s, Delivery::Pattern(p.clone()));
