@@ -38,59 +38,57 @@ pub struct Sub {
     pub conn: u64,
 }
 
-/// A published message, shared by every subscriber it reaches, encoded once per protocol
-/// (each subscriber's delivery is then one copy into its output). The RESP3 form is made by
-/// the first RESP3 subscriber that writes it: most subscribers speak RESP2, and a big message
-/// should not be held twice for nothing.
+/// A message as sent: encoded once per protocol and shared by every subscriber it reaches (a
+/// delivery is then one copy into the subscriber's output). The RESP3 form (a push, `>`
+/// instead of `*`) is made by the first RESP3 subscriber that writes it: most subscribers speak
+/// RESP2, and a big message should not be held twice for nothing.
+#[derive(Debug)]
+struct Encoded {
+    resp2: Box<[u8]>,
+    resp3: std::sync::OnceLock<Box<[u8]>>,
+}
+
+impl Encoded {
+    fn new(parts: &[&[u8]]) -> Encoded {
+        Encoded {
+            resp2: encode(b'*', parts),
+            resp3: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self, resp3: bool) -> &[u8] {
+        if !resp3 {
+            return &self.resp2;
+        }
+        self.resp3.get_or_init(|| {
+            let mut v = self.resp2.to_vec();
+            v[0] = b'>';
+            v.into_boxed_slice()
+        })
+    }
+}
+
+/// A published message (`message` or `smessage`).
 #[derive(Debug)]
 pub struct Message {
     pub channel: Box<[u8]>,
-    resp2: Box<[u8]>,
-    resp3: std::sync::OnceLock<Box<[u8]>>,
+    enc: Encoded,
 }
 
 impl Message {
     fn new(word: &'static [u8], channel: &[u8], payload: &[u8]) -> Message {
         Message {
             channel: channel.into(),
-            resp2: encode(b'*', &[word, channel, payload]),
-            resp3: std::sync::OnceLock::new(),
+            enc: Encoded::new(&[word, channel, payload]),
         }
-    }
-
-    fn encoded(&self, resp3: bool) -> &[u8] {
-        if !resp3 {
-            return &self.resp2;
-        }
-        self.resp3.get_or_init(|| {
-            // Same bulks, `>` instead of `*`.
-            let mut v = self.resp2.to_vec();
-            v[0] = b'>';
-            v.into_boxed_slice()
-        })
     }
 }
 
-/// A message delivered through a pattern subscription (`pmessage`), encoded once per pattern
-/// (RESP3 lazily, as `Message`).
+/// A message delivered through a pattern subscription (`pmessage`), encoded once per pattern.
 #[derive(Debug)]
 pub struct PatternMessage {
     pub pattern: Box<[u8]>,
-    resp2: Box<[u8]>,
-    resp3: std::sync::OnceLock<Box<[u8]>>,
-}
-
-impl PatternMessage {
-    fn encoded(&self, resp3: bool) -> &[u8] {
-        if !resp3 {
-            return &self.resp2;
-        }
-        self.resp3.get_or_init(|| {
-            let mut v = self.resp2.to_vec();
-            v[0] = b'>';
-            v.into_boxed_slice()
-        })
-    }
+    enc: Encoded,
 }
 
 /// An array (`*`) or push (`>`) of bulk strings.
@@ -131,8 +129,8 @@ impl Delivery {
     /// the message: its whole size, as Redis copies it into every subscriber's buffer).
     pub fn bytes(&self) -> usize {
         match self {
-            Delivery::Message(m) | Delivery::Shard(m) => m.resp2.len(),
-            Delivery::Pattern(p) => p.resp2.len(),
+            Delivery::Message(m) | Delivery::Shard(m) => m.enc.resp2.len(),
+            Delivery::Pattern(p) => p.enc.resp2.len(),
             Delivery::Monitor(line) => line.len() + 3,
             Delivery::Invalidate(keys, ..) => keys
                 .as_ref()
@@ -146,11 +144,11 @@ impl Delivery {
         match self {
             Delivery::Message(m) | Delivery::Shard(m) => {
                 let r3 = reply.is_resp3();
-                reply.raw(m.encoded(r3));
+                reply.raw(m.enc.get(r3));
             }
             Delivery::Pattern(p) => {
                 let r3 = reply.is_resp3();
-                reply.raw(p.encoded(r3));
+                reply.raw(p.enc.get(r3));
             }
             Delivery::Monitor(line) => {
                 // A status line (its text is escaped: no CR or LF in it).
@@ -363,8 +361,7 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
                 let parts: [&[u8]; 4] = [b"pmessage", pattern, channel, payload];
                 let p = Arc::new(PatternMessage {
                     pattern: pattern.clone(),
-                    resp2: encode(b'*', &parts),
-                    resp3: std::sync::OnceLock::new(),
+                    enc: Encoded::new(&parts),
                 });
                 for s in subs {
                     deliver(s, Delivery::Pattern(p.clone()));
