@@ -530,9 +530,19 @@ fn big_kind(
             vec![c(drop_last(g, a), "big-mset")]
         }
         24..=27 => {
-            let name = *g.pick(&["MGET", "MGET", "DEL", "EXISTS", "TOUCH", "UNLINK", "WATCH"]);
-            let n = items(argc, 1, 1);
-            let mut a = vec![b(name)];
+            let name = *g.pick(&[
+                "MGET",
+                "MGET",
+                "DEL",
+                "EXISTS",
+                "TOUCH",
+                "UNLINK",
+                "WATCH",
+                "PUBSUB NUMSUB",
+                "PUBSUB SHARDNUMSUB",
+            ]);
+            let mut a: Vec<Vec<u8>> = name.split(' ').map(b).collect();
+            let n = items(argc, a.len(), 1);
             a.extend(key_list(g, n, n, group));
             vec![c(a, "big-keys")]
         }

@@ -442,6 +442,7 @@ impl ConnCtx {
 /// `reply`. The command boundary on the shard side: a panic inside `f` becomes this command's
 /// `-ERR internal error` reply (see `engine::guard`), and nothing else is affected.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(crate) fn run_shard_cmd(
     w: &Rc<Worker>,
     name: &'static str,
@@ -535,11 +536,13 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if clients_evicted_first(cx).await {
+    // The memory checks below are rare paths behind cheap tests: without maxmemory, one load.
+    let maxmemory = cx.worker.shared.config.maxmemory();
+    if maxmemory != 0 && clients_evicted_first(cx).await {
         return;
     }
-    let refused = rejected_for_memory(cx, spec);
-    if !refused {
+    let refused = maxmemory != 0 && rejected_for_memory(cx, spec);
+    if maxmemory != 0 && !refused {
         others_evict_if_still_over(cx).await;
     }
     if crate::engine::tracking::over_limit() {
@@ -590,6 +593,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     if !cx.reply.is_resp3()
+        && cx.client.subs.borrow().active()
         && !matches!(
             entry.fullname.as_str(),
             "ping"
@@ -602,7 +606,6 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                 | "quit"
                 | "reset"
         )
-        && cx.client.subs.borrow().active()
     {
         // Redis: a RESP2 connection in the Pub/Sub context may only run these.
         cx.reply.error(&format!(
@@ -672,9 +675,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     // CLIENT CACHING yes|no applies to the next command only.
-    if entry.fullname != "client|caching" {
+    {
         let mut t = cx.client.tracking.borrow_mut();
-        if t.caching {
+        if t.caching && entry.fullname != "client|caching" {
             t.caching = false;
         }
     }

@@ -282,6 +282,19 @@ pub struct ClientHandle {
 }
 
 impl ClientHandle {
+    /// Queues something the connection is to send between its commands (a Pub/Sub message, a
+    /// MONITOR line, an invalidation) and wakes it; a connection with messages already queued
+    /// has been woken.
+    pub fn push(&self, d: crate::pubsub::Delivery) {
+        let mut q = self.pushes.borrow_mut();
+        let was_empty = q.is_empty();
+        q.push_back(d);
+        drop(q);
+        if was_empty {
+            self.wake.notify_one();
+        }
+    }
+
     pub fn new(info: ClientInfo) -> ClientHandle {
         ClientHandle {
             tid: info.tid,

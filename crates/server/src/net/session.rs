@@ -507,7 +507,11 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
 
 /// Appends the Pub/Sub messages queued for this connection to its replies; true if there were
 /// any.
+#[inline]
 pub(crate) fn drain_pushes(cx: &mut ConnCtx) -> bool {
+    if cx.client.pushes.borrow().is_empty() {
+        return false;
+    }
     let client = cx.client.clone();
     let mut q = client.pushes.borrow_mut();
     if q.is_empty() {

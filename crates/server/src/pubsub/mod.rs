@@ -395,14 +395,7 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
                     }
             };
             if wanted && !h.killed.get() {
-                let mut q = h.pushes.borrow_mut();
-                let was_empty = q.is_empty();
-                q.push_back(d);
-                drop(q);
-                // A connection with messages queued has been woken already.
-                if was_empty {
-                    h.wake.notify_one();
-                }
+                h.push(d);
                 n += 1;
             }
         }

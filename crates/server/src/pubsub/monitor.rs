@@ -70,8 +70,7 @@ pub fn feed(worker: &Rc<Worker>, db: usize, addr: &str, args: &[&[u8]], now_us: 
                 for (conn, d) in deliveries {
                     crate::net::client::with_local(conn, |h| {
                         if h.monitor.get() && !h.killed.get() {
-                            h.pushes.borrow_mut().push_back(d);
-                            h.wake.notify_one();
+                            h.push(d);
                         }
                     });
                 }

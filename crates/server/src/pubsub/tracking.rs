@@ -59,7 +59,7 @@ fn deliver(w: &Rc<Worker>, conn: u64, keys: Option<Vec<Box<[u8]>>>, writers: &[u
             None => {
                 // RESP2 without a redirection has nowhere to receive them.
                 if resp3 {
-                    push(h, Delivery::Invalidate(keys, false, true));
+                    h.push(Delivery::Invalidate(keys, false, true));
                 }
             }
             Some((rid, rthread)) => forward = Some((rid, rthread, keys, resp3)),
@@ -81,11 +81,6 @@ fn deliver(w: &Rc<Worker>, conn: u64, keys: Option<Vec<Box<[u8]>>>, writers: &[u
     }
 }
 
-fn push(h: &ClientHandle, d: Delivery) {
-    h.pushes.borrow_mut().push_back(d);
-    h.wake.notify_one();
-}
-
 /// Queues the invalidation on the redirection's connection `rid` (this thread): a push in
 /// RESP3, a `__redis__:invalidate` message in RESP2 when it is subscribed. False: gone.
 fn to_redirect(rid: u64, keys: Keys, null3: bool) -> bool {
@@ -96,9 +91,9 @@ fn to_redirect(rid: u64, keys: Keys, null3: bool) -> bool {
         }
         found = true;
         if r.info.borrow().resp == 3 {
-            push(r, Delivery::Invalidate(keys, false, null3));
+            r.push(Delivery::Invalidate(keys, false, null3));
         } else if r.subs.borrow().active() {
-            push(r, Delivery::Invalidate(keys, true, null3));
+            r.push(Delivery::Invalidate(keys, true, null3));
         }
     });
     found
@@ -116,7 +111,7 @@ fn broken(conn: u64, rid: u64) {
         drop(t);
         h.info.borrow_mut().set_flag('R', true);
         if resp3 {
-            push(h, Delivery::RedirBroken(rid));
+            h.push(Delivery::RedirBroken(rid));
         }
     });
 }

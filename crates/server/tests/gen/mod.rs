@@ -670,6 +670,39 @@ pub fn g_hset(g: &mut G) -> Vec<Vec<u8>> {
 // Transactions: single client, so WATCH is invalidated by this client's own writes before MULTI
 // (and by FLUSHDB/SWAPDB/MOVE/RENAME...). Replies inside EXEC are compared element-wise with
 // the normalisation of the queued command (see `run_seed`).
+/// PUBLISH / SPUBLISH (no subscribers in these tests: the count and errors are compared).
+pub fn g_publish(g: &mut G) -> Vec<Vec<u8>> {
+    let name = *g.pick(&["PUBLISH", "SPUBLISH"]);
+    let (k, v) = (g.key(), g.value());
+    cmd(name, vec![k, v])
+}
+
+/// PUBSUB's subcommands, with good and bad arguments.
+pub fn g_pubsub(g: &mut G) -> Vec<Vec<u8>> {
+    let mut a = match g.below(7) {
+        0 => vec![b("NUMSUB")],
+        1 => vec![b("SHARDNUMSUB")],
+        2 => vec![b("NUMPAT")],
+        3 => vec![b("CHANNELS")],
+        4 => vec![b("SHARDCHANNELS")],
+        5 => vec![b("HELP")],
+        _ => vec![g.pk(&["NOPE", "numsub", "Channels"])],
+    };
+    if g.chance(60) {
+        a.extend(g.keys(0, 3));
+    }
+    cmd("PUBSUB", a)
+}
+
+/// CLIENT TRACKINGINFO / GETREDIR / CACHING on a connection that is not tracking.
+pub fn g_client_tracking(g: &mut G) -> Vec<Vec<u8>> {
+    let mut a = vec![g.pk(&["TRACKINGINFO", "GETREDIR", "CACHING"])];
+    if a[0] == b"CACHING" || g.chance(10) {
+        a.push(g.pk(&["yes", "no", "maybe"]));
+    }
+    cmd("CLIENT", a)
+}
+
 pub fn g_multi(_: &mut G) -> Vec<Vec<u8>> {
     vec![b("MULTI")]
 }
@@ -882,6 +915,10 @@ pub static SPECS: &[Spec] = &[
     s("discard", 1, g_discard),
     s("watch", 3, g_watch),
     s("unwatch", 1, g_unwatch),
+    // pub/sub and client-side caching queries
+    s("publish", 2, g_publish),
+    s("pubsub", 2, g_pubsub),
+    s("client", 1, g_client_tracking),
     // optional: enable with DIFF_COMMANDS=all or by name
     opt("flushall", 1, g_flushall),
     opt("object", 1, g_object_encoding),
