@@ -251,7 +251,7 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.client.info.borrow_mut().resp = ver as u8;
     }
     let proto = if cx.reply.is_resp3() { 3 } else { 2 };
-    let id = cx.client.info.borrow().id;
+    let id = cx.client.id;
     let r = &mut cx.reply;
     r.map(7);
     r.bulk_str("server");
@@ -302,7 +302,7 @@ fn client_ok(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 fn client_id(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    let id = cx.client.info.borrow().id;
+    let id = cx.client.id;
     cx.reply.int(id as i64);
 }
 
@@ -469,7 +469,7 @@ struct KillFilter {
 
 fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let my_id = cx.client.info.borrow().id;
+        let my_id = cx.client.id;
         let mut f = KillFilter::default();
         let old_form = args.len() == 3;
         if old_form {
@@ -770,6 +770,7 @@ fn client_tracking<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> 
                     })
                     .await;
             }
+            cx.client.special.set(true);
             {
                 let mut t = cx.client.tracking.borrow_mut();
                 t.on = true;

@@ -128,6 +128,31 @@ async fn clients_evicted_first(cx: &mut ConnCtx) -> bool {
     false
 }
 
+/// Before a command while `maxmemory` is set or the tracking table is over its limit: clients
+/// first, then keys (Redis's processCommand order). Some(refused for memory), or None: this
+/// connection was evicted and must not run the command.
+async fn memory_before_command(
+    cx: &mut ConnCtx,
+    spec: &'static CommandSpec,
+    maxmemory: u64,
+) -> Option<bool> {
+    if maxmemory != 0 && clients_evicted_first(cx).await {
+        return None;
+    }
+    let refused = maxmemory != 0 && rejected_for_memory(cx, spec);
+    if maxmemory != 0 && !refused {
+        others_evict_if_still_over(cx).await;
+    }
+    if crate::engine::tracking::over_limit() {
+        // Redis applies tracking-table-max-keys before every command: the keys given up are
+        // invalidated before this command's reply.
+        cx.worker
+            .broadcast(|_| crate::engine::tracking::limit_keys())
+            .await;
+    }
+    Some(refused)
+}
+
 /// After `rejected_for_memory` let a command through: if memory is still over the limit
 /// (this shard could not free it), the other shards free it before the command runs.
 async fn others_evict_if_still_over(cx: &ConnCtx) {
@@ -272,8 +297,9 @@ impl ConnCtx {
     }
 
     /// The connection's client id.
+    #[inline]
     pub fn client_id(&self) -> u64 {
-        self.client.info.borrow().id
+        self.client.id
     }
 
     /// A new connection's context on `worker`'s thread (RESP2, db 0, no transaction state).
@@ -536,21 +562,15 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    // The memory checks below are rare paths behind cheap tests: without maxmemory, one load.
+    // The memory checks are a rare path behind cheap tests, kept out of this future (boxed)
+    // so that the common command's state machine stays small.
     let maxmemory = cx.worker.shared.config.maxmemory();
-    if maxmemory != 0 && clients_evicted_first(cx).await {
-        return;
-    }
-    let refused = maxmemory != 0 && rejected_for_memory(cx, spec);
-    if maxmemory != 0 && !refused {
-        others_evict_if_still_over(cx).await;
-    }
-    if crate::engine::tracking::over_limit() {
-        // Redis applies tracking-table-max-keys before every command: the keys given up are
-        // invalidated before this command's reply.
-        cx.worker
-            .broadcast(|_| crate::engine::tracking::limit_keys())
-            .await;
+    let mut refused = false;
+    if maxmemory != 0 || crate::engine::tracking::over_limit() {
+        match Box::pin(memory_before_command(cx, spec, maxmemory)).await {
+            Some(r) => refused = r,
+            None => return,
+        }
     }
     // What eviction just invalidated (or anything else queued for this connection) goes
     // before this command's reply, as Redis does (never inside a transaction's reply).
@@ -592,7 +612,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if !cx.reply.is_resp3()
+    let special = cx.client.special.get();
+    if special
+        && !cx.reply.is_resp3()
         && cx.client.subs.borrow().active()
         && !matches!(
             entry.fullname.as_str(),
@@ -619,7 +641,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
-    track_reads(cx, spec, args);
+    if special {
+        track_reads(cx, spec, args);
+    }
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
@@ -675,7 +699,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     // CLIENT CACHING yes|no applies to the next command only.
-    {
+    if special {
         let mut t = cx.client.tracking.borrow_mut();
         if t.caching && entry.fullname != "client|caching" {
             t.caching = false;

@@ -109,6 +109,7 @@ fn confirm(cx: &mut ConnCtx, kind: Kind, add: bool, name: Option<&[u8]>, count: 
 async fn add(cx: &mut ConnCtx, args: &[&[u8]], kind: Kind) {
     let mut fresh: Vec<Box<[u8]>> = Vec::new();
     let mut counts = Vec::with_capacity(args.len() - 1);
+    cx.client.special.set(true);
     {
         let mut subs = cx.client.subs.borrow_mut();
         for &name in &args[1..] {
@@ -206,6 +207,7 @@ fn monitor<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
             return;
         }
         cx.client.monitor.set(true);
+        cx.client.special.set(true);
         cx.client.info.borrow_mut().set_flag('O', true);
         let id = cx.client_id();
         pubsub::monitor::add(&cx.worker, id).await;

@@ -81,6 +81,7 @@ pub fn install_panic_hook() {
 
 /// Runs `f`, catching a panic. Command code reached from the engine (hops, quick operations,
 /// parked work) runs through this so that a panic unwinds no further than the command.
+#[inline]
 pub fn contain<R>(f: impl FnOnce() -> R) -> Result<R, Fault> {
     catch_unwind(AssertUnwindSafe(f)).map_err(Fault::from_payload)
 }

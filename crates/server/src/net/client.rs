@@ -251,6 +251,11 @@ impl ClientMem {
 /// Shared between a connection task and its thread's registry.
 pub struct ClientHandle {
     pub info: RefCell<ClientInfo>,
+    /// The client id (`info.id`, readable without borrowing `info`).
+    pub id: u64,
+    /// Set once the connection subscribes, tracks or monitors (and never cleared): only such
+    /// connections pay the per-command checks those features need (`commands::execute`).
+    pub special: Cell<bool>,
     /// The owning thread (`info.tid`, readable without borrowing `info`).
     pub tid: usize,
     /// Set by CLIENT KILL, client eviction (or shutdown); the connection closes at its next
@@ -297,6 +302,8 @@ impl ClientHandle {
 
     pub fn new(info: ClientInfo) -> ClientHandle {
         ClientHandle {
+            id: info.id,
+            special: Cell::new(false),
             tid: info.tid,
             info: RefCell::new(info),
             killed: Cell::new(false),
@@ -323,7 +330,7 @@ thread_local! {
 
 /// Adds a connection to this thread's registry.
 pub fn register(h: Rc<ClientHandle>) {
-    let id = h.info.borrow().id;
+    let id = h.id;
     REGISTRY.with(|r| r.borrow_mut().insert(id, h));
 }
 

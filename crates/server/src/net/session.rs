@@ -546,14 +546,16 @@ fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> Clien
     m.reply_cap = cx.reply.buf.capacity();
     (m.multi_mem, m.watch_mem) = cx.tx_mem();
     // Subscriptions and BCAST prefixes (each held here and in every thread's replica).
-    m.pubsub_mem = cx.client.subs.borrow().mem
-        + cx.client
-            .tracking
-            .borrow()
-            .prefixes
-            .iter()
-            .map(|p| p.len() + 48)
-            .sum::<usize>();
+    if cx.client.special.get() {
+        m.pubsub_mem = cx.client.subs.borrow().mem
+            + cx.client
+                .tracking
+                .borrow()
+                .prefixes
+                .iter()
+                .map(|p| p.len() + 48)
+                .sum::<usize>();
+    }
     m
 }
 
@@ -638,7 +640,7 @@ async fn output_room<'a>(
     let writer = cx.output.stream.clone();
     crate::log_verbose!(
         "Client id={} paused: {} bytes of replies unread",
-        cx.client.info.borrow().id,
+        cx.client.id,
         cx.output.unwritten(&cx.reply)
     );
     loop {

@@ -138,7 +138,7 @@ pub fn disable(w: &Rc<Worker>, h: &ClientHandle) {
     if t.bcast {
         let target = Target {
             thread: w.id,
-            conn: h.info.borrow().id,
+            conn: h.id,
         };
         for th in 0..w.threads() {
             w.post(th, move |w| tracking::remove_prefixes(target, w.id == 0));

@@ -34,7 +34,7 @@ pub async fn serve_or_block(
     let worker = cx.worker.clone();
     // The client id doubles as the wait id (a client blocks once at a time; ids are unique
     // server-wide), so CLIENT UNBLOCK can find the waiter from the id it is given.
-    let id = cx.client.info.borrow().id;
+    let id = cx.client.id;
     let (tx, mut rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
     let waiter = Waiter::new(worker.id, id, Box::new(Shared(serve.clone())));
     worker.park(id, tx, waiter.clone());
