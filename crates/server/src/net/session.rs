@@ -285,6 +285,17 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                     client_evict::account(&cx.client, mem.tot());
                     cx.client.info.borrow_mut().mem = mem;
                 }
+                if !client.pushes.borrow().is_empty() {
+                    // Redis writes a subscriber once per event loop iteration, after every
+                    // readable publisher ran. The same here: step aside until this thread has
+                    // run its other ready tasks and polled for I/O (tokio defers a yielding
+                    // task's wake-up until then), so that the messages of every publisher
+                    // ready now go out in one write instead of one write per publisher batch.
+                    tokio::task::yield_now().await;
+                    if client.killed.get() {
+                        return Ok(());
+                    }
+                }
                 if drain_pushes(cx) {
                     cx.try_flush()?;
                     if cx.output.limit_due(&cx.reply) && obuf_over(cx, true) {

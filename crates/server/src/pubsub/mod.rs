@@ -185,7 +185,14 @@ impl Delivery {
     }
 }
 
-type Subscribers = HashMap<Box<[u8]>, Vec<Sub>, xxhash_rust::xxh3::Xxh3Builder>;
+/// A replica's subscriber: where it is, and, on the subscriber's own thread, its connection
+/// (so that a PUBLISH there reaches it without looking it up).
+struct Entry {
+    sub: Sub,
+    handle: Option<Rc<crate::net::client::ClientHandle>>,
+}
+
+type Subscribers = HashMap<Box<[u8]>, Vec<Entry>, xxhash_rust::xxh3::Xxh3Builder>;
 
 /// This thread's replica of every subscription of the server.
 #[derive(Default)]
@@ -204,17 +211,23 @@ impl Table {
         }
     }
 
-    fn add(&mut self, kind: Kind, name: &[u8], sub: Sub) {
+    fn add(
+        &mut self,
+        kind: Kind,
+        name: &[u8],
+        sub: Sub,
+        handle: Option<Rc<crate::net::client::ClientHandle>>,
+    ) {
         let subs = self.of(kind).entry(name.into()).or_default();
-        if !subs.contains(&sub) {
-            subs.push(sub);
+        if !subs.iter().any(|e| e.sub == sub) {
+            subs.push(Entry { sub, handle });
         }
     }
 
     fn remove(&mut self, kind: Kind, name: &[u8], sub: Sub) {
         let map = self.of(kind);
         if let Some(subs) = map.get_mut(name) {
-            subs.retain(|s| *s != sub);
+            subs.retain(|e| e.sub != sub);
             if subs.is_empty() {
                 map.remove(name);
             }
@@ -235,12 +248,17 @@ pub async fn update(worker: &Rc<Worker>, conn: u64, kind: Kind, names: Vec<Box<[
     };
     let names = Arc::new(names);
     worker
-        .broadcast(move |_| {
+        .broadcast(move |w| {
+            let handle = if add && w.id == sub.thread {
+                crate::net::client::with_lookup(|get| get(conn))
+            } else {
+                None
+            };
             TABLE.with(|t| {
                 let mut t = t.borrow_mut();
                 for n in names.iter() {
                     if add {
-                        t.add(kind, n, sub);
+                        t.add(kind, n, sub, handle.clone());
                     } else {
                         t.remove(kind, n, sub);
                     }
@@ -261,16 +279,20 @@ pub fn forget(worker: &Rc<Worker>, conn: u64, subs: Vec<(Kind, Box<[u8]>)>) {
         conn,
     };
     let subs = Arc::new(subs);
-    for t in 0..worker.threads() {
+    let drop_from_replica = move |subs: &[(Kind, Box<[u8]>)]| {
+        TABLE.with(|tab| {
+            let mut tab = tab.borrow_mut();
+            for (k, n) in subs {
+                tab.remove(*k, n, sub);
+            }
+        })
+    };
+    // This thread's replica at once: it holds the connection itself, which must not be
+    // delivered to (or counted) after it closed.
+    drop_from_replica(&subs);
+    for t in (0..worker.threads()).filter(|&t| t != worker.id) {
         let subs = subs.clone();
-        worker.post(t, move |_| {
-            TABLE.with(|tab| {
-                let mut tab = tab.borrow_mut();
-                for (k, n) in subs.iter() {
-                    tab.remove(*k, n, sub);
-                }
-            })
-        });
+        worker.post(t, move |_| drop_from_replica(&subs));
     }
 }
 
@@ -282,8 +304,11 @@ pub fn forget(worker: &Rc<Worker>, conn: u64, subs: Vec<(Kind, Box<[u8]>)>) {
 /// while the replicas were being told is neither sent the message nor counted), so PUBLISH
 /// waits for the threads that hold subscribers. Its own thread's are served inline.
 pub async fn publish(worker: &Rc<Worker>, shard: bool, channel: &[u8], payload: &[u8]) -> usize {
-    let per_thread = route(shard, channel, payload);
     let mut receivers = 0;
+    // This thread's subscribers are served while routing, straight from the replica.
+    let per_thread = route(shard, channel, payload, worker.id, |h, d| {
+        receivers += deliver_to(h, d) as usize;
+    });
     let mut calls = Vec::new();
     for (thread, deliveries) in per_thread.into_iter().enumerate() {
         if deliveries.is_empty() {
@@ -307,7 +332,10 @@ pub fn publish_event(channel: &[u8], payload: &[u8]) {
     let Some(worker) = Worker::current() else {
         return;
     };
-    for (thread, deliveries) in route(false, channel, payload).into_iter().enumerate() {
+    // Posted even to this thread: the event comes from inside a command's shard work.
+    let nobody_inline = usize::MAX;
+    let routed = route(false, channel, payload, nobody_inline, |_, _| {});
+    for (thread, deliveries) in routed.into_iter().enumerate() {
         if !deliveries.is_empty() {
             worker.post(thread, move |_| {
                 deliver_local(deliveries);
@@ -317,7 +345,14 @@ pub fn publish_event(channel: &[u8], payload: &[u8]) {
 }
 
 /// The deliveries of one message, by subscriber thread (this thread's replica decides who).
-fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)>> {
+/// Subscribers on thread `me` are handed to `local` instead, with their connection.
+fn route(
+    shard: bool,
+    channel: &[u8],
+    payload: &[u8],
+    me: usize,
+    mut local: impl FnMut(&crate::net::client::ClientHandle, Delivery),
+) -> Vec<Vec<(u64, Delivery)>> {
     let mut per_thread: Vec<Vec<(u64, Delivery)>> = Vec::new();
     TABLE.with(|t| {
         let t = t.borrow();
@@ -334,7 +369,14 @@ fn route(shard: bool, channel: &[u8], payload: &[u8]) -> Vec<Vec<(u64, Delivery)
             })
             .clone()
         };
-        let mut deliver = |s: &Sub, d: Delivery| {
+        let mut deliver = |e: &Entry, d: Delivery| {
+            let s = &e.sub;
+            if s.thread == me {
+                if let Some(h) = &e.handle {
+                    local(h, d);
+                    return;
+                }
+            }
             if per_thread.len() <= s.thread {
                 per_thread.resize_with(s.thread + 1, Vec::new);
             }
@@ -380,27 +422,31 @@ fn deliver_local(deliveries: Vec<(u64, Delivery)>) -> usize {
         crate::net::client::with_lookup(|get| deliveries.iter().map(|(c, _)| get(*c)).collect());
     for ((_, d), h) in deliveries.into_iter().zip(handles) {
         if let Some(h) = h {
-            let h = &*h;
-            let wanted = {
-                let subs = h.subs.borrow();
-                // Outside an unsubscription the replica that routed this is exact.
-                subs.leaving == 0
-                    || match &d {
-                        Delivery::Message(m) => subs.channels.contains(&m.channel),
-                        Delivery::Shard(m) => subs.shard.contains(&m.channel),
-                        Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
-                        Delivery::Monitor(_)
-                        | Delivery::Invalidate(..)
-                        | Delivery::RedirBroken(_) => false,
-                    }
-            };
-            if wanted && !h.killed.get() {
-                h.push(d);
-                n += 1;
-            }
+            n += deliver_to(&h, d) as usize;
         }
     }
     n
+}
+
+/// Queues `d` on connection `h` (on this thread) if it is still subscribed, and wakes it.
+#[inline]
+fn deliver_to(h: &crate::net::client::ClientHandle, d: Delivery) -> bool {
+    let wanted = {
+        let subs = h.subs.borrow();
+        // Outside an unsubscription the replica that routed this is exact.
+        subs.leaving == 0
+            || match &d {
+                Delivery::Message(m) => subs.channels.contains(&m.channel),
+                Delivery::Shard(m) => subs.shard.contains(&m.channel),
+                Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
+                Delivery::Monitor(_) | Delivery::Invalidate(..) | Delivery::RedirBroken(_) => false,
+            }
+    };
+    if wanted && !h.killed.get() {
+        h.push(d);
+        return true;
+    }
+    false
 }
 
 /// PUBSUB CHANNELS / SHARDCHANNELS: the channels with subscribers matching `pattern`.
@@ -446,12 +492,18 @@ mod tests {
         let mut t = Table::default();
         let a = Sub { thread: 0, conn: 1 };
         let b = Sub { thread: 1, conn: 2 };
-        t.add(Kind::Channel, b"ch", a);
-        t.add(Kind::Channel, b"ch", a);
-        t.add(Kind::Channel, b"ch", b);
-        assert_eq!(t.channels[&b"ch"[..]], vec![a, b]);
+        t.add(Kind::Channel, b"ch", a, None);
+        t.add(Kind::Channel, b"ch", a, None);
+        t.add(Kind::Channel, b"ch", b, None);
+        let subs = |t: &Table| {
+            t.channels[&b"ch"[..]]
+                .iter()
+                .map(|e| e.sub)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(subs(&t), vec![a, b]);
         t.remove(Kind::Channel, b"ch", a);
-        assert_eq!(t.channels[&b"ch"[..]], vec![b]);
+        assert_eq!(subs(&t), vec![b]);
         t.remove(Kind::Channel, b"ch", b);
         assert!(t.channels.is_empty());
         t.remove(Kind::Pattern, b"none", b);
