@@ -18,6 +18,7 @@ pub mod persistence;
 pub mod process;
 pub mod pubsub;
 pub mod rand;
+pub mod scripting;
 pub mod stats;
 pub mod types;
 
@@ -138,6 +139,9 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         handles.push(
             std::thread::Builder::new()
                 .name(format!("shard-{i}"))
+                // Scripts run here: Lua's C calls and cjson/cmsgpack nesting (up to 1000
+                // levels) recurse on this stack. Only the pages used are committed.
+                .stack_size(16 << 20)
                 .spawn(move || thread_main(i, shared, ls, cpu, batch))?,
         );
     }

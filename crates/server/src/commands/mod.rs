@@ -22,6 +22,7 @@ pub mod persistence;
 pub mod pubsub;
 pub mod registry;
 pub mod scan;
+pub mod scripting;
 pub mod set;
 pub mod sort;
 pub mod spec;

@@ -1,0 +1,1023 @@
+//! Lua scripting (EVAL and friends): one Lua 5.1 interpreter per thread, the script cache, and
+//! how a script's `redis.call` reaches the keyspace. Design: docs/design/scripting.md.
+//!
+//! A script runs as a coroutine driven by the EVAL handler's future (`run`). `redis.call` is an
+//! async Lua function: it leaves its command in this thread's `REQUEST` slot and waits; the
+//! handler, seeing the coroutine pending with a request, executes the command through
+//! `commands::execute` inside the script's transaction and hands the reply back. So commands
+//! reach other shards by the usual hops, the thread keeps serving others meanwhile, and the
+//! handler is the only place that touches the connection.
+
+pub mod convert;
+pub mod lualib;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+
+use crate::engine::Worker;
+
+/// A script's id: the hex SHA1 of its body, as Redis names scripts.
+pub type Sha = [u8; 40];
+
+pub fn sha1_hex(body: &[u8]) -> Sha {
+    let hex = sha1_smol::Sha1::from(body).digest().to_string();
+    let mut out = [0u8; 40];
+    out.copy_from_slice(hex.as_bytes());
+    out
+}
+
+/// A script's flags from its `#!lua flags=...` shebang (Redis 7). A script without a shebang
+/// runs in compatibility mode: it may write, and the server's state is checked per command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScriptFlags {
+    pub shebang: bool,
+    pub no_writes: bool,
+    pub allow_oom: bool,
+    pub allow_stale: bool,
+    pub no_cluster: bool,
+    pub allow_cross_slot: bool,
+}
+
+/// Redis's `evalExtractShebangFlags`: the flags and the length of the shebang line (the body
+/// compiled starts after it, so line numbers count from the shebang line's newline).
+pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+    let mut flags = ScriptFlags::default();
+    if !body.starts_with(b"#!") {
+        return Ok((flags, 0));
+    }
+    let Some(end) = body.iter().position(|&c| c == b'\n') else {
+        return Err("Invalid script shebang".into());
+    };
+    let line = String::from_utf8_lossy(&body[..end]).into_owned();
+    let parts: Vec<&str> = line.split_ascii_whitespace().collect();
+    if parts.is_empty() {
+        return Err("Invalid engine in script shebang".into());
+    }
+    if parts[0] != "#!lua" {
+        return Err(format!("Unexpected engine in script shebang: {}", parts[0]));
+    }
+    flags.shebang = true;
+    for p in &parts[1..] {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(format!("Unknown lua shebang option: {p}"));
+        };
+        for f in list.split(',') {
+            match f {
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" => flags.allow_stale = true,
+                "no-cluster" => flags.no_cluster = true,
+                "allow-cross-slot-keys" => flags.allow_cross_slot = true,
+                "" if list.is_empty() => {}
+                other => return Err(format!("Unexpected flag in script shebang: {other}")),
+            }
+        }
+    }
+    Ok((flags, end))
+}
+
+/// A script error on its way out of Lua: the error reply's text (code first) and, when known,
+/// the script line it happened on. Carried through Lua as a Rust error value so that neither
+/// the text nor the line is lost to Lua's string conversion.
+#[derive(Debug, Clone)]
+pub struct ScriptError {
+    pub msg: String,
+    pub line: Option<i64>,
+}
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// A Lua `error(value)` raised by the script, as its text (position included): kept apart from
+/// errors of Rust functions, which get their caller's position added (`error_text`).
+#[derive(Debug, Clone)]
+struct Raised(String);
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+/// A command a running script asked for (`redis.call`/`redis.pcall`), answered with its reply
+/// bytes in the script's protocol.
+pub struct Request {
+    pub args: Vec<Vec<u8>>,
+    pub done: tokio::sync::oneshot::Sender<Vec<u8>>,
+}
+
+/// The running script's settings that its `redis.*` functions read and change. One per thread
+/// is enough: scripts hold every shard exclusively, so at most one runs at a time (see
+/// `commands::scripting`), and it is reset when a script starts.
+#[derive(Default)]
+pub struct RunState {
+    pub resp3: Cell<bool>,
+    pub running: Cell<bool>,
+}
+
+/// The Lua interpreter of one thread, with the scripts compiled on it.
+struct Vm {
+    lua: Lua,
+    compiled: RefCell<HashMap<Sha, Function>>,
+}
+
+thread_local! {
+    static VM: RefCell<Option<std::rc::Rc<Vm>>> = const { RefCell::new(None) };
+    /// This thread's copy of the script cache (every thread has every script: a script loaded
+    /// on one connection is callable from all).
+    static BODIES: RefCell<HashMap<Sha, Arc<[u8]>>> = RefCell::new(HashMap::new());
+    static REQUEST: RefCell<Option<Request>> = const { RefCell::new(None) };
+    pub static RUN: RunState = RunState::default();
+}
+
+fn vm() -> std::rc::Rc<Vm> {
+    VM.with(|v| {
+        v.borrow_mut()
+            .get_or_insert_with(|| std::rc::Rc::new(new_vm().expect("Lua interpreter set-up")))
+            .clone()
+    })
+}
+
+/// Is `sha` in the cache (SCRIPT EXISTS, EVALSHA)?
+pub fn cached(sha: &Sha) -> Option<Arc<[u8]>> {
+    BODIES.with(|b| b.borrow().get(sha).cloned())
+}
+
+/// INFO's `number_of_cached_scripts` and `used_memory_scripts_eval` (this thread's copy).
+pub fn cache_stats() -> (usize, usize) {
+    BODIES.with(|b| {
+        let b = b.borrow();
+        (b.len(), b.values().map(|v| v.len() + 40 + 64).sum())
+    })
+}
+
+/// Bytes the thread's Lua heap uses (INFO `used_memory_lua`).
+pub fn lua_memory() -> usize {
+    VM.with(|v| v.borrow().as_ref().map_or(0, |vm| vm.lua.used_memory()))
+}
+
+/// Adds a script to every thread's cache; returns once all have it.
+pub async fn cache_add(worker: &std::rc::Rc<Worker>, sha: Sha, body: Arc<[u8]>) {
+    if cached(&sha).is_some() {
+        return;
+    }
+    worker
+        .broadcast(move |_| {
+            BODIES.with(|b| {
+                b.borrow_mut().entry(sha).or_insert_with(|| body.clone());
+            })
+        })
+        .await;
+}
+
+/// SCRIPT FLUSH: every thread forgets its scripts and starts a fresh interpreter.
+pub async fn cache_flush(worker: &std::rc::Rc<Worker>) {
+    worker
+        .broadcast(|_| {
+            BODIES.with(|b| b.borrow_mut().clear());
+            VM.with(|v| *v.borrow_mut() = None);
+        })
+        .await;
+}
+
+/// Compiles `body` on this thread's interpreter (cached by `sha`). The error text is Redis's
+/// ("Error compiling script (new function): user_script:1: ...").
+pub fn compile(sha: &Sha, body: &[u8]) -> Result<Function, String> {
+    let vm = vm();
+    if let Some(f) = vm.compiled.borrow().get(sha) {
+        return Ok(f.clone());
+    }
+    let (_, skip) = parse_shebang(body)?;
+    let f = vm
+        .lua
+        .load(&body[skip..])
+        .set_name("@user_script")
+        .into_function()
+        .map_err(|e| {
+            let msg = match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            };
+            format!("Error compiling script (new function): {msg}")
+        })?;
+    vm.globals_env(&f);
+    vm.compiled.borrow_mut().insert(*sha, f.clone());
+    Ok(f)
+}
+
+/// How a script ended: what it returned, or its error reply text (without the leading '-').
+pub enum Outcome {
+    Value(Value),
+    Error(String),
+}
+
+/// A script on its way: poll `next` for the commands it asks for, until it ends.
+pub struct Running {
+    fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
+    name: String,
+}
+
+/// What a running script does next.
+pub enum Step {
+    /// It waits for this command (answer through `Request::done`).
+    Call(Request),
+    /// It ended.
+    Done(Outcome),
+}
+
+/// Starts compiled script `f` with `keys` and `argv` (the KEYS and ARGV globals). `name` is
+/// what errors call the script (`f_<sha>`).
+pub fn start(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Running {
+    let vm = vm();
+    let lua = vm.lua.clone();
+    RUN.with(|r| {
+        r.resp3.set(false);
+        r.running.set(true);
+    });
+    let setup = (|| {
+        let real = vm.real()?;
+        real.raw_set("KEYS", string_array(&lua, keys)?)?;
+        real.raw_set("ARGV", string_array(&lua, argv)?)?;
+        lua.create_thread(f.clone())
+    })();
+    let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
+        Ok(thread) => Box::pin(thread.into_async::<Value>(())),
+        Err(e) => Box::pin(std::future::ready(Err(e))),
+    };
+    Running { fut, name }
+}
+
+impl Running {
+    pub async fn next(&mut self) -> Step {
+        let fut = &mut self.fut;
+        // Poll the script; when it stops on a redis.call, take the command it left.
+        let step = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(r)),
+            std::task::Poll::Pending => match REQUEST.with(|q| q.borrow_mut().take()) {
+                Some(req) => std::task::Poll::Ready(Ok(req)),
+                None => std::task::Poll::Pending,
+            },
+        })
+        .await;
+        match step {
+            Ok(req) => Step::Call(req),
+            Err(r) => {
+                RUN.with(|r| r.running.set(false));
+                Step::Done(match r {
+                    Ok(v) => Outcome::Value(v),
+                    Err(e) => Outcome::Error(error_reply(&e, &self.name)),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUN.with(|r| r.running.set(false));
+    }
+}
+
+fn string_array(lua: &Lua, items: &[&[u8]]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, a) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(a)?)?;
+    }
+    Ok(t)
+}
+
+/// The error reply of a failed script (Redis 7's form: the error, then ` script: <name>, on
+/// @user_script:<line>.` when the line is known).
+fn error_reply(e: &mlua::Error, name: &str) -> String {
+    let (msg, line) = match script_error(e) {
+        Some(se) => (se.msg.clone(), se.line),
+        None => {
+            let text = error_text(e);
+            let line = position_line(&text);
+            (format!("ERR {text}"), line)
+        }
+    };
+    match line {
+        Some(l) => format!("{msg} script: {name}, on @user_script:{l}."),
+        None => msg,
+    }
+}
+
+/// The text of a Lua `error(...)` inside an mlua error, if that is what it is.
+fn raised(e: &mlua::Error) -> Option<&str> {
+    match e {
+        mlua::Error::ExternalError(x) => x.downcast_ref::<Raised>().map(|r| r.0.as_str()),
+        mlua::Error::CallbackError { cause, .. } => raised(cause),
+        mlua::Error::WithContext { cause, .. } => raised(cause),
+        _ => None,
+    }
+}
+
+/// The ScriptError inside an mlua error (raised by redis.call, error_reply...), if any.
+fn script_error(e: &mlua::Error) -> Option<&ScriptError> {
+    match e {
+        mlua::Error::ExternalError(x) => x.downcast_ref::<ScriptError>(),
+        mlua::Error::CallbackError { cause, .. } => script_error(cause),
+        mlua::Error::WithContext { cause, .. } => script_error(cause),
+        _ => None,
+    }
+}
+
+/// The plain message of a Lua error (without mlua's traceback decoration).
+fn error_text(e: &mlua::Error) -> String {
+    match e {
+        // mlua appends the coroutine's traceback; Redis's errors have none.
+        mlua::Error::RuntimeError(s) => s
+            .split_once("\nstack traceback:")
+            .map_or(s.as_str(), |(m, _)| m)
+            .to_string(),
+        mlua::Error::MemoryError(s) => s.clone(),
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::CallbackError { cause, traceback } => {
+            if let mlua::Error::ExternalError(x) = &**cause {
+                if let Some(r) = x.downcast_ref::<Raised>() {
+                    return r.0.clone();
+                }
+            }
+            // A Rust function failed: as for Lua's C functions (luaL_where(L, 1)), the message
+            // starts with its caller's position when the caller is the script.
+            let text = error_text(cause);
+            match caller_position(traceback) {
+                Some(pos) if !text.starts_with("user_script:") => format!("{pos} {text}"),
+                _ => text,
+            }
+        }
+        mlua::Error::WithContext { cause, .. } => error_text(cause),
+        mlua::Error::ExternalError(x) => x.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// From a callback's traceback ("[C]: in function 'decode'" then its caller's frame): the
+/// caller's position ("user_script:3:") when the caller is the script's own code.
+fn caller_position(traceback: &str) -> Option<String> {
+    let mut frames = traceback
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "stack traceback:");
+    let first = frames.next()?;
+    let caller = if first.starts_with("[C]:") {
+        frames.next()?
+    } else {
+        first
+    };
+    let rest = caller.strip_prefix("user_script:")?;
+    let end = rest.find(':')?;
+    rest[..end].parse::<i64>().ok()?;
+    Some(format!("user_script:{}:", &rest[..end]))
+}
+
+/// The line in a Lua position prefix ("user_script:12: ...").
+fn position_line(text: &str) -> Option<i64> {
+    let rest = text.strip_prefix("user_script:")?;
+    let end = rest.find(':')?;
+    rest[..end].parse().ok()
+}
+
+/// Raises `msg` (an error reply text, code first) from a Rust function the script called, at
+/// the script line that called it (a plain Rust function keeps its caller's frame).
+fn raise(lua: &Lua, msg: String) -> mlua::Error {
+    let line = (1..4).find_map(|level| {
+        let d = lua.inspect_stack(level)?;
+        let l = d.curr_line();
+        (d.source().source.as_deref() == Some("@user_script") && l >= 0).then_some(l as i64)
+    });
+    raise_line(msg, line)
+}
+
+fn raise_line(msg: String, line: Option<i64>) -> mlua::Error {
+    mlua::Error::external(ScriptError { msg, line })
+}
+
+/// Redis's `luaPushErrorBuff` on a message: "-CODE rest" keeps its code, anything else gets
+/// "ERR ".
+fn error_text_with_code(msg: &str) -> String {
+    let msg = msg.trim_end_matches(['\r', '\n']);
+    match msg.strip_prefix('-') {
+        Some(rest) => match rest.find(' ') {
+            Some(_) => rest.to_string(),
+            None => format!("ERR {rest}"),
+        },
+        None => format!("ERR {msg}"),
+    }
+}
+
+/// The value a Lua `pcall` gives for a failed call: the error reply's text for script errors
+/// (Redis 7's pcall unwraps its error tables), the message otherwise.
+fn pcall_error_value(lua: &Lua, e: &mlua::Error) -> mlua::Result<Value> {
+    if let Some(r) = raised(e) {
+        return Ok(Value::String(lua.create_string(r)?));
+    }
+    Ok(match script_error(e) {
+        Some(se) => Value::String(lua.create_string(&se.msg)?),
+        None => Value::String(lua.create_string(error_text(e))?),
+    })
+}
+
+/// The arguments of redis.call as bytes (numbers as Redis prints them, "%.17g").
+fn call_args(_lua: &Lua, args: MultiValue, line: Option<i64>) -> Result<Vec<Vec<u8>>, mlua::Error> {
+    if args.is_empty() {
+        return Err(raise_line(
+            "ERR Please specify at least one argument for this redis lib call".into(),
+            line,
+        ));
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            Value::String(s) => out.push(s.as_bytes().to_vec()),
+            Value::Integer(i) => out.push(i.to_string().into_bytes()),
+            Value::Number(n) => out.push(format_g17(n).into_bytes()),
+            _ => {
+                return Err(raise_line(
+                    "ERR Lua redis lib command arguments must be strings or integers".into(),
+                    line,
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// C's `%.17g`.
+fn format_g17(n: f64) -> String {
+    let mut buf = [0u8; 64];
+    let fmt = b"%.17g\0";
+    // SAFETY: snprintf writes at most buf.len() bytes, NUL-terminated, from a valid format.
+    let len = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            fmt.as_ptr() as *const libc::c_char,
+            n,
+        )
+    };
+    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
+}
+
+/// redis.call / redis.pcall: hands the command to the running script's driver and converts
+/// the reply. `raise`: redis.call (an error reply stops the script) rather than redis.pcall.
+async fn redis_call(lua: Lua, mut args: MultiValue, raise_errors: bool) -> mlua::Result<Value> {
+    // The Lua wrapper passes the caller's line first (see CALL_WRAPPERS).
+    let line = match args.pop_front() {
+        Some(Value::Integer(l)) if l >= 0 => Some(l as i64),
+        Some(Value::Number(l)) if l >= 0.0 => Some(l as i64),
+        _ => None,
+    };
+    if !RUN.with(|r| r.running.get()) {
+        return Err(raise_line(
+            "ERR redis.call/pcall can only be called inside a script invocation".into(),
+            line,
+        ));
+    }
+    let args = match call_args(&lua, args, line) {
+        Ok(a) => a,
+        Err(e) if raise_errors => return Err(e),
+        Err(e) => {
+            return match script_error(&e) {
+                Some(se) => {
+                    convert::single(&lua, "err", Value::String(lua.create_string(&se.msg)?))
+                }
+                None => Err(e),
+            }
+        }
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    REQUEST.with(|q| *q.borrow_mut() = Some(Request { args, done: tx }));
+    let reply = rx
+        .await
+        .map_err(|_| mlua::Error::RuntimeError("script aborted".into()))?;
+    if raise_errors && reply.first() == Some(&b'-') {
+        let end = reply
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(reply.len());
+        let msg = String::from_utf8_lossy(&reply[1..end]).into_owned();
+        return Err(mlua::Error::external(ScriptError { msg, line }));
+    }
+    let mut pos = 0;
+    convert::reply_to_lua(&lua, &reply, &mut pos)
+}
+
+impl Vm {
+    /// The table holding the real globals (the script's global table is a read-only view of
+    /// it).
+    fn real(&self) -> mlua::Result<Table> {
+        self.lua.named_registry_value("damselfly_real_globals")
+    }
+
+    /// Scripts see the protected globals.
+    fn globals_env(&self, f: &Function) {
+        if let Ok(env) = self.lua.named_registry_value::<Table>("damselfly_env") {
+            let _ = f.set_environment(env);
+        }
+    }
+}
+
+/// Lua code that builds the protected environment: `real` holds every global; the script's
+/// environment is an empty table whose reads of a missing name and whose writes are errors,
+/// as Redis's read-only global table; library tables are read-only views too.
+/// redis.call and redis.pcall as Lua functions that pass their caller's line to the Rust side
+/// (error replies name it; Redis's error handler finds it the same way).
+const CALL_WRAPPERS: &str = r#"
+local raw_call, raw_pcall, getinfo = ...
+local function line()
+  -- The innermost frame of the script itself (a `return redis.call(...)` is a tail call that
+  -- leaves none: no line then).
+  for level = 3, 12 do
+    local i = getinfo(level, 'Sl')
+    if not i then break end
+    if i.source == '@user_script' and i.currentline >= 0 then return i.currentline end
+  end
+  return -1
+end
+return function(...) return raw_call(line(), ...) end,
+       function(...) return raw_pcall(line(), ...) end
+"#;
+
+const PROTECT: &str = r#"
+local real, readonly, getinfo, raise_at = ...
+local rawset_, setmetatable_, getmetatable_, error_, type_ = rawset, setmetatable, getmetatable, error, type
+local function deny() error_("Attempt to modify a readonly table", 2) end
+local function view(t)
+  local v = {}
+  readonly[v] = true
+  setmetatable_(v, {__index = t, __newindex = deny, __metatable = false})
+  return v
+end
+for _, name in ipairs({"string", "math", "table", "redis", "bit", "cjson", "cmsgpack", "struct", "os", "coroutine"}) do
+  if real[name] then real[name] = view(real[name]) end
+end
+-- Redis's patched rawset/setmetatable refuse read-only tables (no position in the message).
+local function refuse()
+  local i = getinfo(3, 'l')
+  raise_at("ERR Attempt to modify a readonly table", i and i.currentline or -1)
+end
+real.rawset = function(t, k, v)
+  if readonly[t] then refuse() end
+  return rawset_(t, k, v)
+end
+real.setmetatable = function(t, m)
+  if readonly[t] then refuse() end
+  return setmetatable_(t, m)
+end
+local env = {}
+readonly[env] = true
+real._G = env
+setmetatable_(env, {
+  __index = function(_, k)
+    local v = real[k]
+    if v == nil then
+      error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = deny,
+  __metatable = false,
+})
+return env
+"#;
+
+/// A new interpreter with what Redis 7.0 gives scripts: base (without file access), table,
+/// string, math, the `redis` table, `bit`, and `os.clock`; globals protected.
+fn new_vm() -> mlua::Result<Vm> {
+    // SAFETY: `debug` is loaded only so that redis.call can find its caller's line; it is
+    // removed from the globals below, before any script can reach it (as Redis does).
+    let lua = unsafe {
+        Lua::unsafe_new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS | StdLib::DEBUG,
+            LuaOptions::default(),
+        )
+    };
+    let g = lua.globals();
+    register_redis(&lua, &g)?;
+    let getinfo: Function = g.raw_get::<Table>("debug")?.raw_get("getinfo")?;
+    // debug served redis.call's line lookup above; scripts do not get it (as in Redis).
+    for name in [
+        "dofile", "loadfile", "print", "module", "require", "package", "debug",
+    ] {
+        g.raw_set(name, Value::Nil)?;
+    }
+    // os: only clock (the rest reaches the machine).
+    let os = lua.create_table()?;
+    let real_os: Table = g.raw_get("os")?;
+    os.raw_set("clock", real_os.raw_get::<Function>("clock")?)?;
+    g.raw_set("os", os)?;
+    register_pcall(&lua, &g)?;
+    lualib::register_all(&lua)?;
+
+    // Everything now in the globals moves to `real`; the globals table itself stays as it is
+    // for the interpreter, and scripts get the protected environment.
+    let real = lua.create_table()?;
+    for pair in g.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        real.raw_set(k, v)?;
+    }
+    let readonly = lua.create_table()?;
+    let weak = lua.create_table()?;
+    weak.raw_set("__mode", "k")?;
+    readonly.set_metatable(Some(weak));
+    let env: Table = lua.load(PROTECT).set_name("=protect").call((
+        real.clone(),
+        readonly,
+        getinfo,
+        lua.create_function(|_, (msg, line): (String, i64)| -> mlua::Result<()> {
+            Err(raise_line(msg, (line >= 0).then_some(line)))
+        })?,
+    ))?;
+    lua.set_named_registry_value("damselfly_real_globals", real)?;
+    lua.set_named_registry_value("damselfly_env", env)?;
+    Ok(Vm {
+        lua,
+        compiled: RefCell::new(HashMap::new()),
+    })
+}
+
+fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
+    let redis = lua.create_table()?;
+    let raw_call =
+        lua.create_async_function(|lua, args: MultiValue| redis_call(lua, args, true))?;
+    let raw_pcall =
+        lua.create_async_function(|lua, args: MultiValue| redis_call(lua, args, false))?;
+    let debug: Table = g.raw_get("debug")?;
+    let getinfo: Function = debug.raw_get("getinfo")?;
+    let (call, pcall): (Function, Function) = lua
+        .load(CALL_WRAPPERS)
+        .set_name("=redis")
+        .call((raw_call, raw_pcall, getinfo))?;
+    redis.raw_set("call", call)?;
+    redis.raw_set("pcall", pcall)?;
+    redis.raw_set(
+        "error_reply",
+        lua.create_function(|lua, args: MultiValue| {
+            let msg = match (args.len(), args.front()) {
+                (1, Some(Value::String(s))) => s.to_string_lossy(),
+                // Returned, not raised (Redis's luaPushError without lua_error).
+                _ => {
+                    return convert::single(
+                        lua,
+                        "err",
+                        Value::String(lua.create_string("ERR wrong number or type of arguments")?),
+                    )
+                }
+            };
+            let text = if msg.starts_with('-') {
+                msg.to_string()
+            } else {
+                format!("-{msg}")
+            };
+            convert::single(
+                lua,
+                "err",
+                Value::String(lua.create_string(error_text_with_code(&text))?),
+            )
+        })?,
+    )?;
+    redis.raw_set(
+        "status_reply",
+        lua.create_function(|lua, args: MultiValue| match (args.len(), args.front()) {
+            (1, Some(Value::String(s))) => convert::single(lua, "ok", Value::String(s.clone())),
+            _ => convert::single(
+                lua,
+                "err",
+                Value::String(lua.create_string("ERR wrong number or type of arguments")?),
+            ),
+        })?,
+    )?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(raise(lua, "ERR wrong number of arguments".into()));
+            }
+            let bytes: Vec<u8> = match args.front() {
+                Some(Value::String(s)) => s.as_bytes().to_vec(),
+                Some(Value::Integer(i)) => i.to_string().into_bytes(),
+                Some(Value::Number(n)) => lua_number_string(*n).into_bytes(),
+                _ => Vec::new(),
+            };
+            lua.create_string(sha1_hex(&bytes))
+        })?,
+    )?;
+    redis.raw_set(
+        "log",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() < 2 {
+                return Err(raise(
+                    lua,
+                    "ERR redis.log() requires two arguments or more.".into(),
+                ));
+            }
+            let level = match args.front() {
+                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Number(n)) => *n as i64,
+                _ => {
+                    return Err(raise(
+                        lua,
+                        "ERR First argument must be a number (log level).".into(),
+                    ))
+                }
+            };
+            if !(0..=3).contains(&level) {
+                return Err(raise(lua, "ERR Invalid debug level.".into()));
+            }
+            let text: Vec<String> = args
+                .iter()
+                .skip(1)
+                .map(|v| match v {
+                    Value::String(s) => s.to_string_lossy().to_string(),
+                    Value::Integer(i) => i.to_string(),
+                    Value::Number(n) => lua_number_string(*n),
+                    _ => String::new(),
+                })
+                .collect();
+            let line = text.join(" ");
+            match level {
+                0 => crate::log_at!(crate::log::Level::Debug, "{line}"),
+                1 => crate::log_verbose!("{line}"),
+                2 => crate::log_notice!("{line}"),
+                _ => crate::log_warning!("{line}"),
+            }
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|lua, args: MultiValue| {
+            if !RUN.with(|r| r.running.get()) {
+                return Err(raise(
+                    lua,
+                    "ERR redis.setresp can only be called inside a script invocation".into(),
+                ));
+            }
+            if args.len() != 1 {
+                return Err(raise(
+                    lua,
+                    "ERR redis.setresp() requires one argument.".into(),
+                ));
+            }
+            let v = match args.front() {
+                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Number(n)) => *n as i64,
+                _ => 0,
+            };
+            if v != 2 && v != 3 {
+                return Err(raise(lua, "ERR RESP version must be 2 or 3.".into()));
+            }
+            RUN.with(|r| r.resp3.set(v == 3));
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|lua, args: MultiValue| {
+            if !RUN.with(|r| r.running.get()) {
+                return Err(raise(
+                    lua,
+                    "ERR redis.set_repl can only be called inside a script invocation".into(),
+                ));
+            }
+            if args.len() != 1 {
+                return Err(raise(
+                    lua,
+                    "ERR redis.set_repl() requires two arguments.".into(),
+                ));
+            }
+            let v = match args.front() {
+                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Number(n)) => *n as i64,
+                _ => -1,
+            };
+            if !(0..=3).contains(&v) {
+                return Err(raise(
+                    lua,
+                    "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+                        .into(),
+                ));
+            }
+            // Nothing replicates yet; the flags are accepted as Redis accepts them.
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    redis.raw_set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    redis.raw_set(
+        "acl_check_cmd",
+        lua.create_function(|lua, args: MultiValue| {
+            let name = match args.front() {
+                Some(Value::String(s)) => s.as_bytes().to_vec(),
+                _ => Vec::new(),
+            };
+            if crate::commands::registry::registry()
+                .lookup(&name)
+                .is_none()
+            {
+                return Err(raise(
+                    lua,
+                    "ERR Invalid command passed to redis.acl_check_cmd()".into(),
+                ));
+            }
+            // Every connection runs as the default user, allowed everything.
+            Ok(true)
+        })?,
+    )?;
+    for (k, v) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+        ("REPL_NONE", 0),
+        ("REPL_AOF", 1),
+        ("REPL_SLAVE", 2),
+        ("REPL_REPLICA", 2),
+        ("REPL_ALL", 3),
+    ] {
+        redis.raw_set(k, v)?;
+    }
+    let version = crate::commands::connection::REDIS_VERSION;
+    redis.raw_set("REDIS_VERSION", version)?;
+    let num = version
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap_or(0))
+        .fold(0i64, |acc, p| (acc << 8) | p);
+    redis.raw_set("REDIS_VERSION_NUM", num)?;
+    g.raw_set("redis", redis)?;
+    Ok(())
+}
+
+/// Lua's `%.14g` number formatting (tostring of a number).
+fn lua_number_string(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// `pcall` and `xpcall` that a redis.call inside them can wait through: Lua 5.1's own cannot be
+/// yielded across, and every redis.call yields the script's coroutine.
+fn register_pcall(lua: &Lua, g: &Table) -> mlua::Result<()> {
+    // error(): as Lua's, but a table with an `err` field stays an error reply (Redis 7's error
+    // tables), and the text survives the trip through Rust.
+    g.raw_set(
+        "error",
+        lua.create_function(|lua, (v, level): (Value, Option<i64>)| -> mlua::Result<()> {
+            let level = level.unwrap_or(1);
+            let position = |lua: &Lua| -> Option<(String, i64)> {
+                if level <= 0 {
+                    return None;
+                }
+                let d = lua.inspect_stack(level as usize)?;
+                let line = d.curr_line();
+                let src = d.source().short_src.map(|s| s.to_string())?;
+                (line >= 0).then(|| (format!("{src}:{line}: "), line as i64))
+            };
+            match &v {
+                Value::Table(t) => {
+                    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+                        let line = lua
+                            .inspect_stack(1)
+                            .map(|d| d.curr_line() as i64)
+                            .filter(|&l| l >= 0);
+                        return Err(raise_line(e.to_string_lossy().to_string(), line));
+                    }
+                    Err(mlua::Error::external(Raised(format!("{v:?}"))))
+                }
+                Value::String(s) => {
+                    let text = s.to_string_lossy().to_string();
+                    let pos = position(lua).map(|p| p.0).unwrap_or_default();
+                    Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
+                }
+                Value::Integer(_) | Value::Number(_) => {
+                    let text = match v {
+                        Value::Integer(i) => i.to_string(),
+                        Value::Number(n) => lua_number_string(n),
+                        _ => unreachable!(),
+                    };
+                    let pos = position(lua).map(|p| p.0).unwrap_or_default();
+                    Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
+                }
+                Value::Nil => Err(mlua::Error::external(Raised("nil".into()))),
+                other => Err(mlua::Error::external(Raised(format!(
+                    "{}",
+                    other.type_name()
+                )))),
+            }
+        })?,
+    )?;
+    g.raw_set(
+        "pcall",
+        lua.create_async_function(|lua, mut args: MultiValue| async move {
+            let f = args.pop_front().unwrap_or(Value::Nil);
+            let mut out = MultiValue::new();
+            match run_protected(&lua, f, args).await {
+                Ok(vals) => {
+                    out.push_back(Value::Boolean(true));
+                    out.extend(vals);
+                }
+                Err(e) => {
+                    out.push_back(Value::Boolean(false));
+                    out.push_back(pcall_error_value(&lua, &e)?);
+                }
+            }
+            Ok(out)
+        })?,
+    )?;
+    g.raw_set(
+        "xpcall",
+        lua.create_async_function(|lua, (f, handler): (Value, Value)| async move {
+            let mut out = MultiValue::new();
+            match run_protected(&lua, f, MultiValue::new()).await {
+                Ok(vals) => {
+                    out.push_back(Value::Boolean(true));
+                    out.extend(vals);
+                }
+                Err(e) => {
+                    out.push_back(Value::Boolean(false));
+                    let err = pcall_error_value(&lua, &e)?;
+                    match handler {
+                        Value::Function(h) => out.extend(h.call::<MultiValue>(err)?),
+                        _ => out.push_back(err),
+                    }
+                }
+            }
+            Ok(out)
+        })?,
+    )?;
+    Ok(())
+}
+
+/// Calls `f(args)` in its own coroutine, so that its redis.calls can wait.
+async fn run_protected(lua: &Lua, f: Value, args: MultiValue) -> mlua::Result<MultiValue> {
+    let f = match f {
+        Value::Function(f) => f,
+        other => {
+            return Err(mlua::Error::RuntimeError(format!(
+                "attempt to call a {} value",
+                other.type_name()
+            )))
+        }
+    };
+    let thread = lua.create_thread(f)?;
+    thread.into_async::<MultiValue>(args).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shebang_flags() {
+        assert_eq!(parse_shebang(b"return 1").unwrap().1, 0);
+        let (f, n) = parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap();
+        assert!(f.shebang && f.no_writes && f.allow_oom && !f.allow_stale);
+        assert_eq!(n, 31);
+        assert_eq!(
+            parse_shebang(b"#!lua flags=bad\n").unwrap_err(),
+            "Unexpected flag in script shebang: bad"
+        );
+        assert_eq!(
+            parse_shebang(b"#!python\n").unwrap_err(),
+            "Unexpected engine in script shebang: #!python"
+        );
+        assert_eq!(
+            parse_shebang(b"#!lua").unwrap_err(),
+            "Invalid script shebang"
+        );
+        assert!(parse_shebang(b"#!lua flags=\nreturn 1").unwrap().0.shebang);
+    }
+
+    #[test]
+    fn sha1_is_redis_script_id() {
+        assert_eq!(
+            &sha1_hex(b"return 1"),
+            b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+
+    #[test]
+    fn error_codes_as_redis_pushes_them() {
+        assert_eq!(error_text_with_code("-MY err"), "MY err");
+        assert_eq!(error_text_with_code("-x"), "ERR x");
+        assert_eq!(error_text_with_code("plain"), "ERR plain");
+        assert_eq!(position_line("user_script:12: boom"), Some(12));
+        assert_eq!(format_g17(0.1), "0.10000000000000001");
+    }
+}
