@@ -17,7 +17,7 @@ use super::registry::registry;
 use super::spec::prelude::*;
 use super::spec::Handler;
 use super::{BoxFut, ConnCtx};
-use crate::scripting::{self, Outcome, ScriptFlags, Sha};
+use crate::scripting::{self, functions, Outcome, ScriptFlags, Sha};
 
 const G: Group = Group::Scripting;
 const EVAL: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | STALE | TX_GLOBAL_WRITE;
@@ -35,6 +35,34 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest."),
     container("script", -2, SCRIPT_SUBS)
         .doc(G, "2.6.0", "A container for Lua scripts management commands."),
+    cmd("fcall", -3, EVAL, keynum(2, 1, 1), Conn(fcall))
+        .doc(G, "7.0.0", "Invokes a function."),
+    cmd("fcall_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(fcall_ro))
+        .doc(G, "7.0.0", "Invokes a read-only function."),
+    container("function", -2, FUNCTION_SUBS)
+        .doc(G, "7.0.0", "A container for function commands."),
+];
+
+#[rustfmt::skip]
+static FUNCTION_SUBS: &[CommandSpec] = &[
+    cmd("load", -3, NOSCRIPT | WRITE | DENYOOM, NOKEYS, Conn(function_load))
+        .doc(G, "7.0.0", "Creates a library."),
+    cmd("delete", 3, NOSCRIPT | WRITE, NOKEYS, Conn(function_delete))
+        .doc(G, "7.0.0", "Deletes a library and its functions."),
+    cmd("flush", -2, NOSCRIPT | WRITE, NOKEYS, Conn(function_flush))
+        .doc(G, "7.0.0", "Deletes all libraries and functions."),
+    cmd("list", -2, NOSCRIPT, NOKEYS, Local(function_list))
+        .doc(G, "7.0.0", "Returns information about all libraries."),
+    cmd("stats", 2, NOSCRIPT | ALLOW_BUSY, NOKEYS, Local(function_stats))
+        .doc(G, "7.0.0", "Returns information about a function during execution."),
+    cmd("kill", 2, NOSCRIPT | ALLOW_BUSY, NOKEYS, Local(script_kill))
+        .doc(G, "7.0.0", "Terminates a function during execution."),
+    cmd("dump", 2, NOSCRIPT, NOKEYS, Local(function_dump))
+        .doc(G, "7.0.0", "Dumps all libraries into a serialized binary payload."),
+    cmd("restore", -3, NOSCRIPT | WRITE | DENYOOM, NOKEYS, Conn(function_restore))
+        .doc(G, "7.0.0", "Restores all libraries from a payload."),
+    cmd("help", 2, LOADING | STALE, NOKEYS, Local(function_help))
+        .doc(G, "7.0.0", "Returns helpful text about the different subcommands."),
 ];
 
 #[rustfmt::skip]
@@ -145,24 +173,37 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     }
     let read_only = ro || flags.no_writes;
     let name = String::from_utf8_lossy(&sha).into_owned();
+    run_script(cx, flags, read_only, |_| {
+        scripting::start(&func, name, keys, argv)
+    })
+    .await;
+}
 
-    // One transaction over every shard, unless EXEC already runs one for us.
+/// Runs a script or function (`start` makes it go) inside one transaction over every shard
+/// (unless EXEC already runs one for us), serving its redis.calls, and replies its result.
+async fn run_script(
+    cx: &mut ConnCtx,
+    flags: ScriptFlags,
+    read_only: bool,
+    start: impl FnOnce(&mut ConnCtx) -> scripting::Running,
+) {
     let w = cx.worker.clone();
     let own_tx = !cx.coord.in_exec();
     if own_tx {
         let plan = cx.coord.plan().clone();
         cx.coord.begin_exec(&w, plan).await;
+        // A hop on every shard: every earlier transaction there is done, so no other script
+        // is running anywhere (see the module docs).
         let shards = cx.coord.exec_shards();
         cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
     }
     let saved_name = cx.cmd_name;
-    let state = CallState {
+    let state = std::cell::RefCell::new(CallState {
         read_only,
         flags,
         dirty: false,
-    };
-    let state = std::cell::RefCell::new(state);
-    let mut running = scripting::start(&func, name, keys, argv);
+    });
+    let mut running = start(cx);
     let outcome = loop {
         match running.next().await {
             scripting::Step::Call(req) => {
@@ -334,6 +375,354 @@ fn script_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
             "    Kill the currently executing Lua script.",
             "LOAD <script>",
             "    Load a script into the scripts cache without executing it.",
+        ],
+    );
+}
+
+fn fcall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(fcall_generic(cx, args, false))
+}
+
+fn fcall_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(fcall_generic(cx, args, true))
+}
+
+/// FCALL / FCALL_RO function numkeys key... arg...
+async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
+    let name = String::from_utf8_lossy(args[1]).into_owned();
+    let Some((lib, info)) = functions::find(&name) else {
+        cx.reply.error("ERR Function not found");
+        return;
+    };
+    let Some(numkeys) = super::util::parse_i64(args[2]) else {
+        cx.reply.error("ERR Bad number of keys provided");
+        return;
+    };
+    if numkeys > (args.len() - 3) as i64 {
+        cx.reply
+            .error("ERR Number of keys can't be greater than number of args");
+        return;
+    }
+    if numkeys < 0 {
+        cx.reply.error("ERR Number of keys can't be negative");
+        return;
+    }
+    if ro && !info.flags.no_writes {
+        cx.reply
+            .error("ERR Can not execute a script with write flag using *_ro command.");
+        return;
+    }
+    if !info.flags.no_writes && !info.flags.allow_oom {
+        let maxmemory = cx.worker.shared.config.maxmemory();
+        if maxmemory != 0 && crate::engine::memory::over_limit(maxmemory) {
+            cx.reply
+                .error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
+            return;
+        }
+    }
+    let callback = match functions::callback(&lib, &name) {
+        Ok(f) => f,
+        Err(e) => {
+            cx.reply.error(&format!("ERR {e}"));
+            return;
+        }
+    };
+    let (keys, argv) = args[3..].split_at(numkeys as usize);
+    let read_only = ro || info.flags.no_writes;
+    run_script(cx, info.flags, read_only, |_| {
+        scripting::start_function(&callback, name, keys, argv)
+    })
+    .await;
+}
+
+fn function_load<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let mut replace = false;
+        let mut i = 2;
+        while i < args.len() - 1 {
+            if args[i].eq_ignore_ascii_case(b"replace") {
+                replace = true;
+            } else {
+                cx.reply.error(&format!(
+                    "ERR Unknown option given: {}",
+                    String::from_utf8_lossy(args[i])
+                ));
+                return;
+            }
+            i += 1;
+        }
+        if i >= args.len() || (replace && args.len() == 3) {
+            cx.reply.error("ERR Function code is missing");
+            return;
+        }
+        let code = String::from_utf8_lossy(args[args.len() - 1]).into_owned();
+        match functions::prepare(&code, replace) {
+            Ok(lib) => {
+                let name = lib.name.clone();
+                functions::install(&cx.worker, vec![lib], false).await;
+                cx.reply.bulk(name.as_bytes());
+            }
+            Err(e) => cx.reply.error(&format!("ERR {e}")),
+        }
+    })
+}
+
+fn function_delete<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let name = String::from_utf8_lossy(args[2]).into_owned();
+        if !functions::all().iter().any(|l| l.name == name) {
+            cx.reply.error("ERR Library not found");
+            return;
+        }
+        functions::remove(&cx.worker, Some(name)).await;
+        cx.reply.ok();
+    })
+}
+
+fn function_flush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if args.len() > 3
+            || (args.len() == 3
+                && !args[2].eq_ignore_ascii_case(b"async")
+                && !args[2].eq_ignore_ascii_case(b"sync"))
+        {
+            cx.reply
+                .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            return;
+        }
+        functions::remove(&cx.worker, None).await;
+        cx.reply.ok();
+    })
+}
+
+/// The flags of a function as FUNCTION LIST shows them (a set).
+fn flag_names(f: &ScriptFlags) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if f.no_writes {
+        v.push("no-writes");
+    }
+    if f.allow_oom {
+        v.push("allow-oom");
+    }
+    if f.allow_stale {
+        v.push("allow-stale");
+    }
+    if f.no_cluster {
+        v.push("no-cluster");
+    }
+    if f.allow_cross_slot {
+        v.push("allow-cross-slot-keys");
+    }
+    v
+}
+
+/// FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE].
+fn function_list(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let (mut with_code, mut pattern) = (false, None::<&[u8]>);
+    let mut i = 2;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"withcode") && !with_code {
+            with_code = true;
+        } else if args[i].eq_ignore_ascii_case(b"libraryname") && pattern.is_none() {
+            if i + 1 >= args.len() {
+                cx.reply.error("ERR library name argument was not given");
+                return;
+            }
+            pattern = Some(args[i + 1]);
+            i += 1;
+        } else {
+            cx.reply.error(&format!(
+                "ERR Unknown argument {}",
+                String::from_utf8_lossy(args[i])
+            ));
+            return;
+        }
+        i += 1;
+    }
+    let libs: Vec<_> = functions::all()
+        .into_iter()
+        .filter(|l| {
+            pattern.is_none_or(|p| crate::config::glob::matches(p, l.name.as_bytes(), false))
+        })
+        .collect();
+    cx.reply.array(libs.len());
+    for lib in libs {
+        cx.reply.map(if with_code { 4 } else { 3 });
+        cx.reply.bulk(b"library_name");
+        cx.reply.bulk(lib.name.as_bytes());
+        cx.reply.bulk(b"engine");
+        cx.reply.bulk(b"LUA");
+        cx.reply.bulk(b"functions");
+        cx.reply.array(lib.functions.len());
+        for f in &lib.functions {
+            cx.reply.map(3);
+            cx.reply.bulk(b"name");
+            cx.reply.bulk(f.name.as_bytes());
+            cx.reply.bulk(b"description");
+            match &f.description {
+                Some(d) => cx.reply.bulk(d.as_bytes()),
+                None => cx.reply.null(),
+            }
+            cx.reply.bulk(b"flags");
+            let names = flag_names(&f.flags);
+            cx.reply.set(names.len());
+            for n in names {
+                cx.reply.bulk(n.as_bytes());
+            }
+        }
+        if with_code {
+            cx.reply.bulk(b"library_code");
+            cx.reply.bulk(lib.code.as_bytes());
+        }
+    }
+}
+
+fn function_stats(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let (libs, funcs) = functions::counts();
+    cx.reply.map(2);
+    cx.reply.bulk(b"running_script");
+    cx.reply.null();
+    cx.reply.bulk(b"engines");
+    cx.reply.map(1);
+    cx.reply.bulk(b"LUA");
+    cx.reply.map(2);
+    cx.reply.bulk(b"libraries_count");
+    cx.reply.int(libs as i64);
+    cx.reply.bulk(b"functions_count");
+    cx.reply.int(funcs as i64);
+}
+
+/// Redis's RDB opcode for a function library (its code follows as an RDB string).
+const RDB_OPCODE_FUNCTION2: u8 = 245;
+
+/// FUNCTION DUMP: every library as Redis serializes them (opcode, code), with the DUMP footer.
+fn function_dump(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let libs = functions::all();
+    if libs.is_empty() {
+        cx.reply.null();
+        return;
+    }
+    let mut w = crate::persistence::rdb::wire::Writer::new(Vec::new());
+    for lib in &libs {
+        let _ = w.write_u8(RDB_OPCODE_FUNCTION2);
+        let _ = w.write_string(lib.code.as_bytes());
+    }
+    cx.reply
+        .bulk(&crate::persistence::rdb::wire::dump_payload(&w.into_inner()));
+}
+
+/// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
+fn function_restore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if args.len() > 4 {
+            cx.reply.error(super::util::ERR_SYNTAX);
+            return;
+        }
+        let policy = match args.get(3) {
+            None => "append",
+            Some(p) if p.eq_ignore_ascii_case(b"flush") => "flush",
+            Some(p) if p.eq_ignore_ascii_case(b"append") => "append",
+            Some(p) if p.eq_ignore_ascii_case(b"replace") => "replace",
+            Some(_) => {
+                cx.reply.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.");
+                return;
+            }
+        };
+        let Ok((body, _)) = crate::persistence::rdb::wire::verify_dump_payload(args[2], false)
+        else {
+            cx.reply
+                .error("ERR DUMP payload version or checksum are wrong");
+            return;
+        };
+        let mut r = crate::persistence::rdb::wire::Reader::new(body);
+        let mut codes = Vec::new();
+        while r.remaining() > 0 {
+            match r.read_u8() {
+                Ok(RDB_OPCODE_FUNCTION2) => {}
+                Ok(_) => {
+                    cx.reply.error("ERR given type is not a function");
+                    return;
+                }
+                Err(_) => {
+                    cx.reply.error("ERR can not read data type");
+                    return;
+                }
+            }
+            match r.read_string_vec() {
+                Ok(c) => codes.push(String::from_utf8_lossy(&c).into_owned()),
+                Err(_) => {
+                    cx.reply
+                        .error("ERR failed loading the given functions payload");
+                    return;
+                }
+            }
+        }
+        // Check every library first (against the libraries that will remain), then install.
+        let existing: Vec<String> = functions::all().iter().map(|l| l.name.clone()).collect();
+        let mut libs = Vec::new();
+        for code in &codes {
+            match functions::prepare(code, policy != "append") {
+                Ok(lib) => {
+                    if policy == "append" && existing.contains(&lib.name) {
+                        cx.reply
+                            .error(&format!("ERR Library {} already exists", lib.name));
+                        return;
+                    }
+                    libs.push(lib);
+                }
+                Err(e) => {
+                    cx.reply.error(&format!("ERR {e}"));
+                    return;
+                }
+            }
+        }
+        functions::install(&cx.worker, libs, policy == "flush").await;
+        cx.reply.ok();
+    })
+}
+
+fn function_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    help_reply(
+        cx,
+        "FUNCTION",
+        &[
+            "LOAD [REPLACE] <FUNCTION CODE>",
+            "    Create a new library with the given library name and code.",
+            "DELETE <LIBRARY NAME>",
+            "    Delete the given library.",
+            "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+            "    Return general information on all the libraries:",
+            "    * Library name",
+            "    * The engine used to run the Library",
+            "    * Library description",
+            "    * Functions list",
+            "    * Library code (if WITHCODE is given)",
+            "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+            "STATS",
+            "    Return information about the current function running:",
+            "    * Function name",
+            "    * Command used to run the function",
+            "    * Duration in MS that the function is running",
+            "    If no function is running, return nil",
+            "    In addition, returns a list of available engines.",
+            "KILL",
+            "    Kill the current running function.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the libraries.",
+            "    * SYNC: Synchronously flush the libraries.",
+            "DUMP",
+            "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+            "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+            "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+            "    control how to handle existing libraries (default APPEND):",
+            "    * FLUSH: delete all existing libraries.",
+            "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+            "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+            "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+            "      in case of functions name collision with another library).",
         ],
     );
 }

@@ -9,6 +9,7 @@
 //! handler is the only place that touches the connection.
 
 pub mod convert;
+pub mod functions;
 pub mod lualib;
 
 use std::cell::{Cell, RefCell};
@@ -127,9 +128,13 @@ pub struct RunState {
 }
 
 /// The Lua interpreter of one thread, with the scripts compiled on it.
-struct Vm {
+pub(crate) struct Vm {
     lua: Lua,
     compiled: RefCell<HashMap<Sha, Function>>,
+    /// Function libraries run on this interpreter: name -> (the code that ran, its
+    /// functions' callbacks).
+    #[allow(clippy::type_complexity)]
+    functions: RefCell<HashMap<String, (Arc<str>, HashMap<String, Function>)>>,
 }
 
 thread_local! {
@@ -141,7 +146,7 @@ thread_local! {
     pub static RUN: RunState = RunState::default();
 }
 
-fn vm() -> std::rc::Rc<Vm> {
+pub(crate) fn vm() -> std::rc::Rc<Vm> {
     VM.with(|v| {
         v.borrow_mut()
             .get_or_insert_with(|| std::rc::Rc::new(new_vm().expect("Lua interpreter set-up")))
@@ -226,6 +231,8 @@ pub enum Outcome {
 pub struct Running {
     fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
     name: String,
+    /// The chunk name errors cite: "@user_script" (EVAL) or "@user_function" (FCALL).
+    source: &'static str,
 }
 
 /// What a running script does next.
@@ -255,7 +262,34 @@ pub fn start(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Runn
         Ok(thread) => Box::pin(thread.into_async::<Value>(())),
         Err(e) => Box::pin(std::future::ready(Err(e))),
     };
-    Running { fut, name }
+    Running {
+        fut,
+        name,
+        source: "@user_script",
+    }
+}
+
+/// Starts function callback `f` (FCALL) with the KEYS and ARGV tables as its arguments.
+pub fn start_function(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Running {
+    let lua = vm().lua.clone();
+    RUN.with(|r| {
+        r.resp3.set(false);
+        r.running.set(true);
+    });
+    let setup = (|| {
+        let k = string_array(&lua, keys)?;
+        let a = string_array(&lua, argv)?;
+        Ok::<_, mlua::Error>((lua.create_thread(f.clone())?, k, a))
+    })();
+    let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
+        Ok((thread, k, a)) => Box::pin(thread.into_async::<Value>((k, a))),
+        Err(e) => Box::pin(std::future::ready(Err(e))),
+    };
+    Running {
+        fut,
+        name,
+        source: "@user_function",
+    }
 }
 
 impl Running {
@@ -276,7 +310,7 @@ impl Running {
                 RUN.with(|r| r.running.set(false));
                 Step::Done(match r {
                     Ok(v) => Outcome::Value(v),
-                    Err(e) => Outcome::Error(error_reply(&e, &self.name)),
+                    Err(e) => Outcome::Error(error_reply(&e, &self.name, self.source)),
                 })
             }
         }
@@ -299,7 +333,7 @@ fn string_array(lua: &Lua, items: &[&[u8]]) -> mlua::Result<Table> {
 
 /// The error reply of a failed script (Redis 7's form: the error, then ` script: <name>, on
 /// @user_script:<line>.` when the line is known).
-fn error_reply(e: &mlua::Error, name: &str) -> String {
+fn error_reply(e: &mlua::Error, name: &str, source: &str) -> String {
     let (msg, line) = match script_error(e) {
         Some(se) => (se.msg.clone(), se.line),
         None => {
@@ -309,7 +343,7 @@ fn error_reply(e: &mlua::Error, name: &str) -> String {
         }
     };
     match line {
-        Some(l) => format!("{msg} script: {name}, on @user_script:{l}."),
+        Some(l) => format!("{msg} script: {name}, on {source}:{l}."),
         None => msg,
     }
 }
@@ -335,7 +369,7 @@ fn script_error(e: &mlua::Error) -> Option<&ScriptError> {
 }
 
 /// The plain message of a Lua error (without mlua's traceback decoration).
-fn error_text(e: &mlua::Error) -> String {
+pub(crate) fn error_text(e: &mlua::Error) -> String {
     match e {
         // mlua appends the coroutine's traceback; Redis's errors have none.
         mlua::Error::RuntimeError(s) => s
@@ -354,7 +388,7 @@ fn error_text(e: &mlua::Error) -> String {
             // starts with its caller's position when the caller is the script.
             let text = error_text(cause);
             match caller_position(traceback) {
-                Some(pos) if !text.starts_with("user_script:") => format!("{pos} {text}"),
+                Some(pos) if !text.starts_with("user_") => format!("{pos} {text}"),
                 _ => text,
             }
         }
@@ -377,15 +411,19 @@ fn caller_position(traceback: &str) -> Option<String> {
     } else {
         first
     };
-    let rest = caller.strip_prefix("user_script:")?;
+    let (chunk, rest) = ["user_script:", "user_function:"]
+        .iter()
+        .find_map(|c| caller.strip_prefix(c).map(|r| (*c, r)))?;
     let end = rest.find(':')?;
     rest[..end].parse::<i64>().ok()?;
-    Some(format!("user_script:{}:", &rest[..end]))
+    Some(format!("{chunk}{}:", &rest[..end]))
 }
 
 /// The line in a Lua position prefix ("user_script:12: ...").
 fn position_line(text: &str) -> Option<i64> {
-    let rest = text.strip_prefix("user_script:")?;
+    let rest = text
+        .strip_prefix("user_script:")
+        .or_else(|| text.strip_prefix("user_function:"))?;
     let end = rest.find(':')?;
     rest[..end].parse().ok()
 }
@@ -396,7 +434,9 @@ fn raise(lua: &Lua, msg: String) -> mlua::Error {
     let line = (1..4).find_map(|level| {
         let d = lua.inspect_stack(level)?;
         let l = d.curr_line();
-        (d.source().source.as_deref() == Some("@user_script") && l >= 0).then_some(l as i64)
+        let src = d.source().source;
+        let ours = matches!(src.as_deref(), Some("@user_script" | "@user_function"));
+        (ours && l >= 0).then_some(l as i64)
     });
     raise_line(msg, line)
 }
@@ -522,6 +562,11 @@ impl Vm {
         self.lua.named_registry_value("damselfly_real_globals")
     }
 
+    /// The protected environment scripts and functions run in.
+    fn env(&self) -> mlua::Result<Table> {
+        self.lua.named_registry_value("damselfly_env")
+    }
+
     /// Scripts see the protected globals.
     fn globals_env(&self, f: &Function) {
         if let Ok(env) = self.lua.named_registry_value::<Table>("damselfly_env") {
@@ -543,7 +588,9 @@ local function line()
   for level = 3, 12 do
     local i = getinfo(level, 'Sl')
     if not i then break end
-    if i.source == '@user_script' and i.currentline >= 0 then return i.currentline end
+    if (i.source == '@user_script' or i.source == '@user_function') and i.currentline >= 0 then
+      return i.currentline
+    end
   end
   return -1
 end
@@ -646,6 +693,7 @@ fn new_vm() -> mlua::Result<Vm> {
     Ok(Vm {
         lua,
         compiled: RefCell::new(HashMap::new()),
+        functions: RefCell::new(HashMap::new()),
     })
 }
 
