@@ -322,9 +322,14 @@ fn tail_call_line_lost(script: &str, want: &Resp, got: &Resp) -> bool {
         return false;
     };
     let (w, g) = (String::from_utf8_lossy(w), String::from_utf8_lossy(g));
-    let tail = ["return redis.", "return cjson.", "return cmsgpack.", "return struct."]
-        .iter()
-        .any(|p| script.contains(p));
+    let tail = [
+        "return redis.",
+        "return cjson.",
+        "return cmsgpack.",
+        "return struct.",
+    ]
+    .iter()
+    .any(|p| script.contains(p));
     let Some(cut) = w.rfind(" script: ") else {
         return false;
     };

@@ -588,6 +588,16 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
+    if let Some(busy) = crate::scripting::busy::busy() {
+        // A script runs past busy-reply-threshold: only what Redis allows then (its own
+        // redis.calls run inside its transaction).
+        if spec.flags & flags::ALLOW_BUSY == 0 && !cx.coord.in_exec() {
+            cx.reply.error(busy);
+            cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+            multi::flag(cx);
+            return;
+        }
+    }
     if spec.flags & flags::LOADING == 0
         && cx
             .worker

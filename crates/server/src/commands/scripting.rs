@@ -55,7 +55,7 @@ static FUNCTION_SUBS: &[CommandSpec] = &[
         .doc(G, "7.0.0", "Returns information about all libraries."),
     cmd("stats", 2, NOSCRIPT | ALLOW_BUSY, NOKEYS, Local(function_stats))
         .doc(G, "7.0.0", "Returns information about a function during execution."),
-    cmd("kill", 2, NOSCRIPT | ALLOW_BUSY, NOKEYS, Local(script_kill))
+    cmd("kill", 2, NOSCRIPT | ALLOW_BUSY, NOKEYS, Local(function_kill))
         .doc(G, "7.0.0", "Terminates a function during execution."),
     cmd("dump", 2, NOSCRIPT, NOKEYS, Local(function_dump))
         .doc(G, "7.0.0", "Dumps all libraries into a serialized binary payload."),
@@ -173,8 +173,8 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     }
     let read_only = ro || flags.no_writes;
     let name = String::from_utf8_lossy(&sha).into_owned();
-    run_script(cx, flags, read_only, |_| {
-        scripting::start(&func, name, keys, argv)
+    run_script(cx, flags, read_only, |cx| {
+        scripting::start(&func, name, keys, argv, busy_threshold(cx))
     })
     .await;
 }
@@ -198,6 +198,8 @@ async fn run_script(
         cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
     }
     let saved_name = cx.cmd_name;
+    // A SELECT inside the script changes the script's database, not the caller's.
+    let saved_db = cx.db;
     let state = std::cell::RefCell::new(CallState {
         read_only,
         flags,
@@ -214,6 +216,7 @@ async fn run_script(
         }
     };
     cx.cmd_name = saved_name;
+    cx.db = saved_db;
     match outcome {
         Outcome::Value(v) => {
             let resp3 = scripting::RUN.with(|r| r.resp3.get());
@@ -225,6 +228,17 @@ async fn run_script(
     if own_tx {
         cx.coord.end_exec(&w);
     }
+}
+
+/// `busy-reply-threshold` (`lua-time-limit`) in ms: how long a script runs before others get
+/// `-BUSY` (0: never).
+fn busy_threshold(cx: &ConnCtx) -> u64 {
+    cx.worker
+        .shared
+        .config
+        .get("lua-time-limit")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000)
 }
 
 /// What the running script did so far, for the per-command checks.
@@ -305,6 +319,7 @@ fn check_call(
             return Err("OOM command not allowed when used memory > 'maxmemory'.");
         }
         st.dirty = true;
+        scripting::busy::note_write();
     }
     Ok(())
 }
@@ -353,9 +368,17 @@ fn script_flush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 fn script_kill(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    // A script holds every shard until it ends, and this connection's command could only run
-    // between scripts: there is never one to kill here.
-    cx.reply.error("NOTBUSY No scripts in execution right now.");
+    match scripting::busy::kill(false) {
+        Ok(()) => cx.reply.ok(),
+        Err(e) => cx.reply.error(e),
+    }
+}
+
+fn function_kill(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    match scripting::busy::kill(true) {
+        Ok(()) => cx.reply.ok(),
+        Err(e) => cx.reply.error(e),
+    }
 }
 
 fn script_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
@@ -429,8 +452,8 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     };
     let (keys, argv) = args[3..].split_at(numkeys as usize);
     let read_only = ro || info.flags.no_writes;
-    run_script(cx, info.flags, read_only, |_| {
-        scripting::start_function(&callback, name, keys, argv)
+    run_script(cx, info.flags, read_only, |cx| {
+        scripting::start_function(&callback, name, keys, argv, busy_threshold(cx))
     })
     .await;
 }
@@ -607,8 +630,9 @@ fn function_dump(cx: &mut ConnCtx, _args: &[&[u8]]) {
         let _ = w.write_u8(RDB_OPCODE_FUNCTION2);
         let _ = w.write_string(lib.code.as_bytes());
     }
-    cx.reply
-        .bulk(&crate::persistence::rdb::wire::dump_payload(&w.into_inner()));
+    cx.reply.bulk(&crate::persistence::rdb::wire::dump_payload(
+        &w.into_inner(),
+    ));
 }
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].

@@ -374,6 +374,14 @@ pub static PARAMS: &[Param] = &[
         "log file ('' = stderr), Redis's line format",
     ),
     p(
+        "lua-enable-deprecated-api",
+        &[],
+        Kind::Bool,
+        "no",
+        false,
+        "scripts may use setfenv, getfenv and newproxy",
+    ),
+    p(
         "lua-time-limit",
         &["busy-reply-threshold"],
         Kind::Int(0, i64::MAX),

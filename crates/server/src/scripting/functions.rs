@@ -64,10 +64,7 @@ pub fn counts() -> (usize, usize) {
 /// Library names: letters, digits and underscores, at least one (Redis's
 /// `functionsVerifyName`).
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+    !name.is_empty() && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 /// The `#!lua name=<lib>` first line: (engine, library name, where the code starts).
@@ -83,9 +80,7 @@ fn metadata(code: &str) -> Result<(String, String, usize), String> {
         match p.strip_prefix("name=") {
             Some(n) if name.is_none() => name = Some(n.to_string()),
             Some(_) => {
-                return Err(
-                    "Invalid metadata value, name argument was given multiple times".into(),
-                )
+                return Err("Invalid metadata value, name argument was given multiple times".into())
             }
             None => return Err(format!("Invalid metadata value given: {p}")),
         }
@@ -214,10 +209,7 @@ return setmetatable({}, {
 
 /// redis.register_function's two forms: (name, callback) or {function_name=, callback=,
 /// description=, flags={...}}.
-fn register_args(
-    _lua: &Lua,
-    args: mlua::MultiValue,
-) -> Result<(FunctionInfo, Function), String> {
+fn register_args(_lua: &Lua, args: mlua::MultiValue) -> Result<(FunctionInfo, Function), String> {
     let args: Vec<Value> = args.into_iter().collect();
     match args.as_slice() {
         [Value::Table(t)] => {

@@ -8,6 +8,7 @@
 //! reach other shards by the usual hops, the thread keeps serving others meanwhile, and the
 //! handler is the only place that touches the connection.
 
+pub mod busy;
 pub mod convert;
 pub mod functions;
 pub mod lualib;
@@ -245,7 +246,13 @@ pub enum Step {
 
 /// Starts compiled script `f` with `keys` and `argv` (the KEYS and ARGV globals). `name` is
 /// what errors call the script (`f_<sha>`).
-pub fn start(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Running {
+pub fn start(
+    f: &Function,
+    name: String,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    threshold_ms: u64,
+) -> Running {
     let vm = vm();
     let lua = vm.lua.clone();
     RUN.with(|r| {
@@ -259,7 +266,10 @@ pub fn start(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Runn
         lua.create_thread(f.clone())
     })();
     let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
-        Ok(thread) => Box::pin(thread.into_async::<Value>(())),
+        Ok(thread) => {
+            busy::begin(thread.to_pointer() as *mut _, threshold_ms, false);
+            Box::pin(thread.into_async::<Value>(()))
+        }
         Err(e) => Box::pin(std::future::ready(Err(e))),
     };
     Running {
@@ -270,7 +280,13 @@ pub fn start(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Runn
 }
 
 /// Starts function callback `f` (FCALL) with the KEYS and ARGV tables as its arguments.
-pub fn start_function(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]) -> Running {
+pub fn start_function(
+    f: &Function,
+    name: String,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    threshold_ms: u64,
+) -> Running {
     let lua = vm().lua.clone();
     RUN.with(|r| {
         r.resp3.set(false);
@@ -282,7 +298,10 @@ pub fn start_function(f: &Function, name: String, keys: &[&[u8]], argv: &[&[u8]]
         Ok::<_, mlua::Error>((lua.create_thread(f.clone())?, k, a))
     })();
     let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
-        Ok((thread, k, a)) => Box::pin(thread.into_async::<Value>((k, a))),
+        Ok((thread, k, a)) => {
+            busy::begin(thread.to_pointer() as *mut _, threshold_ms, true);
+            Box::pin(thread.into_async::<Value>((k, a)))
+        }
         Err(e) => Box::pin(std::future::ready(Err(e))),
     };
     Running {
@@ -320,6 +339,7 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         RUN.with(|r| r.running.set(false));
+        busy::end();
     }
 }
 
@@ -624,10 +644,21 @@ real.setmetatable = function(t, m)
   if readonly[t] then refuse() end
   return setmetatable_(t, m)
 end
+-- Binary chunks are refused (Redis: loading bytecode is a way out of the sandbox).
+local loadstring_ = real.loadstring
+real.loadstring = function(s, name)
+  if type_(s) == 'string' and s:sub(1, 1) == '\27' then
+    return nil, 'attempt to load a binary chunk'
+  end
+  return loadstring_(s, name)
+end
+-- The strings' metatable is shared by every script: read-only too.
+local smt = getmetatable_('')
+if smt then smt.__metatable = view(smt) end
 local env = {}
 readonly[env] = true
 real._G = env
-setmetatable_(env, {
+local env_mt = {
   __index = function(_, k)
     local v = real[k]
     if v == nil then
@@ -636,8 +667,9 @@ setmetatable_(env, {
     return v
   end,
   __newindex = deny,
-  __metatable = false,
-})
+}
+env_mt.__metatable = view(env_mt)
+setmetatable_(env, env_mt)
 return env
 "#;
 
@@ -656,6 +688,15 @@ fn new_vm() -> mlua::Result<Vm> {
     register_redis(&lua, &g)?;
     let getinfo: Function = g.raw_get::<Table>("debug")?.raw_get("getinfo")?;
     // debug served redis.call's line lookup above; scripts do not get it (as in Redis).
+    // setfenv, getfenv and newproxy reach past the protection: only with
+    // lua-enable-deprecated-api (Redis 7.0.15's default is off).
+    let deprecated =
+        Worker::current().is_some_and(|w| w.shared.config.bool("lua-enable-deprecated-api"));
+    if !deprecated {
+        for name in ["setfenv", "getfenv", "newproxy"] {
+            g.raw_set(name, Value::Nil)?;
+        }
+    }
     for name in [
         "dofile", "loadfile", "print", "module", "require", "package", "debug",
     ] {
@@ -919,56 +960,88 @@ fn lua_number_string(n: f64) -> String {
     }
 }
 
+/// The most values `unpack` returns (Lua's C stack limit, LUAI_MAXCSTACK).
+const MAX_UNPACK: u128 = 8000;
+
 /// `pcall` and `xpcall` that a redis.call inside them can wait through: Lua 5.1's own cannot be
 /// yielded across, and every redis.call yields the script's coroutine.
 fn register_pcall(lua: &Lua, g: &Table) -> mlua::Result<()> {
+    // unpack with Redis's fix: stock Lua 5.1 overflows computing the count of a huge range
+    // (unpack({}, -2, 2^31-1)) and writes past its stack.
+    g.raw_set(
+        "unpack",
+        lua.create_function(|lua, (t, i, j): (Table, Option<i64>, Option<i64>)| {
+            let i = i.unwrap_or(1);
+            let j = match j {
+                Some(j) => j,
+                None => t.raw_len() as i64,
+            };
+            let mut out = MultiValue::new();
+            if i > j {
+                return Ok(out);
+            }
+            let n = (j as i128 - i as i128) as u128;
+            if n >= i32::MAX as u128 || n + 1 > MAX_UNPACK {
+                return Err(mlua::Error::RuntimeError(
+                    "too many results to unpack".into(),
+                ));
+            }
+            let _ = lua;
+            for k in i..=j {
+                out.push_back(t.raw_get::<Value>(k)?);
+            }
+            Ok(out)
+        })?,
+    )?;
     // error(): as Lua's, but a table with an `err` field stays an error reply (Redis 7's error
     // tables), and the text survives the trip through Rust.
     g.raw_set(
         "error",
-        lua.create_function(|lua, (v, level): (Value, Option<i64>)| -> mlua::Result<()> {
-            let level = level.unwrap_or(1);
-            let position = |lua: &Lua| -> Option<(String, i64)> {
-                if level <= 0 {
-                    return None;
-                }
-                let d = lua.inspect_stack(level as usize)?;
-                let line = d.curr_line();
-                let src = d.source().short_src.map(|s| s.to_string())?;
-                (line >= 0).then(|| (format!("{src}:{line}: "), line as i64))
-            };
-            match &v {
-                Value::Table(t) => {
-                    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-                        let line = lua
-                            .inspect_stack(1)
-                            .map(|d| d.curr_line() as i64)
-                            .filter(|&l| l >= 0);
-                        return Err(raise_line(e.to_string_lossy().to_string(), line));
+        lua.create_function(
+            |lua, (v, level): (Value, Option<i64>)| -> mlua::Result<()> {
+                let level = level.unwrap_or(1);
+                let position = |lua: &Lua| -> Option<(String, i64)> {
+                    if level <= 0 {
+                        return None;
                     }
-                    Err(mlua::Error::external(Raised(format!("{v:?}"))))
+                    let d = lua.inspect_stack(level as usize)?;
+                    let line = d.curr_line();
+                    let src = d.source().short_src.map(|s| s.to_string())?;
+                    (line >= 0).then(|| (format!("{src}:{line}: "), line as i64))
+                };
+                match &v {
+                    Value::Table(t) => {
+                        if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+                            let line = lua
+                                .inspect_stack(1)
+                                .map(|d| d.curr_line() as i64)
+                                .filter(|&l| l >= 0);
+                            return Err(raise_line(e.to_string_lossy().to_string(), line));
+                        }
+                        Err(mlua::Error::external(Raised(format!("{v:?}"))))
+                    }
+                    Value::String(s) => {
+                        let text = s.to_string_lossy().to_string();
+                        let pos = position(lua).map(|p| p.0).unwrap_or_default();
+                        Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
+                    }
+                    Value::Integer(_) | Value::Number(_) => {
+                        let text = match v {
+                            Value::Integer(i) => i.to_string(),
+                            Value::Number(n) => lua_number_string(n),
+                            _ => unreachable!(),
+                        };
+                        let pos = position(lua).map(|p| p.0).unwrap_or_default();
+                        Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
+                    }
+                    Value::Nil => Err(mlua::Error::external(Raised("nil".into()))),
+                    other => Err(mlua::Error::external(Raised(format!(
+                        "{}",
+                        other.type_name()
+                    )))),
                 }
-                Value::String(s) => {
-                    let text = s.to_string_lossy().to_string();
-                    let pos = position(lua).map(|p| p.0).unwrap_or_default();
-                    Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
-                }
-                Value::Integer(_) | Value::Number(_) => {
-                    let text = match v {
-                        Value::Integer(i) => i.to_string(),
-                        Value::Number(n) => lua_number_string(n),
-                        _ => unreachable!(),
-                    };
-                    let pos = position(lua).map(|p| p.0).unwrap_or_default();
-                    Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
-                }
-                Value::Nil => Err(mlua::Error::external(Raised("nil".into()))),
-                other => Err(mlua::Error::external(Raised(format!(
-                    "{}",
-                    other.type_name()
-                )))),
-            }
-        })?,
+            },
+        )?,
     )?;
     g.raw_set(
         "pcall",

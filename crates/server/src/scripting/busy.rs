@@ -1,0 +1,198 @@
+//! Long-running scripts: `busy-reply-threshold` (`lua-time-limit`), `-BUSY`, SCRIPT KILL and
+//! FUNCTION KILL, as Redis 7.0 has them.
+//!
+//! A count hook on the script's coroutine runs every `HOOK_EVERY` Lua instructions. Once the
+//! script has run longer than the threshold:
+//! - the server is marked busy: every command but the few Redis allows (`ALLOW_BUSY`: SCRIPT
+//!   KILL, FUNCTION KILL, SHUTDOWN NOSAVE...) is answered `-BUSY` on every thread;
+//! - the hook yields the coroutine at each run, so that the script's own thread goes on serving
+//!   its other connections (they get `-BUSY` or run a KILL) between slices of the script. The
+//!   script keeps every shard locked, so nothing else touches the data meanwhile;
+//! - a SCRIPT KILL (or FUNCTION KILL) that arrived makes the hook raise an error that ends the
+//!   script, unless it already wrote (then the KILL was answered `-UNKILLABLE`).
+//!
+//! Lua 5.1 lets a count hook yield only when no C call is under the running Lua code (else
+//! `lua_yield` raises "attempt to yield across metamethod/C-call boundary"); the hook reads the
+//! interpreter's call counters to yield only then (`can_yield`).
+
+use std::cell::Cell;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::Instant;
+
+use mlua::ffi;
+
+/// Lua instructions between two hook runs (Redis uses the same count).
+const HOOK_EVERY: c_int = 100_000;
+
+/// A script has run past the threshold somewhere.
+static BUSY: AtomicBool = AtomicBool::new(false);
+/// A KILL for it arrived.
+static KILL: AtomicBool = AtomicBool::new(false);
+/// It wrote (a KILL can no longer stop it).
+static WROTE: AtomicBool = AtomicBool::new(false);
+/// What runs: 1 an EVAL script, 2 a function.
+static KIND: AtomicU8 = AtomicU8::new(0);
+
+thread_local! {
+    /// The script running on this thread: its coroutine, when it started, its threshold (ms;
+    /// 0: none).
+    static CURRENT: Cell<Option<(*mut ffi::lua_State, Instant, u64)>> = const { Cell::new(None) };
+}
+
+/// Redis's replies.
+pub const ERR_BUSY_SCRIPT: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const ERR_BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+/// A script starts on this thread in coroutine `state`.
+pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, function: bool) {
+    KILL.store(false, Ordering::Relaxed);
+    WROTE.store(false, Ordering::Relaxed);
+    KIND.store(if function { 2 } else { 1 }, Ordering::Relaxed);
+    CURRENT.with(|c| c.set(Some((state, Instant::now(), threshold_ms))));
+    // SAFETY: `state` is the live coroutine the script runs in (kept alive by the caller
+    // until `end`); the hook only reads this thread's CURRENT and the interpreter state.
+    unsafe {
+        ffi::lua_sethook(state, Some(hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
+    }
+}
+
+/// The script ended (or was dropped).
+pub fn end() {
+    CURRENT.with(|c| c.set(None));
+    if BUSY.swap(false, Ordering::Relaxed) {
+        crate::log_warning!(
+            "Slow script detected: script finished its execution after a long time"
+        );
+    }
+    KILL.store(false, Ordering::Relaxed);
+    KIND.store(0, Ordering::Relaxed);
+}
+
+/// Is a script past its threshold (commands get `-BUSY`)? Which error then.
+#[inline]
+pub fn busy() -> Option<&'static str> {
+    if !BUSY.load(Ordering::Relaxed) {
+        return None;
+    }
+    Some(if KIND.load(Ordering::Relaxed) == 2 {
+        ERR_BUSY_FUNCTION
+    } else {
+        ERR_BUSY_SCRIPT
+    })
+}
+
+/// The running script wrote.
+pub fn note_write() {
+    WROTE.store(true, Ordering::Relaxed);
+}
+
+/// SCRIPT KILL (`function` false) / FUNCTION KILL: Ok when the kill was requested, else the
+/// error reply.
+pub fn kill(function: bool) -> Result<(), &'static str> {
+    let kind = KIND.load(Ordering::Relaxed);
+    if !BUSY.load(Ordering::Relaxed) || kind == 0 {
+        return Err("NOTBUSY No scripts in execution right now.");
+    }
+    if function && kind != 2 {
+        return Err("NOTBUSY No scripts in execution right now.");
+    }
+    if !function && kind == 2 {
+        return Err("BUSY Redis is busy running a function. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.");
+    }
+    if WROTE.load(Ordering::Relaxed) {
+        return Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+    }
+    KILL.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The first fields of Lua 5.1.5's `struct lua_State` (lstate.h; the vendored interpreter is
+/// exactly that version): what `lua_yield` checks before it lets a coroutine yield.
+#[repr(C)]
+struct StatePrefix {
+    next: *mut c_void,
+    tt: u8,
+    marked: u8,
+    status: u8,
+    top: *mut c_void,
+    base: *mut c_void,
+    l_g: *mut c_void,
+    ci: *mut c_void,
+    savedpc: *const c_void,
+    stack_last: *mut c_void,
+    stack: *mut c_void,
+    end_ci: *mut c_void,
+    base_ci: *mut c_void,
+    stacksize: c_int,
+    size_ci: c_int,
+    n_ccalls: u16,
+    base_ccalls: u16,
+}
+
+/// May `state` yield now (no C call between the running code and the coroutine's base)?
+///
+/// # Safety
+/// `state` must be a live Lua 5.1.5 state.
+unsafe fn can_yield(state: *mut ffi::lua_State) -> bool {
+    let s = &*(state as *const StatePrefix);
+    s.n_ccalls <= s.base_ccalls
+}
+
+unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
+    let Some((main, started, threshold)) = CURRENT.with(|c| c.get()) else {
+        return;
+    };
+    if threshold == 0 || (started.elapsed().as_millis() as u64) < threshold {
+        return;
+    }
+    if !BUSY.swap(true, Ordering::Relaxed) {
+        crate::log_warning!(
+            "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
+            started.elapsed().as_millis()
+        );
+    }
+    if KILL.load(Ordering::Relaxed) && !WROTE.load(Ordering::Relaxed) {
+        // Ends the script: the error unwinds (longjmp) to the coroutine's resume. Nothing
+        // of this frame needs dropping.
+        ffi::lua_pushstring(state, c"Script killed by user with SCRIPT KILL...".as_ptr());
+        ffi::lua_error(state);
+    }
+    if state == main && can_yield(state) {
+        ffi::lua_yield(state, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_prefix_matches_lua_5_1_5() {
+        // nCcalls/baseCcalls sit after two ints that follow nine pointers and a header.
+        assert_eq!(std::mem::offset_of!(StatePrefix, status), 10);
+        assert_eq!(std::mem::offset_of!(StatePrefix, stacksize), 88);
+        assert_eq!(std::mem::offset_of!(StatePrefix, n_ccalls), 96);
+        assert_eq!(std::mem::offset_of!(StatePrefix, base_ccalls), 98);
+    }
+
+    #[test]
+    fn counters_read_inside_a_c_call() {
+        // Inside a C function called from Lua, nCcalls is above baseCcalls; at top level it
+        // is not: what `can_yield` relies on.
+        let lua = mlua::Lua::new();
+        let inside = lua
+            .create_function(|lua, ()| {
+                let th = lua.current_thread();
+                let st = th.to_pointer() as *mut ffi::lua_State;
+                // SAFETY: the current thread's state is live during the call.
+                Ok(unsafe { can_yield(st) })
+            })
+            .unwrap();
+        lua.globals().set("probe", inside).unwrap();
+        let r: bool = lua.load("return probe()").eval().unwrap();
+        assert!(!r, "a C call is on the stack");
+    }
+}
