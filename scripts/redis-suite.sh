@@ -68,14 +68,14 @@ UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
 DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
     unit/type/hash unit/type/set unit/type/zset unit/sort unit/expire unit/keyspace unit/bitops
     unit/protocol unit/auth unit/info-command unit/quit unit/multi unit/scan unit/pubsub
-    unit/tracking)
+    unit/tracking unit/scripting unit/functions)
 
 # Units that have a normal-mode list but are left out of the default normal-mode run (the one CI
 # does): each spends most of its time waiting - a 60 s runtest TIMEOUT after a hang or a refused
 # server start, or replication waits - for the few tests it has passing (tests/redis-suite/NOTES.md).
 # `--all`, or naming them, runs and checks them.
 NORMAL_SLOW_UNITS=(unit/auth unit/expire unit/multi unit/introspection unit/memefficiency
-    unit/pause integration/failover integration/replication-3 integration/psync2
+    unit/pause unit/scripting unit/functions integration/failover integration/replication-3 integration/psync2
     integration/psync2-reg)
 
 UPDATE=0
@@ -185,8 +185,6 @@ EOF
 prepare_suite() {
     local stamp="$SUITE/.damselfly-prepared"
     [[ -f $stamp ]] && return 0
-    # Scripting is not part of damselfly yet: don't let the per-unit FUNCTION FLUSH abort units.
-    sed -i 's/^\(\s*\)r function flush$/\1catch {r function flush}/' "$SUITE/tests/support/server.tcl"
     # runtest runs ./src/redis-cli / redis-benchmark in a few helpers: use the installed ones.
     mkdir -p "$SUITE/src" "$SUITE/tests/tmp"
     for b in redis-cli redis-benchmark; do

@@ -285,6 +285,8 @@ pub struct ConnCtx {
     watch: Option<multi::WatchState>,
     /// The command's reply is a Pub/Sub confirmation, sent even under CLIENT REPLY OFF.
     pub pushed: bool,
+    /// A script (EVAL, FCALL) of this connection is running: the command is its redis.call.
+    pub in_script: bool,
 }
 
 impl ConnCtx {
@@ -327,6 +329,7 @@ impl ConnCtx {
             multi: None,
             watch: None,
             pushed: false,
+            in_script: false,
         }
     }
 
@@ -567,7 +570,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     // so that the common command's state machine stays small.
     let maxmemory = cx.worker.shared.config.maxmemory();
     let mut refused = false;
-    if maxmemory != 0 || crate::engine::tracking::over_limit() {
+    // A script's own commands skip these: it was admitted as a whole (Redis's scripts call
+    // commands without processCommand).
+    if (maxmemory != 0 || crate::engine::tracking::over_limit()) && !cx.in_script {
         match Box::pin(memory_before_command(cx, spec, maxmemory)).await {
             Some(r) => refused = r,
             None => return,
@@ -591,7 +596,11 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if let Some(busy) = crate::scripting::busy::busy() {
         // A script runs past busy-reply-threshold: only what Redis allows then (its own
         // redis.calls run inside its transaction).
-        if spec.flags & flags::ALLOW_BUSY == 0 && !cx.coord.in_exec() {
+        if spec.flags & flags::ALLOW_BUSY == 0 && !cx.in_script {
+            if spec.flags & flags::REJECT_EXECABORT != 0 {
+                multi::exec_abort(cx, entry.id, busy);
+                return;
+            }
             cx.reply.error(busy);
             cx.worker.stats().cmd_mut(entry.id).rejected += 1;
             multi::flag(cx);

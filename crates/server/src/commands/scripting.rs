@@ -173,7 +173,7 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     }
     let read_only = ro || flags.no_writes;
     let name = String::from_utf8_lossy(&sha).into_owned();
-    run_script(cx, flags, read_only, |cx| {
+    run_script(cx, args, name.clone(), flags, read_only, |cx| {
         scripting::start(&func, name, keys, argv, busy_threshold(cx))
     })
     .await;
@@ -183,6 +183,8 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
 /// (unless EXEC already runs one for us), serving its redis.calls, and replies its result.
 async fn run_script(
     cx: &mut ConnCtx,
+    command: &[&[u8]],
+    name: String,
     flags: ScriptFlags,
     read_only: bool,
     start: impl FnOnce(&mut ConnCtx) -> scripting::Running,
@@ -205,6 +207,8 @@ async fn run_script(
         flags,
         dirty: false,
     });
+    scripting::busy::describe(name, command.iter().map(|a| a.to_vec()).collect());
+    let was_in_script = std::mem::replace(&mut cx.in_script, true);
     let mut running = start(cx);
     let outcome = loop {
         match running.next().await {
@@ -217,6 +221,7 @@ async fn run_script(
     };
     cx.cmd_name = saved_name;
     cx.db = saved_db;
+    cx.in_script = was_in_script;
     match outcome {
         Outcome::Value(v) => {
             let resp3 = scripting::RUN.with(|r| r.resp3.get());
@@ -300,7 +305,9 @@ fn check_call(
     {
         return Err("ERR Wrong number of args calling Redis command from script");
     }
-    if spec.flags & NOSCRIPT != 0 {
+    if spec.flags & NOSCRIPT != 0
+        && !scripting::DENY_SCRIPT_OFF.load(std::sync::atomic::Ordering::Relaxed)
+    {
         return Err("ERR This Redis command is not allowed from script");
     }
     let mut st = state.borrow_mut();
@@ -312,7 +319,6 @@ fn check_call(
         if !st.dirty
             && spec.flags & DENYOOM != 0
             && !st.flags.allow_oom
-            && !st.flags.shebang
             && cx.worker.shared.config.maxmemory() != 0
             && crate::engine::memory::over_limit(cx.worker.shared.config.maxmemory())
         {
@@ -443,6 +449,7 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
             return;
         }
     }
+    let name = info.name.clone();
     let callback = match functions::callback(&lib, &name) {
         Ok(f) => f,
         Err(e) => {
@@ -452,7 +459,7 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     };
     let (keys, argv) = args[3..].split_at(numkeys as usize);
     let read_only = ro || info.flags.no_writes;
-    run_script(cx, info.flags, read_only, |cx| {
+    run_script(cx, args, info.name.clone(), info.flags, read_only, |cx| {
         scripting::start_function(&callback, name, keys, argv, busy_threshold(cx))
     })
     .await;
@@ -504,10 +511,13 @@ fn function_delete<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> 
 
 fn function_flush<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        if args.len() > 3
-            || (args.len() == 3
-                && !args[2].eq_ignore_ascii_case(b"async")
-                && !args[2].eq_ignore_ascii_case(b"sync"))
+        if args.len() > 3 {
+            cx.reply.error("ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.");
+            return;
+        }
+        if args.len() == 3
+            && !args[2].eq_ignore_ascii_case(b"async")
+            && !args[2].eq_ignore_ascii_case(b"sync")
         {
             cx.reply
                 .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
@@ -604,7 +614,21 @@ fn function_stats(cx: &mut ConnCtx, _args: &[&[u8]]) {
     let (libs, funcs) = functions::counts();
     cx.reply.map(2);
     cx.reply.bulk(b"running_script");
-    cx.reply.null();
+    match scripting::busy::running() {
+        Some((name, command, ms)) => {
+            cx.reply.map(3);
+            cx.reply.bulk(b"name");
+            cx.reply.bulk(name.as_bytes());
+            cx.reply.bulk(b"command");
+            cx.reply.array(command.len());
+            for a in &command {
+                cx.reply.bulk(a);
+            }
+            cx.reply.bulk(b"duration_ms");
+            cx.reply.int(ms as i64);
+        }
+        None => cx.reply.null(),
+    }
     cx.reply.bulk(b"engines");
     cx.reply.map(1);
     cx.reply.bulk(b"LUA");
@@ -639,7 +663,7 @@ fn function_dump(cx: &mut ConnCtx, _args: &[&[u8]]) {
 fn function_restore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         if args.len() > 4 {
-            cx.reply.error(super::util::ERR_SYNTAX);
+            cx.reply.error("ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.");
             return;
         }
         let policy = match args.get(3) {
@@ -685,7 +709,16 @@ fn function_restore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a>
         let existing: Vec<String> = functions::all().iter().map(|l| l.name.clone()).collect();
         let mut libs = Vec::new();
         for code in &codes {
-            match functions::prepare(code, policy != "append") {
+            if policy == "append" {
+                if let Some(name) = functions::library_name(code) {
+                    if existing.contains(&name) {
+                        cx.reply
+                            .error(&format!("ERR Library {name} already exists"));
+                        return;
+                    }
+                }
+            }
+            match functions::prepare(code, true) {
                 Ok(lib) => {
                     if policy == "append" && existing.contains(&lib.name) {
                         cx.reply

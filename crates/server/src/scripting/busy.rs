@@ -34,7 +34,15 @@ static WROTE: AtomicBool = AtomicBool::new(false);
 /// What runs: 1 an EVAL script, 2 a function.
 static KIND: AtomicU8 = AtomicU8::new(0);
 
+/// What FUNCTION STATS shows of a script running past its threshold: its name, its command,
+/// when it started. Written when the script turns busy and when it ends (never per command).
+static RUNNING: std::sync::Mutex<Option<(String, Vec<Vec<u8>>, Instant)>> =
+    std::sync::Mutex::new(None);
+
 thread_local! {
+    /// The next script's name and command (`describe`), kept until it turns busy.
+    static DESCRIBED: std::cell::RefCell<Option<(String, Vec<Vec<u8>>)>> =
+        const { std::cell::RefCell::new(None) };
     /// The script running on this thread: its coroutine, when it started, its threshold (ms;
     /// 0: none).
     static CURRENT: Cell<Option<(*mut ffi::lua_State, Instant, u64)>> = const { Cell::new(None) };
@@ -45,6 +53,18 @@ pub const ERR_BUSY_SCRIPT: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 pub const ERR_BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+
+/// Names the script about to start (FUNCTION STATS shows it if it turns busy).
+pub fn describe(name: String, command: Vec<Vec<u8>>) {
+    DESCRIBED.with(|d| *d.borrow_mut() = Some((name, command)));
+}
+
+/// The busy script: (name, command, milliseconds running).
+pub fn running() -> Option<(String, Vec<Vec<u8>>, u64)> {
+    let r = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    r.as_ref()
+        .map(|(n, c, t)| (n.clone(), c.clone(), t.elapsed().as_millis() as u64))
+}
 
 /// A script starts on this thread in coroutine `state`.
 pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, function: bool) {
@@ -62,6 +82,10 @@ pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, function: bool) {
 /// The script ended (or was dropped).
 pub fn end() {
     CURRENT.with(|c| c.set(None));
+    DESCRIBED.with(|d| *d.borrow_mut() = None);
+    if BUSY.load(Ordering::Relaxed) {
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
     if BUSY.swap(false, Ordering::Relaxed) {
         crate::log_warning!(
             "Slow script detected: script finished its execution after a long time"
@@ -96,11 +120,12 @@ pub fn kill(function: bool) -> Result<(), &'static str> {
     if !BUSY.load(Ordering::Relaxed) || kind == 0 {
         return Err("NOTBUSY No scripts in execution right now.");
     }
+    // The other kind of KILL is answered with the running kind's BUSY error.
     if function && kind != 2 {
-        return Err("NOTBUSY No scripts in execution right now.");
+        return Err(ERR_BUSY_SCRIPT);
     }
     if !function && kind == 2 {
-        return Err("BUSY Redis is busy running a function. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.");
+        return Err(ERR_BUSY_FUNCTION);
     }
     if WROTE.load(Ordering::Relaxed) {
         return Err("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
@@ -147,6 +172,12 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_
     };
     if threshold == 0 || (started.elapsed().as_millis() as u64) < threshold {
         return;
+    }
+    if !BUSY.load(Ordering::Relaxed) {
+        let described = DESCRIBED.with(|d| d.borrow().clone());
+        if let Some((name, command)) = described {
+            *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((name, command, started));
+        }
     }
     if !BUSY.swap(true, Ordering::Relaxed) {
         crate::log_warning!(

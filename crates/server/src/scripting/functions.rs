@@ -42,7 +42,7 @@ pub fn find(name: &str) -> Option<(Arc<Library>, FunctionInfo)> {
         l.borrow().values().find_map(|lib| {
             lib.functions
                 .iter()
-                .find(|f| f.name == name)
+                .find(|f| f.name.eq_ignore_ascii_case(name))
                 .map(|f| (lib.clone(), f.clone()))
         })
     })
@@ -61,6 +61,16 @@ pub fn counts() -> (usize, usize) {
     })
 }
 
+/// Bytes the libraries hold (INFO `used_memory_functions`).
+pub fn memory() -> usize {
+    LIBRARIES.with(|l| {
+        l.borrow()
+            .values()
+            .map(|x| x.code.len() + x.name.len() + x.functions.len() * 96 + 64)
+            .sum()
+    })
+}
+
 /// Library names: letters, digits and underscores, at least one (Redis's
 /// `functionsVerifyName`).
 fn valid_name(name: &str) -> bool {
@@ -73,11 +83,20 @@ fn metadata(code: &str) -> Result<(String, String, usize), String> {
         return Err("Missing library metadata".into());
     }
     let end = code.find('\n').ok_or("Invalid library metadata")?;
-    let mut parts = code[2..end].split(' ').filter(|p| !p.is_empty());
-    let engine = parts.next().ok_or("Invalid library metadata")?.to_string();
+    // "#!<engine> name=<lib>": the engine is what follows "#!" up to the first space (maybe
+    // nothing); a quoted value loses its quotes, as Redis's sdssplitargs reads it.
+    let line = &code[2..end];
+    let (engine, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let engine = engine.to_string();
     let mut name = None;
-    for p in parts {
-        match p.strip_prefix("name=") {
+    for p in rest.split(' ').filter(|p| !p.is_empty()) {
+        let unquoted = p.strip_prefix("name=").map(|v| {
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v)
+        });
+        match unquoted {
             Some(n) if name.is_none() => name = Some(n.to_string()),
             Some(_) => {
                 return Err("Invalid metadata value, name argument was given multiple times".into())
@@ -87,6 +106,14 @@ fn metadata(code: &str) -> Result<(String, String, usize), String> {
     }
     let name = name.ok_or("Library name was not given")?;
     Ok((engine, name, end))
+}
+
+/// How long library code may run at FUNCTION LOAD (Redis's LOAD_TIMEOUT_MS).
+const LOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The library name in `code`'s metadata line, if it has a valid one.
+pub fn library_name(code: &str) -> Option<String> {
+    metadata(code).ok().map(|(_, name, _)| name)
 }
 
 /// What a library's code registers when it runs (`redis.register_function` calls).
@@ -109,8 +136,18 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
             other => format!("Error compiling function: {other}"),
         })?;
     let reg = registered.clone();
+    let mode = lua.create_table().map_err(|e| e.to_string())?;
+    mode.raw_set("loading", true).map_err(|e| e.to_string())?;
+    let mode_in = mode.clone();
     let register = lua
         .create_function(move |lua, args: mlua::MultiValue| {
+            if !mode_in.raw_get::<bool>("loading").unwrap_or(false) {
+                return Err(mlua::Error::external(super::ScriptError {
+                    msg: "ERR redis.register_function can only be called on FUNCTION LOAD command"
+                        .into(),
+                    line: None,
+                }));
+            }
             let info = register_args(lua, args).map_err(|msg| {
                 mlua::Error::external(super::ScriptError {
                     msg: format!("ERR {msg}"),
@@ -134,11 +171,25 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-    let mode = lua.create_table().map_err(|e| e.to_string())?;
-    mode.raw_set("loading", true).map_err(|e| e.to_string())?;
     let load_env = load_environment(lua, env, register, &mode).map_err(|e| e.to_string())?;
     f.set_environment(load_env).map_err(|e| e.to_string())?;
+    // Library code gets LOAD_TIMEOUT to register its functions (Redis's FUNCTION LOAD
+    // timeout): a loop at load time must not hold the thread.
+    let started = std::time::Instant::now();
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(100_000),
+        move |_, _| {
+            if started.elapsed() > LOAD_TIMEOUT {
+                return Err(mlua::Error::external(super::ScriptError {
+                    msg: "ERR FUNCTION LOAD timeout".into(),
+                    line: None,
+                }));
+            }
+            Ok(mlua::VmState::Continue)
+        },
+    );
     let ran = f.call::<()>(());
+    lua.remove_hook();
     // The callbacks keep this environment: from now on it shows the full `redis` table.
     let _ = mode.raw_set("loading", false);
     ran.map_err(|e| {
@@ -173,14 +224,13 @@ fn load_environment(
         "LOG_WARNING",
         "REDIS_VERSION",
         "REDIS_VERSION_NUM",
-        "setresp",
     ] {
         load_redis.raw_set(k, redis.get::<Value>(k)?)?;
     }
     let load_env: Table = lua
         .load(
             r#"
-local env, load_redis, mode = ...
+local env, load_redis, mode, real = ...
 local redis_view = setmetatable({}, {
   __index = function(_, k)
     local v = load_redis[k]
@@ -194,8 +244,18 @@ local redis_view = setmetatable({}, {
 })
 return setmetatable({}, {
   __index = function(_, k)
-    if k == 'redis' and mode.loading then return redis_view end
-    return env[k]
+    -- While loading, library code sees only its `redis` table (as in Redis); its functions
+    -- later run with the scripts' globals.
+    local v
+    if mode.loading then
+      if k == 'redis' then return redis_view end
+    else
+      v = real[k]
+    end
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
   end,
   __newindex = function() error("Attempt to modify a readonly table", 2) end,
   __metatable = false,
@@ -203,7 +263,12 @@ return setmetatable({}, {
 "#,
         )
         .set_name("=load_env")
-        .call((env.clone(), load_redis, mode.clone()))?;
+        .call((
+            env.clone(),
+            load_redis,
+            mode.clone(),
+            lua.named_registry_value::<Table>("damselfly_real_globals")?,
+        ))?;
     Ok(load_env)
 }
 

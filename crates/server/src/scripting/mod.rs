@@ -22,6 +22,11 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use crate::engine::Worker;
 
+/// DEBUG set-disable-deny-scripts: scripts may run `noscript` commands (a test aid, as in
+/// Redis).
+pub static DENY_SCRIPT_OFF: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// A script's id: the hex SHA1 of its body, as Redis names scripts.
 pub type Sha = [u8; 40];
 

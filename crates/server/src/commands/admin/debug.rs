@@ -175,6 +175,13 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.ok();
             }
             (b"change-repl-id", 2) => cx.reply.ok(),
+            (b"set-disable-deny-scripts", 3) => {
+                crate::scripting::DENY_SCRIPT_OFF.store(
+                    parse_i64(args[2]).unwrap_or(0) != 0,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+                cx.reply.ok();
+            }
             (b"pause-cron", 3) => {
                 crate::engine::CRON_PAUSED.store(
                     parse_i64(args[2]).unwrap_or(0) != 0,

@@ -192,11 +192,29 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             let sys = total_system_memory();
             line!(o, "total_system_memory:{sys}");
             line!(o, "total_system_memory_human:{}", human_bytes(sys));
-            line!(o, "used_memory_lua:0");
-            line!(o, "used_memory_lua_human:0B");
-            line!(o, "used_memory_scripts:0");
-            line!(o, "used_memory_scripts_human:0B");
-            line!(o, "number_of_cached_scripts:0");
+            // Scripting: the script cache and libraries are the same on every thread; the
+            // interpreter's heap is this thread's (one interpreter per thread).
+            let lua = crate::scripting::lua_memory();
+            let (nscripts, scripts_mem) = crate::scripting::cache_stats();
+            let (nlibs, nfuncs) = crate::scripting::functions::counts();
+            let funcs_mem = crate::scripting::functions::memory();
+            line!(o, "used_memory_lua:{lua}");
+            line!(o, "used_memory_vm_eval:{lua}");
+            line!(o, "used_memory_lua_human:{}", human_bytes(lua as u64));
+            line!(o, "used_memory_scripts_eval:{scripts_mem}");
+            line!(o, "number_of_cached_scripts:{nscripts}");
+            line!(o, "number_of_functions:{nfuncs}");
+            line!(o, "number_of_libraries:{nlibs}");
+            line!(o, "used_memory_vm_functions:0");
+            line!(o, "used_memory_vm_total:{lua}");
+            line!(o, "used_memory_vm_total_human:{}", human_bytes(lua as u64));
+            line!(o, "used_memory_functions:{funcs_mem}");
+            line!(o, "used_memory_scripts:{}", scripts_mem + funcs_mem);
+            line!(
+                o,
+                "used_memory_scripts_human:{}",
+                human_bytes((scripts_mem + funcs_mem) as u64)
+            );
             let maxm = cfg.maxmemory();
             line!(o, "maxmemory:{maxm}");
             line!(o, "maxmemory_human:{}", human_bytes(maxm));
