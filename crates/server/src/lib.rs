@@ -199,6 +199,28 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         shared.persist.loading.store(false, Ordering::SeqCst);
         return Ok(());
     };
+    // Function libraries: every thread loads them into its registry before serving.
+    let codes: std::sync::Arc<Vec<String>> = std::sync::Arc::new(
+        ds.functions
+            .iter()
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    for i in 0..shared.threads {
+        let (tx, codes) = (tx.clone(), codes.clone());
+        shared.post(
+            shared.threads,
+            i,
+            Box::new(move |_: &Worker| {
+                let _ = tx.send(scripting::functions::load_here(&codes, true));
+            }),
+        );
+    }
+    drop(tx);
+    for res in rx.iter() {
+        res.map_err(|e| fatal(&e))?;
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, batch) in ds.shards.into_iter().enumerate() {
         let tx = tx.clone();

@@ -523,3 +523,63 @@ fn transfers_stay_atomic_across_shards() {
     args.extend(ACCOUNTS);
     assert_eq!(c.cmd(&args), Resp::Int(total));
 }
+
+const LIB: &str = "#!lua name=banklib\nredis.register_function('balance', function(keys, args) return redis.call('get', keys[1]) end)\nredis.register_function{function_name='bump', callback=function(keys, args) return redis.call('incr', keys[1]) end, flags={'allow-oom'}}";
+
+/// Function libraries live in the snapshot (FUNCTION2 records): damselfly's file loads into a
+/// fresh damselfly (other shard count) and into redis-server, and redis-server's into
+/// damselfly; DEBUG RELOAD keeps them, and with NOFLUSH refuses to load over them, as Redis.
+#[test]
+fn functions_survive_restarts_both_ways() {
+    let dir = std::env::temp_dir().join(format!(
+        "dfly-functions-{}-{}",
+        std::process::id(),
+        common::free_port()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let ours = Server::start(&["--proactor_threads=3", "--dir", d, "--dbfilename", "f.rdb"]);
+    let mut c = ours.raw_conn();
+    assert_eq!(
+        c.cmd(&["FUNCTION", "LOAD", LIB]),
+        Resp::Bulk(b"banklib".to_vec())
+    );
+    c.cmd(&["SET", "acct", "10"]);
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "acct"]), Resp::Int(11));
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Resp::Simple(b"OK".to_vec()));
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "acct"]), Resp::Int(12));
+    let Resp::Error(e) = c.cmd(&["DEBUG", "RELOAD", "NOFLUSH"]) else {
+        panic!("DEBUG RELOAD NOFLUSH over existing libraries must fail");
+    };
+    assert!(String::from_utf8_lossy(&e).contains("Error trying to load the RDB"));
+    assert_eq!(c.cmd(&["SAVE"]), Resp::Simple(b"OK".to_vec()));
+    drop(c);
+    drop(ours);
+    // A fresh damselfly with another shard count has them on every thread.
+    let again = Server::start(&["--proactor_threads=2", "--dir", d, "--dbfilename", "f.rdb"]);
+    for _ in 0..4 {
+        let mut c = again.raw_conn();
+        assert_eq!(
+            c.cmd(&["FCALL", "balance", "1", "acct"]),
+            Resp::Bulk(b"12".to_vec())
+        );
+    }
+    drop(again);
+    // redis-server loads damselfly's file, functions included...
+    let redis = RedisServer::start_with(&["--dir", d, "--dbfilename", "f.rdb"]);
+    let mut r = redis.raw_conn();
+    assert_eq!(r.cmd(&["FCALL", "bump", "1", "acct"]), Resp::Int(13));
+    assert_eq!(r.cmd(&["SAVE"]), Resp::Simple(b"OK".to_vec()));
+    drop(r);
+    drop(redis);
+    // ...and damselfly loads redis-server's.
+    let back = Server::start(&["--dir", d, "--dbfilename", "f.rdb"]);
+    let mut c = back.raw_conn();
+    assert_eq!(c.cmd(&["FCALL", "bump", "1", "acct"]), Resp::Int(14));
+    let Resp::Array(libs) = c.cmd(&["FUNCTION", "LIST"]) else {
+        panic!("FUNCTION LIST")
+    };
+    assert_eq!(libs.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -77,6 +77,10 @@ pub async fn save_snapshot(
         compression: shared.config.bool("rdbcompression"),
         checksum: shared.config.bool("rdbchecksum"),
         incremental_fsync: shared.config.bool("rdb-save-incremental-fsync"),
+        functions: crate::scripting::functions::all()
+            .iter()
+            .map(|l| l.code.clone())
+            .collect(),
     };
     let lim = EncLimits::from_config(&shared.config);
     let key_delay = shared
@@ -496,6 +500,20 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     };
     let (loaded, expired) = (ds.keys_loaded, ds.keys_expired);
+    // Function libraries first (Redis's rdbLoad): without NOFLUSH they replace the current
+    // ones; with it, a library that exists already fails the load.
+    let codes: Vec<String> = ds
+        .functions
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    if let Err(e) = crate::scripting::functions::load_all(&cx.worker, codes, !noflush).await {
+        cx.shared().persist.end();
+        crate::log_warning!("Error trying to load the RDB dump: {e}");
+        cx.reply
+            .error(&format!("ERR Error trying to load the RDB dump: {e}"));
+        return;
+    }
     let batches: Arc<Vec<Mutex<Vec<Entry>>>> =
         Arc::new(ds.shards.into_iter().map(Mutex::new).collect());
     let results = cx

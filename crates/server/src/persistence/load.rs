@@ -30,6 +30,8 @@ pub struct Entry {
 /// A parsed file: its keys by shard, and what INFO reports about the load.
 pub struct Dataset {
     pub shards: Vec<Vec<Entry>>,
+    /// Function libraries' code (FUNCTION2 records), for the scripting layer to load.
+    pub functions: Vec<Vec<u8>>,
     pub keys_loaded: u64,
     pub keys_expired: u64,
 }
@@ -138,6 +140,7 @@ fn parse_inner(
         shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
         keys_loaded: 0,
         keys_expired: 0,
+        functions: Vec::new(),
     };
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
@@ -185,10 +188,11 @@ fn parse_inner(
                     .error(RdbErrorKind::Other("module data is not supported"))
                     .into())
             }
-            opcode::FUNCTION2 | opcode::FUNCTION_PRE_GA => {
+            opcode::FUNCTION2 => out.functions.push(r.read_string_vec()?),
+            opcode::FUNCTION_PRE_GA => {
                 return Err(r
                     .error(RdbErrorKind::Other(
-                        "the file holds Redis functions, which are not supported yet",
+                        "the file holds functions in Redis 7.0 RC's format, which is not supported",
                     ))
                     .into())
             }

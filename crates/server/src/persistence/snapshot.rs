@@ -97,6 +97,8 @@ pub struct Header {
     pub used_mem: u64,
     pub compression: bool,
     pub checksum: bool,
+    /// Function libraries' code, saved after the aux fields as Redis 7 does (FUNCTION2).
+    pub functions: Vec<std::sync::Arc<str>>,
 }
 
 /// Starts the writer thread for a snapshot that will be renamed to `path` when complete. The
@@ -157,7 +159,12 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
     w.write_aux_int(b"redis-bits", 64)?;
     w.write_aux_int(b"ctime", (crate::engine::clock::unix_ms() / 1000) as i64)?;
     w.write_aux_int(b"used-mem", h.used_mem as i64)?;
-    w.write_aux_int(b"aof-base", 0)
+    w.write_aux_int(b"aof-base", 0)?;
+    for code in &h.functions {
+        w.write_u8(crate::persistence::rdb::wire::opcode::FUNCTION2)?;
+        w.write_string(code.as_bytes())?;
+    }
+    Ok(())
 }
 
 fn write_all(

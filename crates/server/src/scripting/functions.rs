@@ -429,6 +429,39 @@ pub async fn install(worker: &Rc<Worker>, libs: Vec<Library>, flush: bool) {
         .await;
 }
 
+/// Loads libraries from a snapshot on this thread: each is checked and compiled here, then
+/// they replace this thread's libraries (`flush`) or join them (an existing name is an error).
+pub fn load_here(codes: &[String], flush: bool) -> Result<(), String> {
+    let mut libs = Vec::new();
+    for code in codes {
+        let lib = prepare(code, true)?;
+        if !flush && LIBRARIES.with(|l| l.borrow().contains_key(&lib.name)) {
+            return Err(format!("Library {} already exists", lib.name));
+        }
+        libs.push(lib);
+    }
+    LIBRARIES.with(|l| {
+        let mut l = l.borrow_mut();
+        if flush {
+            l.clear();
+        }
+        for lib in libs {
+            l.insert(lib.name.clone(), Arc::new(lib));
+        }
+    });
+    Ok(())
+}
+
+/// `load_here` on every thread (DEBUG RELOAD); the first error, if any.
+pub async fn load_all(worker: &Rc<Worker>, codes: Vec<String>, flush: bool) -> Result<(), String> {
+    let codes = Arc::new(codes);
+    let results = worker.broadcast(move |_| load_here(&codes, flush)).await;
+    results
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map(|_| ())
+}
+
 /// FUNCTION DELETE / FLUSH on every thread (`None`: all).
 pub async fn remove(worker: &Rc<Worker>, name: Option<String>) {
     worker
