@@ -36,8 +36,10 @@ static KIND: AtomicU8 = AtomicU8::new(0);
 
 /// What FUNCTION STATS shows of a script running past its threshold: its name, its command,
 /// when it started. Written when the script turns busy and when it ends (never per command).
-static RUNNING: std::sync::Mutex<Option<(String, Vec<Vec<u8>>, Instant)>> =
-    std::sync::Mutex::new(None);
+static RUNNING: std::sync::Mutex<Option<Described>> = std::sync::Mutex::new(None);
+
+/// A busy script as FUNCTION STATS shows it: name, command, start.
+type Described = (String, Vec<Vec<u8>>, Instant);
 
 thread_local! {
     /// The next script's name and command (`describe`), kept until it turns busy.
@@ -66,8 +68,9 @@ pub fn running() -> Option<(String, Vec<Vec<u8>>, u64)> {
         .map(|(n, c, t)| (n.clone(), c.clone(), t.elapsed().as_millis() as u64))
 }
 
-/// A script starts on this thread in coroutine `state`.
-pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, function: bool) {
+/// A script starts on this thread in coroutine `thread`.
+pub fn begin(thread: &mlua::Thread, threshold_ms: u64, function: bool) {
+    let state = thread.to_pointer() as *mut ffi::lua_State;
     KILL.store(false, Ordering::Relaxed);
     WROTE.store(false, Ordering::Relaxed);
     KIND.store(if function { 2 } else { 1 }, Ordering::Relaxed);

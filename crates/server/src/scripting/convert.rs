@@ -142,7 +142,7 @@ fn write_value(v: &Value, reply: &mut Reply, script_resp3: bool, depth: usize) {
                 reply.bool(*b);
             }
         }
-        Value::Integer(i) => reply.int(*i as i64),
+        Value::Integer(i) => reply.int(*i),
         Value::Number(n) => reply.int(number_to_int(*n)),
         Value::Table(t) if depth < MAX_DEPTH => write_table(t, reply, script_resp3, depth),
         Value::Table(_) => reply.error("ERR reached lua stack limit"),

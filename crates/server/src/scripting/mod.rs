@@ -272,7 +272,7 @@ pub fn start(
     })();
     let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
         Ok(thread) => {
-            busy::begin(thread.to_pointer() as *mut _, threshold_ms, false);
+            busy::begin(&thread, threshold_ms, false);
             Box::pin(thread.into_async::<Value>(()))
         }
         Err(e) => Box::pin(std::future::ready(Err(e))),
@@ -304,7 +304,7 @@ pub fn start_function(
     })();
     let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
         Ok((thread, k, a)) => {
-            busy::begin(thread.to_pointer() as *mut _, threshold_ms, true);
+            busy::begin(&thread, threshold_ms, true);
             Box::pin(thread.into_async::<Value>((k, a)))
         }
         Err(e) => Box::pin(std::future::ready(Err(e))),
@@ -541,7 +541,7 @@ fn format_g17(n: f64) -> String {
 async fn redis_call(lua: Lua, mut args: MultiValue, raise_errors: bool) -> mlua::Result<Value> {
     // The Lua wrapper passes the caller's line first (see CALL_WRAPPERS).
     let line = match args.pop_front() {
-        Some(Value::Integer(l)) if l >= 0 => Some(l as i64),
+        Some(Value::Integer(l)) if l >= 0 => Some(l),
         Some(Value::Number(l)) if l >= 0.0 => Some(l as i64),
         _ => None,
     };
@@ -819,7 +819,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
                 ));
             }
             let level = match args.front() {
-                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Integer(i)) => *i,
                 Some(Value::Number(n)) => *n as i64,
                 _ => {
                     return Err(raise(
@@ -867,7 +867,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
                 ));
             }
             let v = match args.front() {
-                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Integer(i)) => *i,
                 Some(Value::Number(n)) => *n as i64,
                 _ => 0,
             };
@@ -894,7 +894,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
                 ));
             }
             let v = match args.front() {
-                Some(Value::Integer(i)) => *i as i64,
+                Some(Value::Integer(i)) => *i,
                 Some(Value::Number(n)) => *n as i64,
                 _ => -1,
             };
@@ -1040,10 +1040,7 @@ fn register_pcall(lua: &Lua, g: &Table) -> mlua::Result<()> {
                         Err(mlua::Error::external(Raised(format!("{pos}{text}"))))
                     }
                     Value::Nil => Err(mlua::Error::external(Raised("nil".into()))),
-                    other => Err(mlua::Error::external(Raised(format!(
-                        "{}",
-                        other.type_name()
-                    )))),
+                    other => Err(mlua::Error::external(Raised(other.type_name().to_string()))),
                 }
             },
         )?,
