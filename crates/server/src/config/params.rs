@@ -1127,7 +1127,7 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
         "active-defrag-*",
         "active defragmentation is not implemented yet",
     ),
-    ("lua-*", "scripting is not implemented yet"),
+    ("lua-*", "this Lua setting is not implemented"),
     ("shutdown-*", "this shutdown setting is not implemented yet"),
     (
         "sanitize-dump-payload",

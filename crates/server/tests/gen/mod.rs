@@ -677,6 +677,31 @@ pub fn g_publish(g: &mut G) -> Vec<Vec<u8>> {
     cmd(name, vec![k, v])
 }
 
+/// EVAL / EVAL_RO of scripts that read and write their keys (on any shard), with good and bad
+/// key counts. No `return redis.call(...)` tail calls: their error replies lack Redis's line
+/// suffix (docs/design/scripting.md).
+pub fn g_eval(g: &mut G) -> Vec<Vec<u8>> {
+    let body = *g.pick(&[
+        "local r = redis.call('get', KEYS[1]) return r",
+        "local r = redis.call('set', KEYS[1], ARGV[1]) return r",
+        "local r = redis.call('incr', KEYS[1]) return r",
+        "local r = redis.pcall('lpush', KEYS[1], ARGV[1]) return r",
+        "local n = redis.call('exists', KEYS[1], KEYS[2]) return n",
+        "local v = redis.call('mget', KEYS[1], KEYS[2]) return v",
+        "redis.call('del', KEYS[2]) local t = redis.call('type', KEYS[1]) return t",
+        "return {KEYS[1], ARGV[1], #KEYS}",
+        "local ok, e = pcall(redis.call, 'hget', KEYS[1], 'f') return {tostring(ok), e}",
+    ]);
+    let name = if g.chance(15) { "EVAL_RO" } else { "EVAL" };
+    let numkeys = match g.below(12) {
+        0 => b("-1"),
+        1 => b("x"),
+        2 => b("9"),
+        _ => b("2"),
+    };
+    cmd(name, vec![b(body), numkeys, g.key(), g.key(), g.value()])
+}
+
 /// PUBSUB's subcommands, with good and bad arguments.
 pub fn g_pubsub(g: &mut G) -> Vec<Vec<u8>> {
     let mut a = match g.below(7) {
@@ -919,6 +944,8 @@ pub static SPECS: &[Spec] = &[
     s("publish", 2, g_publish),
     s("pubsub", 2, g_pubsub),
     s("client", 1, g_client_tracking),
+    // scripting
+    s("eval", 2, g_eval),
     // optional: enable with DIFF_COMMANDS=all or by name
     opt("flushall", 1, g_flushall),
     opt("object", 1, g_object_encoding),
