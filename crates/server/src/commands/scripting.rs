@@ -238,12 +238,7 @@ async fn run_script(
 /// `busy-reply-threshold` (`lua-time-limit`) in ms: how long a script runs before others get
 /// `-BUSY` (0: never).
 fn busy_threshold(cx: &ConnCtx) -> u64 {
-    cx.worker
-        .shared
-        .config
-        .get("lua-time-limit")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5000)
+    cx.worker.shared.config.lua_time_limit()
 }
 
 /// What the running script did so far, for the per-command checks.

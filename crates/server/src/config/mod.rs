@@ -44,6 +44,8 @@ pub struct Config {
     tcp_keepalive_secs: AtomicU64,
     has_password: AtomicBool,
     slowlog_slower_than: AtomicI64,
+    /// `busy-reply-threshold` in ms (read at every script start).
+    lua_time_limit: AtomicU64,
     slowlog_max_len: AtomicU64,
     active_expire: AtomicBool,
     dynamic_hz: AtomicBool,
@@ -397,6 +399,7 @@ impl Config {
             tcp_keepalive_secs: AtomicU64::new(300),
             has_password: AtomicBool::new(false),
             slowlog_slower_than: AtomicI64::new(10000),
+            lua_time_limit: AtomicU64::new(5000),
             slowlog_max_len: AtomicU64::new(128),
             active_expire: AtomicBool::new(true),
             dynamic_hz: AtomicBool::new(true),
@@ -472,6 +475,7 @@ impl Config {
                 .slowlog_slower_than
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
             "slowlog-max-len" => self.slowlog_max_len.store(num(), Ordering::Relaxed),
+            "lua-time-limit" => self.lua_time_limit.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
             "dynamic-hz" => self.dynamic_hz.store(v == "yes", Ordering::Relaxed),
             // At start-up `start` applies it; afterwards CONFIG SET does, here.
@@ -734,6 +738,10 @@ impl Config {
         self.get("requirepass").unwrap_or_default()
     }
     #[inline]
+    /// `busy-reply-threshold` (`lua-time-limit`), ms.
+    pub fn lua_time_limit(&self) -> u64 {
+        self.lua_time_limit.load(Ordering::Relaxed)
+    }
     pub fn slowlog_slower_than(&self) -> i64 {
         self.slowlog_slower_than.load(Ordering::Relaxed)
     }
