@@ -854,23 +854,8 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     redis.raw_set(
         "setresp",
         lua.create_function(|lua, args: MultiValue| {
-            if !RUN.with(|r| r.running.get()) {
-                return Err(raise(
-                    lua,
-                    "ERR redis.setresp can only be called inside a script invocation".into(),
-                ));
-            }
-            if args.len() != 1 {
-                return Err(raise(
-                    lua,
-                    "ERR redis.setresp() requires one argument.".into(),
-                ));
-            }
-            let v = match args.front() {
-                Some(Value::Integer(i)) => *i,
-                Some(Value::Number(n)) => *n as i64,
-                _ => 0,
-            };
+            let v =
+                single_number_arg(lua, &args, "setresp", "requires one argument.")?.unwrap_or(0);
             if v != 2 && v != 3 {
                 return Err(raise(lua, "ERR RESP version must be 2 or 3.".into()));
             }
@@ -881,23 +866,8 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     redis.raw_set(
         "set_repl",
         lua.create_function(|lua, args: MultiValue| {
-            if !RUN.with(|r| r.running.get()) {
-                return Err(raise(
-                    lua,
-                    "ERR redis.set_repl can only be called inside a script invocation".into(),
-                ));
-            }
-            if args.len() != 1 {
-                return Err(raise(
-                    lua,
-                    "ERR redis.set_repl() requires two arguments.".into(),
-                ));
-            }
-            let v = match args.front() {
-                Some(Value::Integer(i)) => *i,
-                Some(Value::Number(n)) => *n as i64,
-                _ => -1,
-            };
+            let v = single_number_arg(lua, &args, "set_repl", "requires two arguments.")?
+                .unwrap_or(-1);
             if !(0..=3).contains(&v) {
                 return Err(raise(
                     lua,
@@ -954,6 +924,30 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     redis.raw_set("REDIS_VERSION_NUM", num)?;
     g.raw_set("redis", redis)?;
     Ok(())
+}
+
+/// The one numeric argument of redis.setresp / redis.set_repl (only inside a script, as
+/// Redis): None when it is not a number. `count_error`: Redis's text for a wrong count.
+fn single_number_arg(
+    lua: &Lua,
+    args: &MultiValue,
+    func: &str,
+    count_error: &str,
+) -> mlua::Result<Option<i64>> {
+    if !RUN.with(|r| r.running.get()) {
+        return Err(raise(
+            lua,
+            format!("ERR redis.{func} can only be called inside a script invocation"),
+        ));
+    }
+    if args.len() != 1 {
+        return Err(raise(lua, format!("ERR redis.{func}() {count_error}")));
+    }
+    Ok(match args.front() {
+        Some(Value::Integer(i)) => Some(*i),
+        Some(Value::Number(n)) => Some(*n as i64),
+        _ => None,
+    })
 }
 
 /// Lua's `%.14g` number formatting (tostring of a number).

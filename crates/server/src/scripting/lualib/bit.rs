@@ -108,36 +108,9 @@ fn barg(lua: &Lua, args: &MultiValue, idx: usize, fname: &str) -> Result<u32> {
     }
 }
 
-/// Builds the message `luaL_argerror` would produce for the running function.
-fn arg_error(lua: &Lua, mut narg: usize, fallback: &str, msg: &str) -> Error {
-    let (name, what) = lua
-        .inspect_stack(0)
-        .map(|d| {
-            let n = d.names();
-            (n.name.map(|s| s.into_owned()), n.name_what.unwrap_or(""))
-        })
-        .unwrap_or((Some(fallback.to_string()), ""));
-    if what == "method" {
-        narg -= 1;
-        if narg == 0 {
-            let name = name.unwrap_or_else(|| "?".into());
-            return Error::RuntimeError(format!("calling '{name}' on bad self ({msg})"));
-        }
-    }
-    let name = name.unwrap_or_else(|| "?".into());
-    Error::RuntimeError(format!("bad argument #{narg} to '{name}' ({msg})"))
-}
+use super::args::type_name;
 
-/// Lua's own type names (mlua reports light userdata and integers differently).
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Nil => "nil",
-        Value::Boolean(_) => "boolean",
-        Value::Integer(_) | Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Table(_) => "table",
-        Value::Function(_) => "function",
-        Value::Thread(_) => "thread",
-        _ => "userdata",
-    }
+/// [`super::args::arg_error`] for the running function (bit's functions are called directly).
+fn arg_error(lua: &Lua, narg: usize, fallback: &str, msg: &str) -> Error {
+    super::args::arg_error(lua, narg, fallback, msg, None)
 }

@@ -206,65 +206,18 @@ fn int_setting(
 // ---------------------------------------------------------------------------
 // Argument helpers mirroring lauxlib behaviour.
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Nil => "nil",
-        Value::Boolean(_) => "boolean",
-        Value::LightUserData(_) | Value::UserData(_) => "userdata",
-        Value::Integer(_) | Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Table(_) => "table",
-        Value::Function(_) => "function",
-        Value::Thread(_) => "thread",
-        _ => "userdata",
-    }
-}
+use super::args::{exact_arg, type_name};
 
 const WRAPPER_NAME: &str = "cjson";
 
-/// Lua wrapper that forwards `(select('#', ...), {...})` so that numbers
-/// reach Rust unmodified (mlua turns tiny floats and -0.0 into integer 0).
+/// [`super::args::exact_wrapper`] named after this library.
 fn exact_wrapper(lua: &Lua, f: Function) -> Result<Function> {
-    lua.load("local f = ... return function(...) return f(select('#', ...), {...}) end")
-        .set_name(format!("={WRAPPER_NAME}"))
-        .call(f)
+    super::args::exact_wrapper(lua, f, WRAPPER_NAME)
 }
 
-/// Reads argument `i` from an [`exact_wrapper`] table, keeping float precision.
-fn exact_arg(args: &Table, i: usize) -> Result<Value> {
-    match args.raw_get::<Value>(i)? {
-        Value::Integer(0) => Ok(Value::Number(args.raw_get::<f64>(i)?)),
-        v => Ok(v),
-    }
-}
-
-/// Message of `luaL_argerror`, naming the function as the caller sees it.
-fn arg_error(lua: &Lua, mut narg: usize, fallback: &str, msg: &str) -> Error {
-    // Level 0 is our Rust function unless it is reached via `exact_wrapper`,
-    // which is a Lua function: then the user-visible frame is level 1.
-    // A tail call into the wrapper hides its name, so fall back to ours.
-    let wrapped = lua
-        .inspect_stack(1)
-        .is_some_and(|d| d.source().short_src.as_deref() == Some(WRAPPER_NAME));
-    let (mut name, what) = lua
-        .inspect_stack(wrapped as usize)
-        .map(|d| {
-            let n = d.names();
-            (n.name.map(|s| s.into_owned()), n.name_what.unwrap_or(""))
-        })
-        .unwrap_or((None, ""));
-    if wrapped && name.is_none() {
-        name = Some(fallback.to_string());
-    }
-    if what == "method" {
-        narg -= 1;
-        if narg == 0 {
-            let name = name.unwrap_or_else(|| "?".into());
-            return Error::RuntimeError(format!("calling '{name}' on bad self ({msg})"));
-        }
-    }
-    let name = name.unwrap_or_else(|| "?".into());
-    Error::RuntimeError(format!("bad argument #{narg} to '{name}' ({msg})"))
+/// [`super::args::arg_error`] for this library's functions.
+fn arg_error(lua: &Lua, narg: usize, fallback: &str, msg: &str) -> Error {
+    super::args::arg_error(lua, narg, fallback, msg, Some(WRAPPER_NAME))
 }
 
 fn arg_init(lua: &Lua, a: &MultiValue, nargs: usize, fname: &str) -> Result<()> {

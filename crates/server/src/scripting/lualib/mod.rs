@@ -2,6 +2,7 @@
 //! written in Rust to behave as Redis 7.0's C versions (checked against a real redis-server by
 //! `tests/scripting_libs.rs`).
 
+mod args;
 pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
