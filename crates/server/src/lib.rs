@@ -213,7 +213,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
             shared.threads,
             i,
             Box::new(move |_: &Worker| {
-                let _ = tx.send(scripting::functions::load_here(&codes, true));
+                let _ = tx.send(scripting::functions::load_here(&codes, true, false));
             }),
         );
     }

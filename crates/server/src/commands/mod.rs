@@ -661,7 +661,8 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
-    if special {
+    // A script's reads are tracked as its declared keys, once it ran (commands/scripting.rs).
+    if special && !cx.in_script {
         track_reads(cx, spec, args);
     }
     cx.cmd_name = entry.static_name;
@@ -731,7 +732,11 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
 /// shards before it runs (default mode; OPTIN only after CLIENT CACHING yes, OPTOUT unless
 /// CLIENT CACHING no), as Redis's `trackingRememberKeys`.
 fn track_reads(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
-    if spec.flags & flags::READONLY == 0 || spec.flags & flags::PUBSUB != 0 {
+    // EVAL_RO/FCALL_RO (read-only, yet holding every shard) track their declared keys only
+    // when the script reads (commands/scripting.rs), not as a read command of their own.
+    if spec.flags & flags::READONLY == 0
+        || spec.flags & (flags::PUBSUB | flags::TX_GLOBAL_WRITE) != 0
+    {
         return;
     }
     let t = cx.client.tracking.borrow();
@@ -739,12 +744,25 @@ fn track_reads(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
         return;
     }
     drop(t);
+    track_keys(cx, spec, args);
+}
+
+/// Registers the keys `spec` finds in `args` for this tracking connection (its reads, or a
+/// script's declared keys when the script read something, as Redis's scripts do).
+pub(crate) fn track_keys(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
     let keys = spec
         .keys
         .positions(args)
         .into_iter()
         .filter_map(|i| args.get(i).map(|k| k.to_vec()));
     crate::pubsub::tracking::remember(&cx.worker, cx.client_id(), keys);
+}
+
+/// Does this connection track reads now (default mode, OPTIN after CACHING yes, OPTOUT unless
+/// CACHING no)?
+pub(crate) fn tracks_reads(cx: &ConnCtx) -> bool {
+    let t = cx.client.tracking.borrow();
+    t.on && !t.bcast && !(t.optin && !t.caching) && !(t.optout && t.caching)
 }
 
 /// Command statistics, error statistics and the slow log for one executed command whose reply

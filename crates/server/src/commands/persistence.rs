@@ -501,13 +501,14 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
     };
     let (loaded, expired) = (ds.keys_loaded, ds.keys_expired);
     // Function libraries first (Redis's rdbLoad): without NOFLUSH they replace the current
-    // ones; with it, a library that exists already fails the load.
+    // ones; with it, a library that exists already fails the load (unless MERGE).
     let codes: Vec<String> = ds
         .functions
         .iter()
         .map(|c| String::from_utf8_lossy(c).into_owned())
         .collect();
-    if let Err(e) = crate::scripting::functions::load_all(&cx.worker, codes, !noflush).await {
+    if let Err(e) = crate::scripting::functions::load_all(&cx.worker, codes, !noflush, merge).await
+    {
         cx.shared().persist.end();
         crate::log_warning!("Error trying to load the RDB dump: {e}");
         cx.reply

@@ -205,6 +205,7 @@ async fn run_script(
     let state = std::cell::RefCell::new(CallState {
         read_only,
         flags,
+        read: false,
         dirty: false,
     });
     scripting::busy::describe(name, command.iter().map(|a| a.to_vec()).collect());
@@ -230,6 +231,13 @@ async fn run_script(
         Outcome::Error(msg) => cx.reply.error(&msg),
     }
     drop(running);
+    // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
+    // while the script's locks still hold.
+    if state.borrow().read && cx.client.special.get() && super::tracks_reads(cx) {
+        if let Some(entry) = registry().lookup(command[0]) {
+            super::track_keys(cx, entry.spec, command);
+        }
+    }
     if own_tx {
         cx.coord.end_exec(&w);
     }
@@ -245,6 +253,8 @@ fn busy_threshold(cx: &ConnCtx) -> u64 {
 struct CallState {
     read_only: bool,
     flags: ScriptFlags,
+    /// A read-only command ran (then a tracking caller tracks the script's declared keys).
+    read: bool,
     /// A write ran (Redis's SCRIPT_WRITE_DIRTY): later writes are no longer refused for the
     /// server's state.
     dirty: bool,
@@ -306,6 +316,9 @@ fn check_call(
         return Err("ERR This Redis command is not allowed from script");
     }
     let mut st = state.borrow_mut();
+    if spec.flags & READONLY != 0 {
+        st.read = true;
+    }
     let writes = spec.flags & (WRITE | MAY_REPLICATE) != 0;
     if st.read_only && writes {
         return Err("ERR Write commands are not allowed from read-only scripts.");

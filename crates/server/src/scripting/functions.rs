@@ -431,11 +431,11 @@ pub async fn install(worker: &Rc<Worker>, libs: Vec<Library>, flush: bool) {
 
 /// Loads libraries from a snapshot on this thread: each is checked and compiled here, then
 /// they replace this thread's libraries (`flush`) or join them (an existing name is an error).
-pub fn load_here(codes: &[String], flush: bool) -> Result<(), String> {
+pub fn load_here(codes: &[String], flush: bool, merge: bool) -> Result<(), String> {
     let mut libs = Vec::new();
     for code in codes {
         let lib = prepare(code, true)?;
-        if !flush && LIBRARIES.with(|l| l.borrow().contains_key(&lib.name)) {
+        if !flush && !merge && LIBRARIES.with(|l| l.borrow().contains_key(&lib.name)) {
             return Err(format!("Library {} already exists", lib.name));
         }
         libs.push(lib);
@@ -453,9 +453,16 @@ pub fn load_here(codes: &[String], flush: bool) -> Result<(), String> {
 }
 
 /// `load_here` on every thread (DEBUG RELOAD); the first error, if any.
-pub async fn load_all(worker: &Rc<Worker>, codes: Vec<String>, flush: bool) -> Result<(), String> {
+pub async fn load_all(
+    worker: &Rc<Worker>,
+    codes: Vec<String>,
+    flush: bool,
+    merge: bool,
+) -> Result<(), String> {
     let codes = Arc::new(codes);
-    let results = worker.broadcast(move |_| load_here(&codes, flush)).await;
+    let results = worker
+        .broadcast(move |_| load_here(&codes, flush, merge))
+        .await;
     results
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
