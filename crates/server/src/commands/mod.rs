@@ -762,7 +762,8 @@ pub(crate) fn track_keys(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
 /// CACHING no)?
 pub(crate) fn tracks_reads(cx: &ConnCtx) -> bool {
     let t = cx.client.tracking.borrow();
-    t.on && !t.bcast && !(t.optin && !t.caching) && !(t.optout && t.caching)
+    let skipped = t.bcast || (t.optin && !t.caching) || (t.optout && t.caching);
+    t.on && !skipped
 }
 
 /// Command statistics, error statistics and the slow log for one executed command whose reply
