@@ -107,24 +107,30 @@ fn sha_arg(arg: &[u8]) -> Option<Sha> {
     Some(sha)
 }
 
-async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) {
-    let numkeys = match super::util::parse_i64(args[2]) {
-        Some(n) => n,
-        None => {
-            cx.reply.error(super::util::ERR_NOT_INT);
-            return;
-        }
+/// `numkeys` of EVAL/FCALL (argument 2) checked against the arguments, with Redis's errors
+/// (`not_int`: the reply when it is not a number). None: the error was replied.
+fn numkeys(cx: &mut ConnCtx, args: &[&[u8]], not_int: &str) -> Option<usize> {
+    let Some(n) = super::util::parse_i64(args[2]) else {
+        cx.reply.error(not_int);
+        return None;
     };
-    if numkeys > (args.len() - 3) as i64 {
+    if n > (args.len() - 3) as i64 {
         cx.reply
             .error("ERR Number of keys can't be greater than number of args");
-        return;
+        return None;
     }
-    if numkeys < 0 {
+    if n < 0 {
         cx.reply.error("ERR Number of keys can't be negative");
-        return;
+        return None;
     }
-    let (keys, argv) = args[3..].split_at(numkeys as usize);
+    Some(n as usize)
+}
+
+async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) {
+    let Some(numkeys) = numkeys(cx, args, super::util::ERR_NOT_INT) else {
+        return;
+    };
+    let (keys, argv) = args[3..].split_at(numkeys);
     // The script: by id from the cache, or by body (added to every thread's cache first).
     let (sha, body) = if by_sha {
         let found = sha_arg(args[1]).and_then(|s| scripting::cached(&s).map(|b| (s, b)));
@@ -431,19 +437,9 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
         cx.reply.error("ERR Function not found");
         return;
     };
-    let Some(numkeys) = super::util::parse_i64(args[2]) else {
-        cx.reply.error("ERR Bad number of keys provided");
+    let Some(numkeys) = numkeys(cx, args, "ERR Bad number of keys provided") else {
         return;
     };
-    if numkeys > (args.len() - 3) as i64 {
-        cx.reply
-            .error("ERR Number of keys can't be greater than number of args");
-        return;
-    }
-    if numkeys < 0 {
-        cx.reply.error("ERR Number of keys can't be negative");
-        return;
-    }
     if ro && !info.flags.no_writes {
         cx.reply
             .error("ERR Can not execute a script with write flag using *_ro command.");
@@ -465,7 +461,7 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
             return;
         }
     };
-    let (keys, argv) = args[3..].split_at(numkeys as usize);
+    let (keys, argv) = args[3..].split_at(numkeys);
     let read_only = ro || info.flags.no_writes;
     run_script(cx, args, info.name.clone(), info.flags, read_only, |cx| {
         scripting::start_function(&callback, name, keys, argv, busy_threshold(cx))
