@@ -505,6 +505,69 @@ fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Faul
     ));
 }
 
+/// A script's `redis.call` of a single-key command whose key lives on this thread's shard,
+/// run synchronously inside the script's transaction (no hop, no future): `execute`'s path for
+/// such a command, without its admission checks, which scripts skip (memory, BUSY, reads
+/// tracking) or which cannot apply. Returns false, having done nothing, when the command needs
+/// anything else (another shard, a coordinator handler, an error `execute` words): then the
+/// caller runs it through `execute`.
+pub(crate) fn execute_inline(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
+    let reg = registry();
+    let Some(entry) = reg.lookup(args[0]) else {
+        return false;
+    };
+    let spec = entry.spec;
+    let Handler::Shard(f) = spec.handler else {
+        return false;
+    };
+    let argc = args.len() as i32;
+    if !spec.subcommands.is_empty()
+        || (spec.arity > 0 && argc != spec.arity)
+        || (spec.arity < 0 && argc < -spec.arity)
+        || cx.multi.is_some()
+        || !cx.coord.in_transaction()
+    {
+        return false;
+    }
+    if spec.flags & (flags::WRITE | flags::DENY_ON_DISK_ERROR) != 0
+        && cx
+            .worker
+            .shared
+            .persist
+            .writes_refused(&cx.worker.shared.config)
+    {
+        return false;
+    }
+    let fk = spec.first_key();
+    let target = if fk > 0 && (fk as usize) < args.len() {
+        shard_of(args[fk as usize], cx.threads())
+    } else {
+        cx.worker.id
+    };
+    let w = cx.worker.clone();
+    if target != w.id || !cx.coord.start_inline(&w, target) {
+        return false;
+    }
+    cx.cmd_name = entry.static_name;
+    let start_len = cx.reply.len();
+    let t0 = clock::Ticks::now();
+    let client = cx.client_id();
+    run_shard_cmd(
+        &w,
+        entry.static_name,
+        f,
+        cx.db,
+        cx.now_ms,
+        client,
+        &mut cx.reply,
+        args,
+    );
+    cx.coord.end_inline(&w, target, false);
+    let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
+    record_call(cx, entry, args, start_len, usec);
+    true
+}
+
 /// Executes one parsed command, appending its reply to `cx.reply`.
 pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let reg = registry();

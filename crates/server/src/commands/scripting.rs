@@ -218,7 +218,16 @@ async fn run_script(
     let was_in_script = std::mem::replace(&mut cx.in_script, true);
     let mut running = start(cx);
     let outcome = loop {
-        match running.next().await {
+        let mut driver = Driver {
+            cx: &mut *cx,
+            state: &state,
+        };
+        let inline = scripting::Inline {
+            run: inline_call,
+            data: &mut driver as *mut Driver as *mut (),
+        };
+        let step = running.next(Some(inline)).await;
+        match step {
             scripting::Step::Call(req) => {
                 let reply = script_call(cx, &state, req.args).await;
                 let _ = req.done.send(reply);
@@ -291,6 +300,36 @@ async fn script_call(
     reply.take()
 }
 
+/// What the synchronous redis.call path needs, borrowed for one poll of the script.
+struct Driver<'a, 'b> {
+    cx: &'a mut ConnCtx,
+    state: &'b std::cell::RefCell<CallState>,
+}
+
+/// `scripting::InlineFn` for `Driver`: `script_call` without a future, for a command
+/// `execute_inline` runs; `None` sends the command the asynchronous way.
+///
+/// # Safety
+/// `data` is the `Driver` run_script registered for the poll in progress.
+unsafe fn inline_call(data: *mut (), args: &[&[u8]]) -> Option<Vec<u8>> {
+    let d = unsafe { &mut *(data as *mut Driver) };
+    let cx = &mut *d.cx;
+    let resp3 = scripting::RUN.with(|r| r.resp3.get());
+    let mut reply = Reply::new(if resp3 {
+        RespVersion::Resp3
+    } else {
+        RespVersion::Resp2
+    });
+    if let Err(msg) = check_call(cx, d.state, args) {
+        reply.error(msg);
+        return Some(reply.take());
+    }
+    let saved = std::mem::replace(&mut cx.reply, reply);
+    let ran = super::execute_inline(cx, args);
+    let mut reply = std::mem::replace(&mut cx.reply, saved);
+    ran.then(|| reply.take())
+}
+
 fn check_call(
     cx: &ConnCtx,
     state: &std::cell::RefCell<CallState>,
@@ -308,7 +347,20 @@ fn check_call(
     let Some(entry) = entry else {
         return Err("ERR Unknown Redis command called from script");
     };
-    let spec = entry.spec;
+    let r = check_entry(cx, state, entry.spec, args);
+    if r.is_err() {
+        // Redis's scriptCall: a refused command counts as rejected.
+        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+    }
+    r
+}
+
+fn check_entry(
+    cx: &ConnCtx,
+    state: &std::cell::RefCell<CallState>,
+    spec: &CommandSpec,
+    args: &[&[u8]],
+) -> Result<(), &'static str> {
     let argc = args.len() as i32;
     if (spec.arity > 0 && argc != spec.arity)
         || (spec.arity < 0 && argc < -spec.arity)

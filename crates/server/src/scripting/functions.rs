@@ -250,7 +250,7 @@ return setmetatable({}, {
     if mode.loading then
       if k == 'redis' then return redis_view end
     else
-      v = real[k]
+      v = rawget(real, k)
     end
     if v == nil then
       error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)

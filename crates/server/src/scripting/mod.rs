@@ -136,6 +136,10 @@ pub struct RunState {
 /// The Lua interpreter of one thread, with the scripts compiled on it.
 pub(crate) struct Vm {
     lua: Lua,
+    /// The real globals (the script's global table is a read-only view of it) and that view:
+    /// kept here, not only in the registry, as every script call sets KEYS and ARGV in `real`.
+    real: Table,
+    env: Table,
     compiled: RefCell<HashMap<Sha, Function>>,
     /// Function libraries run on this interpreter: name -> (the code that ran, its
     /// functions' callbacks).
@@ -150,6 +154,23 @@ thread_local! {
     static BODIES: RefCell<HashMap<Sha, Arc<[u8]>>> = RefCell::new(HashMap::new());
     static REQUEST: RefCell<Option<Request>> = const { RefCell::new(None) };
     pub static RUN: RunState = RunState::default();
+    /// The driver's synchronous path for redis.call, set only while it polls the script.
+    static INLINE: Cell<Option<Inline>> = const { Cell::new(None) };
+}
+
+/// The driver's synchronous redis.call (see `Running::next`): runs the command right away and
+/// returns its reply (in the script's protocol), or `None` when the command must take the
+/// asynchronous path (a hop to another shard, a coordinator command).
+///
+/// # Safety
+/// The function gets back the pointer it was registered with; the driver guarantees that the
+/// pointer is valid and unaliased for the duration of the poll it registered it for.
+pub type InlineFn = unsafe fn(*mut (), &[&[u8]]) -> Option<Vec<u8>>;
+
+#[derive(Clone, Copy)]
+pub struct Inline {
+    pub run: InlineFn,
+    pub data: *mut (),
 }
 
 pub(crate) fn vm() -> std::rc::Rc<Vm> {
@@ -317,15 +338,22 @@ pub fn start_function(
 }
 
 impl Running {
-    pub async fn next(&mut self) -> Step {
+    /// Runs the script until it ends or asks for a command the synchronous path `inline`
+    /// (valid while this call polls) does not serve.
+    pub async fn next(&mut self, inline: Option<Inline>) -> Step {
         let fut = &mut self.fut;
         // Poll the script; when it stops on a redis.call, take the command it left.
-        let step = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
-            std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(r)),
-            std::task::Poll::Pending => match REQUEST.with(|q| q.borrow_mut().take()) {
-                Some(req) => std::task::Poll::Ready(Ok(req)),
-                None => std::task::Poll::Pending,
-            },
+        let step = std::future::poll_fn(|cx| {
+            let outer = INLINE.with(|i| i.replace(inline));
+            let r = fut.as_mut().poll(cx);
+            INLINE.with(|i| i.set(outer));
+            match r {
+                std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(r)),
+                std::task::Poll::Pending => match REQUEST.with(|q| q.borrow_mut().take()) {
+                    Some(req) => std::task::Poll::Ready(Ok(req)),
+                    None => std::task::Poll::Pending,
+                },
+            }
         })
         .await;
         match step {
@@ -495,13 +523,11 @@ fn pcall_error_value(lua: &Lua, e: &mlua::Error) -> mlua::Result<Value> {
     })
 }
 
-/// The arguments of redis.call as bytes (numbers as Redis prints them, "%.17g").
-fn call_args(_lua: &Lua, args: MultiValue, line: Option<i64>) -> Result<Vec<Vec<u8>>, mlua::Error> {
+/// The arguments of redis.call as bytes (numbers as Redis prints them, "%.17g"), or the error
+/// to give.
+fn call_args(args: MultiValue) -> Result<Vec<Vec<u8>>, &'static str> {
     if args.is_empty() {
-        return Err(raise_line(
-            "ERR Please specify at least one argument for this redis lib call".into(),
-            line,
-        ));
+        return Err("ERR Please specify at least one argument for this redis lib call");
     }
     let mut out = Vec::with_capacity(args.len());
     for a in args {
@@ -509,12 +535,7 @@ fn call_args(_lua: &Lua, args: MultiValue, line: Option<i64>) -> Result<Vec<Vec<
             Value::String(s) => out.push(s.as_bytes().to_vec()),
             Value::Integer(i) => out.push(i.to_string().into_bytes()),
             Value::Number(n) => out.push(format_g17(n).into_bytes()),
-            _ => {
-                return Err(raise_line(
-                    "ERR Lua redis lib command arguments must be strings or integers".into(),
-                    line,
-                ))
-            }
+            _ => return Err("ERR Lua redis lib command arguments must be strings or integers"),
         }
     }
     Ok(out)
@@ -538,29 +559,24 @@ fn format_g17(n: f64) -> String {
 
 /// redis.call / redis.pcall: hands the command to the running script's driver and converts
 /// the reply. `raise`: redis.call (an error reply stops the script) rather than redis.pcall.
-async fn redis_call(lua: Lua, mut args: MultiValue, raise_errors: bool) -> mlua::Result<Value> {
-    // The Lua wrapper passes the caller's line first (see CALL_WRAPPERS).
-    let line = match args.pop_front() {
-        Some(Value::Integer(l)) if l >= 0 => Some(l),
-        Some(Value::Number(l)) if l >= 0.0 => Some(l as i64),
-        _ => None,
+/// Returns `(true, reply)`, or `(false, message)` for an error the Lua wrapper raises at the
+/// caller's line (see CALL_WRAPPERS: the line is looked up only then).
+async fn redis_call(lua: Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<(bool, Value)> {
+    let raise = |lua: &Lua, msg: &str| -> mlua::Result<(bool, Value)> {
+        Ok((false, Value::String(lua.create_string(msg)?)))
     };
     if !RUN.with(|r| r.running.get()) {
-        return Err(raise_line(
-            "ERR redis.call/pcall can only be called inside a script invocation".into(),
-            line,
-        ));
+        return raise(
+            &lua,
+            "ERR redis.call/pcall can only be called inside a script invocation",
+        );
     }
-    let args = match call_args(&lua, args, line) {
+    let args = match call_args(args) {
         Ok(a) => a,
-        Err(e) if raise_errors => return Err(e),
-        Err(e) => {
-            return match script_error(&e) {
-                Some(se) => {
-                    convert::single(&lua, "err", Value::String(lua.create_string(&se.msg)?))
-                }
-                None => Err(e),
-            }
+        Err(msg) if raise_errors => return raise(&lua, msg),
+        Err(msg) => {
+            let v = convert::single(&lua, "err", Value::String(lua.create_string(msg)?))?;
+            return Ok((true, v));
         }
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -568,35 +584,59 @@ async fn redis_call(lua: Lua, mut args: MultiValue, raise_errors: bool) -> mlua:
     let reply = rx
         .await
         .map_err(|_| mlua::Error::RuntimeError("script aborted".into()))?;
+    call_result(&lua, &reply, raise_errors)
+}
+
+/// redis.call's result for a command's `reply`: see `redis_call`.
+fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(bool, Value)> {
     if raise_errors && reply.first() == Some(&b'-') {
         let end = reply
             .windows(2)
             .position(|w| w == b"\r\n")
             .unwrap_or(reply.len());
-        let msg = String::from_utf8_lossy(&reply[1..end]).into_owned();
-        return Err(mlua::Error::external(ScriptError { msg, line }));
+        return Ok((false, Value::String(lua.create_string(&reply[1..end])?)));
     }
     let mut pos = 0;
-    convert::reply_to_lua(&lua, &reply, &mut pos)
+    Ok((true, convert::reply_to_lua(lua, reply, &mut pos)?))
+}
+
+/// The synchronous first try of redis.call / redis.pcall: the driver's `Inline` path, without
+/// the coroutine yield and the async call's machinery. Returns nothing when the command (or an
+/// error in its arguments) must go the asynchronous way.
+fn inline_call(lua: &Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<MultiValue> {
+    let Some(inline) = INLINE.with(|i| i.get()) else {
+        return Ok(MultiValue::new());
+    };
+    if !RUN.with(|r| r.running.get()) {
+        return Ok(MultiValue::new());
+    }
+    let Ok(args) = call_args(args) else {
+        return Ok(MultiValue::new());
+    };
+    let argv: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
+    // SAFETY: `inline` was registered by the driver for this poll (see `Running::next`).
+    let Some(reply) = (unsafe { (inline.run)(inline.data, &argv) }) else {
+        return Ok(MultiValue::new());
+    };
+    let (ok, v) = call_result(lua, &reply, raise_errors)?;
+    Ok(MultiValue::from_iter([Value::Boolean(ok), v]))
 }
 
 impl Vm {
     /// The table holding the real globals (the script's global table is a read-only view of
     /// it).
     fn real(&self) -> mlua::Result<Table> {
-        self.lua.named_registry_value("damselfly_real_globals")
+        Ok(self.real.clone())
     }
 
     /// The protected environment scripts and functions run in.
     fn env(&self) -> mlua::Result<Table> {
-        self.lua.named_registry_value("damselfly_env")
+        Ok(self.env.clone())
     }
 
     /// Scripts see the protected globals.
     fn globals_env(&self, f: &Function) {
-        if let Ok(env) = self.lua.named_registry_value::<Table>("damselfly_env") {
-            let _ = f.set_environment(env);
-        }
+        let _ = f.set_environment(self.env.clone());
     }
 }
 
@@ -606,7 +646,7 @@ impl Vm {
 /// redis.call and redis.pcall as Lua functions that pass their caller's line to the Rust side
 /// (error replies name it; Redis's error handler finds it the same way).
 const CALL_WRAPPERS: &str = r#"
-local raw_call, raw_pcall, getinfo = ...
+local raw_call, raw_pcall, fast_call, fast_pcall, getinfo, raise_at = ...
 local function line()
   -- The innermost frame of the script itself (a `return redis.call(...)` is a tail call that
   -- leaves none: no line then).
@@ -619,8 +659,18 @@ local function line()
   end
   return -1
 end
-return function(...) return raw_call(line(), ...) end,
-       function(...) return raw_pcall(line(), ...) end
+return function(...)
+  local ok, v = fast_call(...)
+  if ok == nil then ok, v = raw_call(...) end
+  if ok then return v end
+  raise_at(v, line())
+end,
+function(...)
+  local ok, v = fast_pcall(...)
+  if ok == nil then ok, v = raw_pcall(...) end
+  if ok then return v end
+  raise_at(v, line())
+end
 "#;
 
 const PROTECT: &str = r#"
@@ -663,18 +713,18 @@ if smt then smt.__metatable = view(smt) end
 local env = {}
 readonly[env] = true
 real._G = env
-local env_mt = {
-  __index = function(_, k)
-    local v = real[k]
-    if v == nil then
-      error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
+-- Reads go env -> real by a table __index (no function call for a name that exists); a
+-- missing name reaches real's own __index, which raises Redis's error in the script's frame.
+local function missing(_, k)
+  error_("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+end
+-- getmetatable(_G) shows what Redis's shows (a function __index), never `real` itself.
+setmetatable_(env, {
+  __index = real,
   __newindex = deny,
-}
-env_mt.__metatable = view(env_mt)
-setmetatable_(env, env_mt)
+  __metatable = view({__index = missing, __newindex = deny}),
+})
+setmetatable_(real, {__index = missing, __metatable = false})
 return env
 "#;
 
@@ -730,16 +780,23 @@ fn new_vm() -> mlua::Result<Vm> {
         real.clone(),
         readonly,
         getinfo,
-        lua.create_function(|_, (msg, line): (String, i64)| -> mlua::Result<()> {
-            Err(raise_line(msg, (line >= 0).then_some(line)))
-        })?,
+        raise_at(&lua)?,
     ))?;
-    lua.set_named_registry_value("damselfly_real_globals", real)?;
-    lua.set_named_registry_value("damselfly_env", env)?;
+    lua.set_named_registry_value("damselfly_real_globals", real.clone())?;
+    lua.set_named_registry_value("damselfly_env", env.clone())?;
     Ok(Vm {
         lua,
+        real,
+        env,
         compiled: RefCell::new(HashMap::new()),
         functions: RefCell::new(HashMap::new()),
+    })
+}
+
+/// `raise_at(msg, line)`: raises error reply `msg` as the script's error at `line` (-1: none).
+fn raise_at(lua: &Lua) -> mlua::Result<Function> {
+    lua.create_function(|_, (msg, line): (String, i64)| -> mlua::Result<()> {
+        Err(raise_line(msg, (line >= 0).then_some(line)))
     })
 }
 
@@ -751,10 +808,14 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
         lua.create_async_function(|lua, args: MultiValue| redis_call(lua, args, false))?;
     let debug: Table = g.raw_get("debug")?;
     let getinfo: Function = debug.raw_get("getinfo")?;
-    let (call, pcall): (Function, Function) = lua
-        .load(CALL_WRAPPERS)
-        .set_name("=redis")
-        .call((raw_call, raw_pcall, getinfo))?;
+    let (call, pcall): (Function, Function) = lua.load(CALL_WRAPPERS).set_name("=redis").call((
+        raw_call,
+        raw_pcall,
+        lua.create_function(|lua, args: MultiValue| inline_call(lua, args, true))?,
+        lua.create_function(|lua, args: MultiValue| inline_call(lua, args, false))?,
+        getinfo,
+        raise_at(lua)?,
+    ))?;
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
     redis.raw_set(
