@@ -287,6 +287,8 @@ pub struct ConnCtx {
     pub pushed: bool,
     /// A script (EVAL, FCALL) of this connection is running: the command is its redis.call.
     pub in_script: bool,
+    /// The reply's error was counted in the error statistics already (see `record_call`).
+    pub error_counted: bool,
 }
 
 impl ConnCtx {
@@ -330,6 +332,7 @@ impl ConnCtx {
             watch: None,
             pushed: false,
             in_script: false,
+            error_counted: false,
         }
     }
 
@@ -839,6 +842,9 @@ pub(crate) fn record_call(
     usec: u64,
 ) {
     let failed = cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-';
+    // A script's error that a redis.call inside it counted already (Redis's
+    // ERR_REPLY_FLAG_NO_STATS_UPDATE) counts as the script's failed call only.
+    let counted = std::mem::take(&mut cx.error_counted);
     if !failed && entry.spec.flags & flags::WRITE != 0 {
         cx.worker.shared.persist.count_write(cx.worker.id);
     }
@@ -849,6 +855,8 @@ pub(crate) fn record_call(
     cs.usec += usec;
     if failed {
         cs.failed += 1;
+    }
+    if failed && !counted {
         let code = error_code(&cx.reply.buf[start_len..]);
         *st.errors.entry(code).or_insert(0) += 1;
         st.total_error_replies += 1;
@@ -880,7 +888,9 @@ fn error_code(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[1..end.max(1)]).into_owned()
 }
 
-fn count_rejected(cx: &mut ConnCtx, id: Option<usize>, code: &str) {
+/// Counts a command refused before it ran: its `rejected_calls` (when it is known) and the
+/// error reply in the error statistics.
+pub(crate) fn count_rejected(cx: &ConnCtx, id: Option<usize>, code: &str) {
     let mut st = cx.worker.stats();
     if let Some(id) = id {
         st.cmd_mut(id).rejected += 1;

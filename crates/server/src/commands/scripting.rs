@@ -241,9 +241,12 @@ async fn run_script(
     match outcome {
         Outcome::Value(v) => {
             let resp3 = scripting::RUN.with(|r| r.resp3.get());
-            scripting::convert::lua_to_reply(&v, &mut cx.reply, resp3);
+            cx.error_counted = scripting::convert::lua_to_reply(&v, &mut cx.reply, resp3);
         }
-        Outcome::Error(msg) => cx.reply.error(&msg),
+        Outcome::Error(msg, counted) => {
+            cx.reply.error(&msg);
+            cx.error_counted = counted;
+        }
     }
     drop(running);
     // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
@@ -337,6 +340,7 @@ fn check_call(
 ) -> Result<(), &'static str> {
     let reg = registry();
     let Some(top) = reg.lookup(args[0]) else {
+        super::count_rejected(cx, None, "ERR");
         return Err("ERR Unknown Redis command called from script");
     };
     let entry = if top.spec.subcommands.is_empty() || args.len() < 2 {
@@ -345,12 +349,15 @@ fn check_call(
         top.sub(args[1])
     };
     let Some(entry) = entry else {
+        super::count_rejected(cx, None, "ERR");
         return Err("ERR Unknown Redis command called from script");
     };
     let r = check_entry(cx, state, entry.spec, args);
-    if r.is_err() {
-        // Redis's scriptCall: a refused command counts as rejected.
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+    if let Err(msg) = r {
+        // Redis's scriptCall: a refused command counts as rejected, its error in the error
+        // statistics.
+        let code = msg.split(' ').next().unwrap_or("ERR");
+        super::count_rejected(cx, Some(entry.id), code);
     }
     r
 }

@@ -30,7 +30,14 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Valu
     Ok(match kind {
         b':' => Value::Number(num(line) as f64),
         b'+' => single(lua, "ok", Value::String(lua.create_string(line)?))?,
-        b'-' => single(lua, "err", Value::String(lua.create_string(line)?))?,
+        b'-' => {
+            // The failed command's error is in the statistics already (Redis marks the table
+            // so that the script's own error reply does not count it again).
+            let t = lua.create_table()?;
+            t.raw_set("err", lua.create_string(line)?)?;
+            t.raw_set("ignore_error_stats_update", true)?;
+            Value::Table(t)
+        }
         b'$' | b'=' => {
             let n = num(line);
             if n < 0 {
@@ -124,8 +131,20 @@ pub fn single(lua: &Lua, field: &str, v: Value) -> mlua::Result<Value> {
 
 /// Writes what the script returned into `reply` (Redis's `luaReplyToRedisReply`). `script_resp3`:
 /// the script's own protocol (`redis.setresp`), which decides how booleans come out.
-pub fn lua_to_reply(v: &Value, reply: &mut Reply, script_resp3: bool) {
+/// Returns true when the reply is an error the statistics counted already (an error table of
+/// a redis.call: `ignore_error_stats_update`).
+pub fn lua_to_reply(v: &Value, reply: &mut Reply, script_resp3: bool) -> bool {
     write_value(v, reply, script_resp3, 0);
+    match v {
+        Value::Table(t) => {
+            matches!(t.raw_get::<Value>("err"), Ok(Value::String(_)))
+                && matches!(
+                    t.raw_get::<Value>("ignore_error_stats_update"),
+                    Ok(Value::Boolean(true))
+                )
+        }
+        _ => false,
+    }
 }
 
 fn write_value(v: &Value, reply: &mut Reply, script_resp3: bool, depth: usize) {

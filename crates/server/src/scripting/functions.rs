@@ -146,12 +146,14 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
                     msg: "ERR redis.register_function can only be called on FUNCTION LOAD command"
                         .into(),
                     line: None,
+                    counted: false,
                 }));
             }
             let info = register_args(lua, args).map_err(|msg| {
                 mlua::Error::external(super::ScriptError {
                     msg: format!("ERR {msg}"),
                     line: None,
+                    counted: false,
                 })
             })?;
             let mut reg = reg.borrow_mut();
@@ -159,12 +161,14 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
                 return Err(mlua::Error::external(super::ScriptError {
                     msg: "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into(),
                     line: None,
+                    counted: false,
                 }));
             }
             if reg.iter().any(|(i, _)| i.name == info.0.name) {
                 return Err(mlua::Error::external(super::ScriptError {
                     msg: "ERR Function already exists in the library".into(),
                     line: None,
+                    counted: false,
                 }));
             }
             reg.push(info);
@@ -183,6 +187,7 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
                 return Err(mlua::Error::external(super::ScriptError {
                     msg: "ERR FUNCTION LOAD timeout".into(),
                     line: None,
+                    counted: false,
                 }));
             }
             Ok(mlua::VmState::Continue)

@@ -94,6 +94,9 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
 pub struct ScriptError {
     pub msg: String,
     pub line: Option<i64>,
+    /// A redis.call's error, counted in the error statistics when the command failed (Redis's
+    /// `ignore_error_stats_update`): the script's own error reply does not count it again.
+    pub counted: bool,
 }
 
 impl std::fmt::Display for ScriptError {
@@ -251,7 +254,8 @@ pub fn compile(sha: &Sha, body: &[u8]) -> Result<Function, String> {
 /// How a script ended: what it returned, or its error reply text (without the leading '-').
 pub enum Outcome {
     Value(Value),
-    Error(String),
+    /// The error reply, and whether the error statistics counted it already.
+    Error(String, bool),
 }
 
 /// A script on its way: poll `next` for the commands it asks for, until it ends.
@@ -362,7 +366,10 @@ impl Running {
                 RUN.with(|r| r.running.set(false));
                 Step::Done(match r {
                     Ok(v) => Outcome::Value(v),
-                    Err(e) => Outcome::Error(error_reply(&e, &self.name, self.source)),
+                    Err(e) => Outcome::Error(
+                        error_reply(&e, &self.name, self.source),
+                        script_error(&e).is_some_and(|se| se.counted),
+                    ),
                 })
             }
         }
@@ -495,7 +502,11 @@ fn raise(lua: &Lua, msg: String) -> mlua::Error {
 }
 
 fn raise_line(msg: String, line: Option<i64>) -> mlua::Error {
-    mlua::Error::external(ScriptError { msg, line })
+    mlua::Error::external(ScriptError {
+        msg,
+        line,
+        counted: false,
+    })
 }
 
 /// Redis's `luaPushErrorBuff` on a message: "-CODE rest" keeps its code, anything else gets
@@ -561,9 +572,13 @@ fn format_g17(n: f64) -> String {
 /// the reply. `raise`: redis.call (an error reply stops the script) rather than redis.pcall.
 /// Returns `(true, reply)`, or `(false, message)` for an error the Lua wrapper raises at the
 /// caller's line (see CALL_WRAPPERS: the line is looked up only then).
-async fn redis_call(lua: Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<(bool, Value)> {
-    let raise = |lua: &Lua, msg: &str| -> mlua::Result<(bool, Value)> {
-        Ok((false, Value::String(lua.create_string(msg)?)))
+async fn redis_call(
+    lua: Lua,
+    args: MultiValue,
+    raise_errors: bool,
+) -> mlua::Result<(bool, Value, bool)> {
+    let raise = |lua: &Lua, msg: &str| -> mlua::Result<(bool, Value, bool)> {
+        Ok((false, Value::String(lua.create_string(msg)?), false))
     };
     if !RUN.with(|r| r.running.get()) {
         return raise(
@@ -576,7 +591,7 @@ async fn redis_call(lua: Lua, args: MultiValue, raise_errors: bool) -> mlua::Res
         Err(msg) if raise_errors => return raise(&lua, msg),
         Err(msg) => {
             let v = convert::single(&lua, "err", Value::String(lua.create_string(msg)?))?;
-            return Ok((true, v));
+            return Ok((true, v, false));
         }
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -587,17 +602,22 @@ async fn redis_call(lua: Lua, args: MultiValue, raise_errors: bool) -> mlua::Res
     call_result(&lua, &reply, raise_errors)
 }
 
-/// redis.call's result for a command's `reply`: see `redis_call`.
-fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(bool, Value)> {
+/// redis.call's result for a command's `reply`: see `redis_call`. (The command's error, if
+/// it failed, is in the statistics already.)
+fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(bool, Value, bool)> {
     if raise_errors && reply.first() == Some(&b'-') {
         let end = reply
             .windows(2)
             .position(|w| w == b"\r\n")
             .unwrap_or(reply.len());
-        return Ok((false, Value::String(lua.create_string(&reply[1..end])?)));
+        return Ok((
+            false,
+            Value::String(lua.create_string(&reply[1..end])?),
+            true,
+        ));
     }
     let mut pos = 0;
-    Ok((true, convert::reply_to_lua(lua, reply, &mut pos)?))
+    Ok((true, convert::reply_to_lua(lua, reply, &mut pos)?, false))
 }
 
 /// The synchronous first try of redis.call / redis.pcall: the driver's `Inline` path, without
@@ -618,8 +638,12 @@ fn inline_call(lua: &Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<
     let Some(reply) = (unsafe { (inline.run)(inline.data, &argv) }) else {
         return Ok(MultiValue::new());
     };
-    let (ok, v) = call_result(lua, &reply, raise_errors)?;
-    Ok(MultiValue::from_iter([Value::Boolean(ok), v]))
+    let (ok, v, counted) = call_result(lua, &reply, raise_errors)?;
+    Ok(MultiValue::from_iter([
+        Value::Boolean(ok),
+        v,
+        Value::Boolean(counted),
+    ]))
 }
 
 impl Vm {
@@ -660,16 +684,16 @@ local function line()
   return -1
 end
 return function(...)
-  local ok, v = fast_call(...)
-  if ok == nil then ok, v = raw_call(...) end
+  local ok, v, counted = fast_call(...)
+  if ok == nil then ok, v, counted = raw_call(...) end
   if ok then return v end
-  raise_at(v, line())
+  raise_at(v, line(), counted)
 end,
 function(...)
-  local ok, v = fast_pcall(...)
-  if ok == nil then ok, v = raw_pcall(...) end
+  local ok, v, counted = fast_pcall(...)
+  if ok == nil then ok, v, counted = raw_pcall(...) end
   if ok then return v end
-  raise_at(v, line())
+  raise_at(v, line(), counted)
 end
 "#;
 
@@ -793,11 +817,18 @@ fn new_vm() -> mlua::Result<Vm> {
     })
 }
 
-/// `raise_at(msg, line)`: raises error reply `msg` as the script's error at `line` (-1: none).
+/// `raise_at(msg, line[, counted])`: raises error reply `msg` as the script's error at `line`
+/// (-1: none); `counted`: see `ScriptError`.
 fn raise_at(lua: &Lua) -> mlua::Result<Function> {
-    lua.create_function(|_, (msg, line): (String, i64)| -> mlua::Result<()> {
-        Err(raise_line(msg, (line >= 0).then_some(line)))
-    })
+    lua.create_function(
+        |_, (msg, line, counted): (String, i64, Option<bool>)| -> mlua::Result<()> {
+            Err(mlua::Error::external(ScriptError {
+                msg,
+                line: (line >= 0).then_some(line),
+                counted: counted.unwrap_or(false),
+            }))
+        },
+    )
 }
 
 fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
@@ -1076,7 +1107,15 @@ fn register_pcall(lua: &Lua, g: &Table) -> mlua::Result<()> {
                                 .inspect_stack(1)
                                 .map(|d| d.curr_line() as i64)
                                 .filter(|&l| l >= 0);
-                            return Err(raise_line(e.to_string_lossy().to_string(), line));
+                            let counted = matches!(
+                                t.raw_get::<Value>("ignore_error_stats_update"),
+                                Ok(Value::Boolean(true))
+                            );
+                            return Err(mlua::Error::external(ScriptError {
+                                msg: e.to_string_lossy().to_string(),
+                                line,
+                                counted,
+                            }));
                         }
                         Err(mlua::Error::external(Raised(format!("{v:?}"))))
                     }
