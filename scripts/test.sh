@@ -6,13 +6,15 @@
 # Stages: deps → fmt → clippy → build (release) → test (cargo test --workspace) → redis-suite
 # (Redis 7.0's Tcl suite against the release binary: external mode for the default units, compared
 # with tests/redis-suite/expected-pass, and normal mode - runtest starts the servers - for the units
-# with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md).
+# with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md) →
+# libraries (real client libraries' Lua scripts, bee-queue and redlock, against the release
+# binary and redis-server: tests/libraries/run.sh).
 # Every stage runs even when an earlier one failed (except that nothing needing the binary runs
 # when the build fails); a summary with timings is printed and the exit status is non-zero when
 # any stage failed.
 #
 # Environment:
-#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite)
+#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite libraries)
 #   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
 #   TEST_PROFILE=release run `cargo test` in release mode with the test-only fault-injection
 #                        feature (faster CI, but no debug assertions / overflow checks)
@@ -64,8 +66,10 @@ install_deps() {
     command -v redis-cli >/dev/null || need+=(redis-tools)
     command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
     command -v memcached >/dev/null || need+=(memcached)
+    command -v node >/dev/null || need+=(nodejs)
+    command -v npm >/dev/null || need+=(npm)
     if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh memcached"
+        echo "all present: redis-server redis-cli tclsh memcached node npm"
         return 0
     fi
     if [[ $(id -u) -ne 0 ]]; then
@@ -92,8 +96,9 @@ run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
 if run_stage build cargo build --release; then
     run_stage test cargo_test
     run_stage redis-suite ./scripts/redis-suite.sh --mode both
+    run_stage libraries ./tests/libraries/run.sh
 else
-    for s in test redis-suite; do
+    for s in test redis-suite libraries; do
         NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
     done
 fi
