@@ -456,6 +456,12 @@ fn transfers_stay_atomic_across_shards() {
     let undeclared = "local from, to, n = ARGV[1], ARGV[2], tonumber(ARGV[3]) \
         if tonumber(redis.call('get', from)) >= n then \
           redis.call('decrby', from, n) redis.call('incrby', to, n) end return 1";
+    // Declares the source only, and reaches the destination after its first write: that run
+    // is undone and done again under the whole-keyspace lock. A counter in a comment makes
+    // each call a new script, so it happens every time.
+    let half = "local n = tonumber(ARGV[2]) \
+        if tonumber(redis.call('get', KEYS[1])) >= n then \
+          redis.call('decrby', KEYS[1], n) redis.call('incrby', ARGV[1], n) end return 1";
     let sum = "local s = 0 for _, k in ipairs(KEYS) do s = s + tonumber(redis.call('get', k)) end return s";
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
@@ -470,10 +476,13 @@ fn transfers_stay_atomic_across_shards() {
                 let from = ACCOUNTS[(x >> 33) as usize % 8];
                 let to = ACCOUNTS[(x >> 40) as usize % 8];
                 let n = ((x >> 50) % 50).to_string();
-                let r = if i % 2 == 0 {
-                    conn.cmd(&["EVAL", declared, "2", from, to, &n])
-                } else {
-                    conn.cmd(&["EVAL", undeclared, "0", from, to, &n])
+                let r = match i % 3 {
+                    0 => conn.cmd(&["EVAL", declared, "2", from, to, &n]),
+                    1 => conn.cmd(&["EVAL", undeclared, "0", from, to, &n]),
+                    _ => {
+                        let body = format!("{half} -- {w} {i}");
+                        conn.cmd(&["EVAL", &body, "1", from, to, &n])
+                    }
                 };
                 assert_eq!(r, Resp::Int(1), "transfer failed: {r}");
             }
@@ -522,6 +531,70 @@ fn transfers_stay_atomic_across_shards() {
     let mut args = vec!["EVAL", sum, "8"];
     args.extend(ACCOUNTS);
     assert_eq!(c.cmd(&args), Resp::Int(total));
+}
+
+/// A script that declared some keys and reaches another after writing starts over under the
+/// whole-keyspace lock with its writes undone: every effect happens exactly once, values,
+/// types and expiries as they were before the first run.
+#[test]
+fn undeclared_key_after_a_write_runs_once() {
+    let srv = Server::start_threads(4, &[]);
+    let mut c = srv.raw_conn();
+    c.cmd(&["SET", "n", "10"]);
+    c.cmd(&["PEXPIRE", "n", "100000"]);
+    c.cmd(&["RPUSH", "l", "a", "b"]);
+    c.cmd(&["HSET", "h", "f", "1"]);
+    for i in 0..20 {
+        // A new script each time (the comment), so that none is known to need the lock yet.
+        let body = format!(
+            "redis.call('incr', KEYS[1]) redis.call('rpush', KEYS[2], ARGV[2]) \
+             redis.call('hincrby', KEYS[3], 'f', 1) redis.call('set', KEYS[4], ARGV[2]) \
+             redis.call('set', ARGV[1], ARGV[2]) \
+             return {{redis.call('get', KEYS[1]), redis.call('llen', KEYS[2])}} -- {i}"
+        );
+        let r = c.cmd(&[
+            "EVAL",
+            &body,
+            "4",
+            "n",
+            "l",
+            "h",
+            "fresh",
+            "other",
+            &i.to_string(),
+        ]);
+        assert_eq!(
+            r.to_string(),
+            Resp::Array(vec![
+                Resp::Bulk((11 + i).to_string().into_bytes()),
+                Resp::Int(3 + i as i64)
+            ])
+            .to_string(),
+            "run {i}"
+        );
+    }
+    assert_eq!(c.cmd(&["GET", "n"]), Resp::Bulk(b"30".to_vec()));
+    let Resp::Int(ttl) = c.cmd(&["PTTL", "n"]) else {
+        panic!("PTTL")
+    };
+    assert!(ttl > 90_000, "the expiry survived the undo: {ttl}");
+    assert_eq!(c.cmd(&["LLEN", "l"]), Resp::Int(22));
+    assert_eq!(c.cmd(&["LINDEX", "l", "2"]), Resp::Bulk(b"0".to_vec()));
+    assert_eq!(c.cmd(&["HGET", "h", "f"]), Resp::Bulk(b"21".to_vec()));
+    assert_eq!(c.cmd(&["GET", "fresh"]), Resp::Bulk(b"19".to_vec()));
+    assert_eq!(c.cmd(&["GET", "other"]), Resp::Bulk(b"19".to_vec()));
+    // The same script again: known to need the lock now, it runs once under it.
+    let body = "redis.call('incr', KEYS[1]) redis.call('set', ARGV[1], 'y') return redis.call('get', KEYS[1]) -- 0";
+    for want in ["31", "32"] {
+        assert_eq!(
+            c.cmd(&["EVAL", body, "1", "n", "other"]),
+            Resp::Bulk(want.as_bytes().to_vec())
+        );
+    }
+    // A keyless read of the keyspace (RANDOMKEY) and another database count as undeclared.
+    let body = "redis.call('incr', KEYS[1]) local k = redis.call('randomkey') redis.call('select', 9) redis.call('set', 'in9', 'z') return redis.call('get', 'in9')";
+    assert_eq!(c.cmd(&["EVAL", body, "1", "n"]), Resp::Bulk(b"z".to_vec()));
+    assert_eq!(c.cmd(&["GET", "n"]), Resp::Bulk(b"33".to_vec()));
 }
 
 const LIB: &str = "#!lua name=banklib\nredis.register_function('balance', function(keys, args) return redis.call('get', keys[1]) end)\nredis.register_function{function_name='bump', callback=function(keys, args) return redis.call('incr', keys[1]) end, flags={'allow-oom'}}";

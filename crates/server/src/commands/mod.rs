@@ -508,6 +508,19 @@ fn internal_error(w: &Worker, reply: &mut Reply, name: &str, fault: &guard::Faul
     ));
 }
 
+/// Runs `f` on this thread's shard, synchronously, as a hop of the command's transaction
+/// when one may run here now (`None` otherwise).
+pub(crate) fn inline_hop<R>(cx: &mut ConnCtx, f: impl FnOnce(&mut CmdCtx<'_>) -> R) -> Option<R> {
+    let w = cx.worker.clone();
+    if !cx.coord.in_transaction() || !cx.coord.start_inline(&w, w.id) {
+        return None;
+    }
+    let mut scratch = Reply::new(cx.reply.ver);
+    let r = CmdCtx::over(&w, cx.db, cx.now_ms, cx.client_id(), &mut scratch, f);
+    cx.coord.end_inline(&w, w.id, false);
+    Some(r)
+}
+
 /// A script's `redis.call` of a single-key command whose key lives on this thread's shard,
 /// run synchronously inside the script's transaction (no hop, no future): `execute`'s path for
 /// such a command, without its admission checks, which scripts skip (memory, BUSY, reads

@@ -565,6 +565,48 @@ fn apply_batch(c: &mut CmdCtx<'_>, batch: Vec<Entry>, merge: bool) -> Result<(),
     load::apply(c.shard, batch)
 }
 
+/// A key's state before a script's first write to it (a declared-keys script that must start
+/// over puts its keys back: commands/scripting.rs): its value in DUMP's form and its expiry;
+/// `None` when the key did not exist.
+pub(crate) type KeyImage = Option<(Vec<u8>, Option<u64>)>;
+
+pub(crate) fn key_image(c: &mut CmdCtx<'_>, key: &[u8]) -> KeyImage {
+    let lim = EncLimits::from_config(&c.shared.config);
+    let now = c.now;
+    let db = c.db();
+    let pos = db.find_notouch(key, now)?;
+    let at = db.expire_at(pos);
+    let (_, v) = db.at(pos);
+    let mut w = Writer::new(Vec::new());
+    // Writes into a Vec cannot fail.
+    let _ = write_object(&mut w, None, v, &lim);
+    Some((w.into_inner(), at))
+}
+
+/// Puts `key` back as `image` (quietly: no notification; the key was locked all along).
+pub(crate) fn restore_image(c: &mut CmdCtx<'_>, key: &[u8], image: KeyImage) {
+    let lim = EncLimits::from_config(&c.shared.config);
+    let now = c.now;
+    let db = c.db();
+    db.remove(key, now);
+    let Some((obj, at)) = image else {
+        return;
+    };
+    let mut r = Reader::new(&obj[..]);
+    let parsed = r.read_u8().and_then(|t| read_object(&mut r, t, &lim)).ok();
+    let Some(loaded) = parsed.flatten() else {
+        return;
+    };
+    let ttl = match at {
+        Some(at) => TtlMode::At(at),
+        None => TtlMode::Clear,
+    };
+    db.set(key, loaded.value, ttl, now);
+    if let Some(d) = loaded.field_deadline {
+        db.hfe.set(key, Some(d));
+    }
+}
+
 /// DUMP key.
 fn dump(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let lim = EncLimits::from_config(&c.shared.config);

@@ -1,21 +1,27 @@
 //! Scripting commands: EVAL EVALSHA EVAL_RO EVALSHA_RO SCRIPT. The interpreter, the script
 //! cache and the Lua side of `redis.call` are in `crate::scripting` (docs/design/scripting.md).
 //!
-//! Atomicity: EVAL is declared `TX_GLOBAL_WRITE`, so its lock plan holds every shard
-//! exclusively. The handler schedules that plan as one transaction (as EXEC does), waits at a
-//! barrier hop on every shard (all earlier transactions there are done), and runs the script;
-//! each `redis.call` executes inside that transaction. No other command touches any key until
-//! the script ends, whatever keys it declared or not, exactly as on single-threaded Redis.
+//! Atomicity (docs/design/scripting.md): a script runs as one transaction over its declared
+//! keys, or, when it has none or is known to reach others, over the whole keyspace (every shard
+//! exclusively, after a barrier hop on each: all earlier transactions there are done). Each
+//! `redis.call` executes inside that transaction. A declared-keys run whose command reaches
+//! outside its locks is stopped, its writes undone from its undo log (nobody saw them: its keys
+//! stayed locked), and the script runs again over the whole keyspace, as it will from then on.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use damselfly_protocol::{Reply, RespVersion};
 
 use super::connection::help_reply;
-use super::registry::registry;
+use super::coordinator::LockPlan;
+use super::persistence::KeyImage;
+use super::registry::{registry, Entry};
 use super::spec::prelude::*;
 use super::spec::Handler;
+use super::spec::PlanSink;
 use super::{BoxFut, ConnCtx};
 use crate::scripting::{self, functions, Outcome, ScriptFlags, Sha};
 
@@ -179,42 +185,111 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     }
     let read_only = ro || flags.no_writes;
     let name = String::from_utf8_lossy(&sha).into_owned();
-    run_script(cx, args, name.clone(), flags, read_only, |cx| {
-        scripting::start(&func, name, keys, argv, busy_threshold(cx))
+    run_script(cx, args, keys, name.clone(), flags, read_only, |cx| {
+        scripting::start(&func, name.clone(), keys, argv, busy_threshold(cx))
     })
     .await;
 }
 
-/// Runs a script or function (`start` makes it go) inside one transaction over every shard
-/// (unless EXEC already runs one for us), serving its redis.calls, and replies its result.
+/// Runs a script or function (`start` makes it go) as one transaction, serving its
+/// redis.calls, and replies its result. See the module docs for the two ways it locks: its
+/// declared keys, or the whole keyspace.
+#[allow(clippy::too_many_arguments)]
 async fn run_script(
     cx: &mut ConnCtx,
     command: &[&[u8]],
+    keys: &[&[u8]],
     name: String,
     flags: ScriptFlags,
     read_only: bool,
-    start: impl FnOnce(&mut ConnCtx) -> scripting::Running,
+    start: impl Fn(&mut ConnCtx) -> scripting::Running,
 ) {
+    // Inside EXEC the transaction is EXEC's (it locked everything for the script).
+    let try_declared = !cx.coord.in_exec() && !keys.is_empty() && !needs_global(&name);
+    if try_declared
+        && run_once(cx, command, keys, &name, flags, read_only, true, &start).await == Ran::Done
+    {
+        return;
+    }
+    run_once(cx, command, keys, &name, flags, read_only, false, &start).await;
+}
+
+#[derive(PartialEq, Eq)]
+enum Ran {
+    Done,
+    /// The script touched more than its declared keys: it was stopped, what it wrote undone,
+    /// and it must run again under the whole-keyspace lock.
+    StartOver,
+}
+
+thread_local! {
+    /// Scripts (by name: SHA or function) known to touch undeclared keys: they run under the
+    /// whole-keyspace lock from the start.
+    static NEEDS_GLOBAL: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    /// Held by the script running on this thread (see `run_once`).
+    static SCRIPT_SLOT: Arc<tokio::sync::Mutex<()>> = Arc::new(tokio::sync::Mutex::new(()));
+}
+
+fn needs_global(name: &str) -> bool {
+    NEEDS_GLOBAL.with(|n| n.borrow().contains(name))
+}
+
+/// How much a declared-keys run may copy for its undo log before the script is run under the
+/// whole-keyspace lock instead (from then on: copying large values on every run would cost
+/// more than the lock).
+const UNDO_LIMIT: usize = 64 * 1024;
+
+#[allow(clippy::too_many_arguments)]
+async fn run_once(
+    cx: &mut ConnCtx,
+    command: &[&[u8]],
+    keys: &[&[u8]],
+    name: &str,
+    flags: ScriptFlags,
+    read_only: bool,
+    declared: bool,
+    start: &impl Fn(&mut ConnCtx) -> scripting::Running,
+) -> Ran {
     let w = cx.worker.clone();
     let own_tx = !cx.coord.in_exec();
     if own_tx {
-        let plan = cx.coord.plan().clone();
+        let mut plan = LockPlan::new(cx.threads(), cx.db, w.shared.config.dbnum());
+        if declared {
+            for k in keys {
+                plan.lock_key(cx.db, k, !read_only);
+            }
+        } else {
+            plan.lock_all_shards(true);
+        }
         cx.coord.begin_exec(&w, plan).await;
-        // A hop on every shard: every earlier transaction there is done, so no other script
-        // is running anywhere (see the module docs).
+        // A hop on every shard of the transaction: every earlier conflicting transaction there
+        // is done (see the module docs).
         let shards = cx.coord.exec_shards();
         cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
     }
+    // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
+    // are the running script's), taken once the transaction is active: the holder never waits
+    // for another transaction, so waiting for it cannot close a cycle.
+    let _slot = SCRIPT_SLOT.with(|s| s.clone()).lock_owned().await;
     let saved_name = cx.cmd_name;
     // A SELECT inside the script changes the script's database, not the caller's.
     let saved_db = cx.db;
-    let state = std::cell::RefCell::new(CallState {
+    let state = RefCell::new(CallState {
         read_only,
         flags,
         read: false,
         dirty: false,
+        declared: declared.then(|| Declared {
+            db: cx.db,
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            images: Vec::new(),
+            image_bytes: 0,
+        }),
     });
-    scripting::busy::describe(name, command.iter().map(|a| a.to_vec()).collect());
+    scripting::busy::describe(
+        name.to_string(),
+        command.iter().map(|a| a.to_vec()).collect(),
+    );
     let was_in_script = std::mem::replace(&mut cx.in_script, true);
     let mut running = start(cx);
     let outcome = loop {
@@ -229,15 +304,36 @@ async fn run_script(
         let step = running.next(Some(inline)).await;
         match step {
             scripting::Step::Call(req) => {
-                let reply = script_call(cx, &state, req.args).await;
+                let argv: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice()).collect();
+                if !declared_ok(cx, &state, &argv) || !take_images(cx, &state, &argv).await {
+                    break None;
+                }
+                let reply = script_call(cx, &state, req.args.clone()).await;
                 let _ = req.done.send(reply);
             }
-            scripting::Step::Done(o) => break o,
+            scripting::Step::Done(o) => break Some(o),
         }
     };
     cx.cmd_name = saved_name;
     cx.db = saved_db;
     cx.in_script = was_in_script;
+    let Some(outcome) = outcome else {
+        // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
+        // stayed locked); put it back, then let go.
+        drop(running);
+        let images = state
+            .borrow_mut()
+            .declared
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.images))
+            .unwrap_or_default();
+        undo(cx, images).await;
+        NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
+        if own_tx {
+            cx.coord.end_exec(&w);
+        }
+        return Ran::StartOver;
+    };
     match outcome {
         Outcome::Value(v) => {
             let resp3 = scripting::RUN.with(|r| r.resp3.get());
@@ -259,6 +355,147 @@ async fn run_script(
     if own_tx {
         cx.coord.end_exec(&w);
     }
+    Ran::Done
+}
+
+/// A declared-keys run: its keys and database, and the undo log of what it wrote.
+struct Declared {
+    db: usize,
+    keys: HashSet<Vec<u8>>,
+    /// The keys' states before the run's first write to each (see `take_images`).
+    images: Vec<(Vec<u8>, KeyImage)>,
+    image_bytes: usize,
+}
+
+/// Calls `f` with every key of command `spec` in `args`.
+fn each_key(spec: &CommandSpec, args: &[&[u8]], mut f: impl FnMut(&[u8]) -> bool) -> bool {
+    if let Some((first, last, step)) = spec.keys.range(args.len()) {
+        (first..=last).step_by(step).all(|i| f(args[i]))
+    } else {
+        spec.keys.positions(args).into_iter().all(|i| f(args[i]))
+    }
+}
+
+/// The command's registry entry (its subcommand's for a container).
+fn resolve(args: &[&[u8]]) -> Option<&'static Entry> {
+    let top = registry().lookup(args[0])?;
+    if top.spec.subcommands.is_empty() || args.len() < 2 {
+        Some(top)
+    } else {
+        top.sub(args[1])
+    }
+}
+
+/// May the script's command run under its declared keys' locks (always, for a
+/// whole-keyspace run)? Not when it names another key, works on the keyspace at large
+/// (SCAN, RANDOMKEY, KEYS, FLUSHDB...) or in another database.
+fn declared_ok(cx: &ConnCtx, state: &RefCell<CallState>, args: &[&[u8]]) -> bool {
+    let st = state.borrow();
+    let Some(d) = &st.declared else {
+        return true;
+    };
+    let Some(entry) = resolve(args) else {
+        // Unknown: the command's checks answer it.
+        return true;
+    };
+    let spec = entry.spec;
+    if spec.flags & (TX_GLOBAL_READ | TX_GLOBAL_WRITE) != 0 || spec.plan.is_some() {
+        return false;
+    }
+    if spec.keys.is_none() {
+        // Keyless: fine unless it reads or writes data (SCAN, RANDOMKEY).
+        return spec.flags & (READONLY | WRITE) == 0;
+    }
+    cx.db == d.db && each_key(spec, args, |k| d.keys.contains(k))
+}
+
+/// Before a write of a declared-keys run: the undo log gets the state of each key the command
+/// names that the run has not written yet. False when the log would grow past `UNDO_LIMIT`:
+/// the script starts over under the whole-keyspace lock.
+async fn take_images(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8]]) -> bool {
+    let needed: Vec<Vec<u8>> = {
+        let st = state.borrow();
+        let Some(d) = &st.declared else {
+            return true;
+        };
+        if d.image_bytes > UNDO_LIMIT {
+            return false;
+        }
+        let Some(entry) = resolve(args) else {
+            return true;
+        };
+        if entry.spec.flags & WRITE == 0 {
+            return true;
+        }
+        let mut v = Vec::new();
+        each_key(entry.spec, args, |k| {
+            if !d.images.iter().any(|(i, _)| i == k) && !v.iter().any(|x: &Vec<u8>| x == k) {
+                v.push(k.to_vec());
+            }
+            true
+        });
+        v
+    };
+    for key in needed {
+        let k = key.clone();
+        let image = cx
+            .hops()
+            .on_key(&key, move |c, ()| super::persistence::key_image(c, &k))
+            .run_more()
+            .await;
+        let mut st = state.borrow_mut();
+        let d = st.declared.as_mut().expect("declared run");
+        d.image_bytes += image.as_ref().map_or(0, |(b, _)| b.len()) + key.len();
+        d.images.push((key, image));
+        if d.image_bytes > UNDO_LIMIT {
+            return false;
+        }
+    }
+    true
+}
+
+/// `take_images` for keys on this thread's shard, without a future; false (the caller goes the
+/// asynchronous way) for a key elsewhere or past `UNDO_LIMIT`.
+fn take_images_inline(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8]]) -> bool {
+    let mut st = state.borrow_mut();
+    let Some(d) = &mut st.declared else {
+        return true;
+    };
+    let Some(entry) = resolve(args) else {
+        return true;
+    };
+    if entry.spec.flags & WRITE == 0 {
+        return true;
+    }
+    let threads = cx.threads();
+    let me = cx.worker.id;
+    each_key(entry.spec, args, |k| {
+        if d.images.iter().any(|(i, _)| i == k) {
+            return true;
+        }
+        if crate::engine::shard_of(k, threads) != me {
+            return false;
+        }
+        let Some(image) = super::inline_hop(cx, |c| super::persistence::key_image(c, k)) else {
+            return false;
+        };
+        d.image_bytes += image.as_ref().map_or(0, |(b, _)| b.len()) + k.len();
+        d.images.push((k.to_vec(), image));
+        d.image_bytes <= UNDO_LIMIT
+    })
+}
+
+/// Puts back what a declared-keys run wrote (its keys are still locked: nobody saw it).
+async fn undo(cx: &mut ConnCtx, images: Vec<(Vec<u8>, KeyImage)>) {
+    for (key, image) in images.into_iter().rev() {
+        let k = key.clone();
+        cx.hops()
+            .on_key(&key, move |c, ()| {
+                super::persistence::restore_image(c, &k, image)
+            })
+            .run_more()
+            .await;
+    }
 }
 
 /// `busy-reply-threshold` (`lua-time-limit`) in ms: how long a script runs before others get
@@ -276,6 +513,8 @@ struct CallState {
     /// A write ran (Redis's SCRIPT_WRITE_DIRTY): later writes are no longer refused for the
     /// server's state.
     dirty: bool,
+    /// A run under its declared keys' locks only (`None`: under the whole-keyspace lock).
+    declared: Option<Declared>,
 }
 
 /// One `redis.call` (Redis's `scriptCall`): the checks scripts get, then the command itself
@@ -326,6 +565,11 @@ unsafe fn inline_call(data: *mut (), args: &[&[u8]]) -> Option<Vec<u8>> {
     if let Err(msg) = check_call(cx, d.state, args) {
         reply.error(msg);
         return Some(reply.take());
+    }
+    // A declared-keys run takes the slow path to start over, or when its undo log needs a key
+    // elsewhere.
+    if !declared_ok(cx, d.state, args) || !take_images_inline(cx, d.state, args) {
+        return None;
     }
     let saved = std::mem::replace(&mut cx.reply, reply);
     let ran = super::execute_inline(cx, args);
@@ -522,9 +766,15 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     };
     let (keys, argv) = args[3..].split_at(numkeys);
     let read_only = ro || info.flags.no_writes;
-    run_script(cx, args, info.name.clone(), info.flags, read_only, |cx| {
-        scripting::start_function(&callback, name, keys, argv, busy_threshold(cx))
-    })
+    run_script(
+        cx,
+        args,
+        keys,
+        info.name.clone(),
+        info.flags,
+        read_only,
+        |cx| scripting::start_function(&callback, name.clone(), keys, argv, busy_threshold(cx)),
+    )
     .await;
 }
 

@@ -17,7 +17,7 @@
 
 use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use mlua::ffi;
@@ -25,13 +25,16 @@ use mlua::ffi;
 /// Lua instructions between two hook runs (Redis uses the same count).
 const HOOK_EVERY: c_int = 100_000;
 
-/// A script has run past the threshold somewhere.
+/// A script has run past the threshold somewhere: "the busy script" (scripts on different
+/// threads may run at once; the first past its threshold is the one the server is busy with).
 static BUSY: AtomicBool = AtomicBool::new(false);
+/// The busy script's thread (`thread_token`).
+static OWNER: AtomicUsize = AtomicUsize::new(0);
 /// A KILL for it arrived.
 static KILL: AtomicBool = AtomicBool::new(false);
 /// It wrote (a KILL can no longer stop it).
 static WROTE: AtomicBool = AtomicBool::new(false);
-/// What runs: 1 an EVAL script, 2 a function.
+/// What it is: 1 an EVAL script, 2 a function.
 static KIND: AtomicU8 = AtomicU8::new(0);
 
 /// What FUNCTION STATS shows of a script running past its threshold: its name, its command,
@@ -48,6 +51,20 @@ thread_local! {
     /// The script running on this thread: its coroutine, when it started, its threshold (ms;
     /// 0: none).
     static CURRENT: Cell<Option<(*mut ffi::lua_State, Instant, u64)>> = const { Cell::new(None) };
+    /// This thread's script: what it is (as KIND) and whether it wrote (as WROTE).
+    static LOCAL_KIND: Cell<u8> = const { Cell::new(0) };
+    static LOCAL_WROTE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A number that tells this thread apart (never 0).
+fn thread_token() -> usize {
+    thread_local! { static TOKEN: u8 = const { 0 }; }
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Is this thread's script the busy one?
+fn owns_busy() -> bool {
+    BUSY.load(Ordering::Relaxed) && OWNER.load(Ordering::Relaxed) == thread_token()
 }
 
 /// Redis's replies.
@@ -71,9 +88,8 @@ pub fn running() -> Option<(String, Vec<Vec<u8>>, u64)> {
 /// A script starts on this thread in coroutine `thread`.
 pub fn begin(thread: &mlua::Thread, threshold_ms: u64, function: bool) {
     let state = thread.to_pointer() as *mut ffi::lua_State;
-    KILL.store(false, Ordering::Relaxed);
-    WROTE.store(false, Ordering::Relaxed);
-    KIND.store(if function { 2 } else { 1 }, Ordering::Relaxed);
+    LOCAL_WROTE.with(|w| w.set(false));
+    LOCAL_KIND.with(|k| k.set(if function { 2 } else { 1 }));
     CURRENT.with(|c| c.set(Some((state, Instant::now(), threshold_ms))));
     // SAFETY: `state` is the live coroutine the script runs in (kept alive by the caller
     // until `end`); the hook only reads this thread's CURRENT and the interpreter state.
@@ -86,16 +102,17 @@ pub fn begin(thread: &mlua::Thread, threshold_ms: u64, function: bool) {
 pub fn end() {
     CURRENT.with(|c| c.set(None));
     DESCRIBED.with(|d| *d.borrow_mut() = None);
-    if BUSY.load(Ordering::Relaxed) {
-        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    LOCAL_KIND.with(|k| k.set(0));
+    if !owns_busy() {
+        return;
     }
-    if BUSY.swap(false, Ordering::Relaxed) {
-        crate::log_warning!(
-            "Slow script detected: script finished its execution after a long time"
-        );
-    }
+    *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = None;
     KILL.store(false, Ordering::Relaxed);
+    WROTE.store(false, Ordering::Relaxed);
     KIND.store(0, Ordering::Relaxed);
+    OWNER.store(0, Ordering::Relaxed);
+    BUSY.store(false, Ordering::Release);
+    crate::log_warning!("Slow script detected: script finished its execution after a long time");
 }
 
 /// Is a script past its threshold (commands get `-BUSY`)? Which error then.
@@ -113,7 +130,10 @@ pub fn busy() -> Option<&'static str> {
 
 /// The running script wrote.
 pub fn note_write() {
-    WROTE.store(true, Ordering::Relaxed);
+    LOCAL_WROTE.with(|w| w.set(true));
+    if owns_busy() {
+        WROTE.store(true, Ordering::Relaxed);
+    }
 }
 
 /// SCRIPT KILL (`function` false) / FUNCTION KILL: Ok when the kill was requested, else the
@@ -176,19 +196,22 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_
     if threshold == 0 || (started.elapsed().as_millis() as u64) < threshold {
         return;
     }
-    if !BUSY.load(Ordering::Relaxed) {
+    if !BUSY.load(Ordering::Relaxed) && !BUSY.swap(true, Ordering::Acquire) {
+        // This script is the busy one now.
         let described = DESCRIBED.with(|d| d.borrow().clone());
         if let Some((name, command)) = described {
             *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((name, command, started));
         }
-    }
-    if !BUSY.swap(true, Ordering::Relaxed) {
+        KIND.store(LOCAL_KIND.with(|k| k.get()), Ordering::Relaxed);
+        WROTE.store(LOCAL_WROTE.with(|w| w.get()), Ordering::Relaxed);
+        KILL.store(false, Ordering::Relaxed);
+        OWNER.store(thread_token(), Ordering::Relaxed);
         crate::log_warning!(
             "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the SCRIPT KILL command.",
             started.elapsed().as_millis()
         );
     }
-    if KILL.load(Ordering::Relaxed) && !WROTE.load(Ordering::Relaxed) {
+    if owns_busy() && KILL.load(Ordering::Relaxed) && !WROTE.load(Ordering::Relaxed) {
         // Ends the script: the error unwinds (longjmp) to the coroutine's resume. Nothing
         // of this frame needs dropping.
         ffi::lua_pushstring(state, c"Script killed by user with SCRIPT KILL...".as_ptr());
