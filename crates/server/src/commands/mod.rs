@@ -14,7 +14,9 @@ pub mod connection;
 pub mod coordinator;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 pub mod fault;
+pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod keys;
 pub mod list;
 pub mod multi;

@@ -109,6 +109,8 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::hash::COMMANDS,
         super::set::COMMANDS,
         super::zset::COMMANDS,
+        super::geo::COMMANDS,
+        super::hll::COMMANDS,
         super::sort::COMMANDS,
         super::pubsub::COMMANDS,
     ];

@@ -1,0 +1,6 @@
+//! HyperLogLog commands (being written).
+
+use super::spec::prelude::*;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[];
