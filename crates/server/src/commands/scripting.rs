@@ -204,8 +204,11 @@ async fn run_script(
     read_only: bool,
     start: impl Fn(&mut ConnCtx) -> scripting::Running,
 ) {
-    // Inside EXEC the transaction is EXEC's (it locked everything for the script).
-    let try_declared = !cx.coord.in_exec() && !keys.is_empty() && !needs_global(&name);
+    // Inside EXEC the transaction is EXEC's (it locked everything for the script). With one
+    // shard the whole keyspace is that shard: locking only the declared keys would buy no
+    // parallelism and cost the undo log.
+    let try_declared =
+        !cx.coord.in_exec() && !keys.is_empty() && cx.threads() > 1 && !needs_global(&name);
     if try_declared
         && run_once(cx, command, keys, &name, flags, read_only, true, &start).await == Ran::Done
     {
@@ -286,10 +289,9 @@ async fn run_once(
             image_bytes: 0,
         }),
     });
-    scripting::busy::describe(
-        name.to_string(),
-        command.iter().map(|a| a.to_vec()).collect(),
-    );
+    // SAFETY: `name` and `command` outlive the script: `running` is dropped (ending it) before
+    // this function returns.
+    unsafe { scripting::busy::describe(name, command) };
     let was_in_script = std::mem::replace(&mut cx.in_script, true);
     let mut running = start(cx);
     let outcome = loop {

@@ -131,6 +131,8 @@ struct Opts {
     by: Option<Vec<u8>>,
     dontsort: bool,
     gets: Vec<Vec<u8>>,
+    /// Called from a script: a set's output must be deterministic too (Redis sorts it).
+    script: bool,
 }
 
 fn parse(args: &[&[u8]], readonly: bool) -> Result<Opts, &'static str> {
@@ -358,9 +360,9 @@ const ERR_SCORES: &str = "ERR One or more scores can't be converted into double"
 
 impl Job {
     fn new(mut opts: Opts, kind: SrcKind, mut items: Vec<Vec<u8>>) -> Job {
-        // A set has no order of its own: with STORE it is sorted (ALPHA) so the stored result
-        // is deterministic.
-        if opts.dontsort && kind == SrcKind::Set && opts.store.is_some() {
+        // A set has no order of its own: with STORE, or for a script, it is sorted (ALPHA) so
+        // the result is deterministic (Redis's sortCommandGeneric).
+        if opts.dontsort && kind == SrcKind::Set && (opts.store.is_some() || opts.script) {
             opts.dontsort = false;
             opts.alpha = true;
             opts.by = None;
@@ -629,7 +631,10 @@ fn reply_done(reply: &mut Reply, d: Done) {
 
 async fn sort_generic(cx: &mut ConnCtx, args: &[&[u8]], readonly: bool) {
     let opts = match parse(args, readonly) {
-        Ok(o) => o,
+        Ok(o) => Opts {
+            script: cx.in_script,
+            ..o
+        },
         Err(e) => {
             cx.reply.error(e);
             return;

@@ -82,10 +82,12 @@ pub enum EncLimit {
     SetMaxListpackValue,
     ZsetMaxListpackEntries,
     ZsetMaxListpackValue,
+    /// Bytes a sparse HyperLogLog may grow to before it turns dense.
+    HllSparseMaxBytes,
 }
 
 impl EncLimit {
-    const COUNT: usize = 8;
+    const COUNT: usize = 9;
     const ALL: [(EncLimit, &'static str); EncLimit::COUNT] = [
         (EncLimit::ListMaxListpackSize, "list-max-listpack-size"),
         (
@@ -101,6 +103,7 @@ impl EncLimit {
             "zset-max-listpack-entries",
         ),
         (EncLimit::ZsetMaxListpackValue, "zset-max-listpack-value"),
+        (EncLimit::HllSparseMaxBytes, "hll-sparse-max-bytes"),
     ];
 }
 
@@ -494,7 +497,12 @@ impl Config {
             }
             _ => {
                 if let Some((e, _)) = EncLimit::ALL.iter().find(|(_, n)| *n == name) {
-                    self.enc_limits[*e as usize].store(v.parse().unwrap_or(0), Ordering::Relaxed);
+                    let n = v
+                        .parse()
+                        .ok()
+                        .or_else(|| parse_memory(v).map(|m| m as i64))
+                        .unwrap_or(0);
+                    self.enc_limits[*e as usize].store(n, Ordering::Relaxed);
                 }
             }
         }

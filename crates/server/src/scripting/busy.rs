@@ -45,9 +45,8 @@ static RUNNING: std::sync::Mutex<Option<Described>> = std::sync::Mutex::new(None
 type Described = (String, Vec<Vec<u8>>, Instant);
 
 thread_local! {
-    /// The next script's name and command (`describe`), kept until it turns busy.
-    static DESCRIBED: std::cell::RefCell<Option<(String, Vec<Vec<u8>>)>> =
-        const { std::cell::RefCell::new(None) };
+    /// The running script's name and command (`describe`), copied only if it turns busy.
+    static DESCRIBED: Cell<Option<Borrowed>> = const { Cell::new(None) };
     /// The script running on this thread: its coroutine, when it started, its threshold (ms;
     /// 0: none).
     static CURRENT: Cell<Option<(*mut ffi::lua_State, Instant, u64)>> = const { Cell::new(None) };
@@ -73,9 +72,27 @@ pub const ERR_BUSY_SCRIPT: &str =
 pub const ERR_BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
+/// The running script's name and command, borrowed: pointers to the driver's own (a script
+/// runs often and turns busy rarely; copying them for every run cost a few allocations).
+#[derive(Clone, Copy)]
+struct Borrowed {
+    name: *const str,
+    /// The command's arguments: the address and length of the driver's `&[&[u8]]`.
+    command: (usize, usize),
+}
+
 /// Names the script about to start (FUNCTION STATS shows it if it turns busy).
-pub fn describe(name: String, command: Vec<Vec<u8>>) {
-    DESCRIBED.with(|d| *d.borrow_mut() = Some((name, command)));
+///
+/// # Safety
+/// `name` and `command` must stay alive and unmoved until `end` (the script's driver holds
+/// them for the whole run, and `Running`'s drop calls `end`).
+pub unsafe fn describe(name: &str, command: &[&[u8]]) {
+    DESCRIBED.with(|d| {
+        d.set(Some(Borrowed {
+            name: name as *const str,
+            command: (command.as_ptr() as usize, command.len()),
+        }))
+    });
 }
 
 /// The busy script: (name, command, milliseconds running).
@@ -101,7 +118,7 @@ pub fn begin(thread: &mlua::Thread, threshold_ms: u64, function: bool) {
 /// The script ended (or was dropped).
 pub fn end() {
     CURRENT.with(|c| c.set(None));
-    DESCRIBED.with(|d| *d.borrow_mut() = None);
+    DESCRIBED.with(|d| d.set(None));
     LOCAL_KIND.with(|k| k.set(0));
     if !owns_busy() {
         return;
@@ -198,8 +215,16 @@ unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_
     }
     if !BUSY.load(Ordering::Relaxed) && !BUSY.swap(true, Ordering::Acquire) {
         // This script is the busy one now.
-        let described = DESCRIBED.with(|d| d.borrow().clone());
-        if let Some((name, command)) = described {
+        if let Some(b) = DESCRIBED.with(|d| d.get()) {
+            // SAFETY: the script is running, so its driver still holds what `describe` points
+            // to (see `describe`).
+            let (name, command) = unsafe {
+                let args = std::slice::from_raw_parts(b.command.0 as *const &[u8], b.command.1);
+                (
+                    (*b.name).to_string(),
+                    args.iter().map(|a| a.to_vec()).collect(),
+                )
+            };
             *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some((name, command, started));
         }
         KIND.store(LOCAL_KIND.with(|k| k.get()), Ordering::Relaxed);

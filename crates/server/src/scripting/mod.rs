@@ -602,6 +602,22 @@ async fn redis_call(
     call_result(&lua, &reply, raise_errors)
 }
 
+/// redis.call / redis.pcall with many arguments, which the wrapper passes as a table `t` of
+/// `n` values: the synchronous path, else the asynchronous one.
+async fn big_call(lua: Lua, t: Table, n: i64, raise_errors: bool) -> mlua::Result<MultiValue> {
+    let args = || -> mlua::Result<MultiValue> { (1..=n).map(|i| t.raw_get::<Value>(i)).collect() };
+    let r = inline_call(&lua, args()?, raise_errors)?;
+    if !r.is_empty() {
+        return Ok(r);
+    }
+    let (ok, v, counted) = redis_call(lua, args()?, raise_errors).await?;
+    Ok(MultiValue::from_iter([
+        Value::Boolean(ok),
+        v,
+        Value::Boolean(counted),
+    ]))
+}
+
 /// redis.call's result for a command's `reply`: see `redis_call`. (The command's error, if
 /// it failed, is in the statistics already.)
 fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(bool, Value, bool)> {
@@ -670,7 +686,11 @@ impl Vm {
 /// redis.call and redis.pcall as Lua functions that pass their caller's line to the Rust side
 /// (error replies name it; Redis's error handler finds it the same way).
 const CALL_WRAPPERS: &str = r#"
-local raw_call, raw_pcall, fast_call, fast_pcall, getinfo, raise_at = ...
+local raw_call, raw_pcall, fast_call, fast_pcall, getinfo, raise_at, big_call, big_pcall = ...
+local select = select
+-- Past this many arguments they travel in a table: a C function's stack holds at most 8000
+-- values (Redis's scripts may pass 7999).
+local BIG = 1000
 local function line()
   -- The innermost frame of the script itself (a `return redis.call(...)` is a tail call that
   -- leaves none: no line then).
@@ -684,14 +704,26 @@ local function line()
   return -1
 end
 return function(...)
-  local ok, v, counted = fast_call(...)
-  if ok == nil then ok, v, counted = raw_call(...) end
+  local ok, v, counted
+  local n = select('#', ...)
+  if n > BIG then
+    ok, v, counted = big_call({...}, n)
+  else
+    ok, v, counted = fast_call(...)
+    if ok == nil then ok, v, counted = raw_call(...) end
+  end
   if ok then return v end
   raise_at(v, line(), counted)
 end,
 function(...)
-  local ok, v, counted = fast_pcall(...)
-  if ok == nil then ok, v, counted = raw_pcall(...) end
+  local ok, v, counted
+  local n = select('#', ...)
+  if n > BIG then
+    ok, v, counted = big_pcall({...}, n)
+  else
+    ok, v, counted = fast_pcall(...)
+    if ok == nil then ok, v, counted = raw_pcall(...) end
+  end
   if ok then return v end
   raise_at(v, line(), counted)
 end
@@ -846,6 +878,8 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
         lua.create_function(|lua, args: MultiValue| inline_call(lua, args, false))?,
         getinfo,
         raise_at(lua)?,
+        lua.create_async_function(|lua, (t, n): (Table, i64)| big_call(lua, t, n, true))?,
+        lua.create_async_function(|lua, (t, n): (Table, i64)| big_call(lua, t, n, false))?,
     ))?;
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
@@ -1051,39 +1085,51 @@ fn lua_number_string(n: f64) -> String {
     }
 }
 
-/// The most values `unpack` returns (Lua's C stack limit, LUAI_MAXCSTACK).
-const MAX_UNPACK: u128 = 8000;
+/// Redis's patched `luaB_unpack`: the count as an unsigned difference, refused from `INT_MAX`
+/// up or past what the stack holds.
+///
+/// # Safety
+/// Called by Lua as a C function with a valid state. Errors unwind by `longjmp` through this
+/// frame, which owns nothing that needs dropping.
+unsafe extern "C-unwind" fn unpack_c(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    use std::os::raw::c_int;
+    unsafe {
+        ffi::luaL_checktype(l, 1, ffi::LUA_TTABLE);
+        let i = ffi::luaL_optinteger(l, 2, 1) as c_int;
+        let e = if ffi::lua_isnoneornil(l, 3) != 0 {
+            ffi::lua_objlen(l, 1) as c_int
+        } else {
+            ffi::luaL_checkinteger(l, 3) as c_int
+        };
+        if i > e {
+            return 0;
+        }
+        let n = (e as u32).wrapping_sub(i as u32);
+        if n >= i32::MAX as u32 || ffi::lua_checkstack(l, n as c_int + 1) == 0 {
+            return ffi::luaL_error(l, c"too many results to unpack".as_ptr());
+        }
+        let mut k = i;
+        loop {
+            ffi::lua_rawgeti_(l, 1, k);
+            if k == e {
+                break;
+            }
+            k += 1;
+        }
+        n as c_int + 1
+    }
+}
 
 /// `pcall` and `xpcall` that a redis.call inside them can wait through: Lua 5.1's own cannot be
 /// yielded across, and every redis.call yields the script's coroutine.
 fn register_pcall(lua: &Lua, g: &Table) -> mlua::Result<()> {
-    // unpack with Redis's fix: stock Lua 5.1 overflows computing the count of a huge range
-    // (unpack({}, -2, 2^31-1)) and writes past its stack.
-    g.raw_set(
-        "unpack",
-        lua.create_function(|lua, (t, i, j): (Table, Option<i64>, Option<i64>)| {
-            let i = i.unwrap_or(1);
-            let j = match j {
-                Some(j) => j,
-                None => t.raw_len() as i64,
-            };
-            let mut out = MultiValue::new();
-            if i > j {
-                return Ok(out);
-            }
-            let n = (j as i128 - i as i128) as u128;
-            if n >= i32::MAX as u128 || n + 1 > MAX_UNPACK {
-                return Err(mlua::Error::RuntimeError(
-                    "too many results to unpack".into(),
-                ));
-            }
-            let _ = lua;
-            for k in i..=j {
-                out.push_back(t.raw_get::<Value>(k)?);
-            }
-            Ok(out)
-        })?,
-    )?;
+    // unpack with Redis's fix (stock 5.1 computes the count of a huge range in an overflowing
+    // int: unpack({}, -2, 2^31-1)). A plain C function, as Lua's own: it returns as many values
+    // as its stack holds (Redis's scripts unpack 7999, where an mlua callback needs slots of its
+    // own), and its errors carry the calling script's position.
+    // SAFETY: `unpack_c` follows the lua_CFunction contract (see there).
+    g.raw_set("unpack", unsafe { lua.create_c_function(unpack_c) }?)?;
     // error(): as Lua's, but a table with an `err` field stays an error reply (Redis 7's error
     // tables), and the text survives the trip through Rust.
     g.raw_set(

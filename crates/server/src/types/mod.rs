@@ -1,7 +1,9 @@
 //! Value representations stored in the shard tables.
 
 pub mod compact;
+pub mod geohash;
 pub mod hash;
+pub mod hll;
 pub mod key;
 pub mod list;
 pub mod oatable;

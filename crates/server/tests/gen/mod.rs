@@ -20,6 +20,7 @@
 use crate::common::{quote, Resp};
 
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod set;
 pub mod zset;
@@ -32,6 +33,7 @@ pub fn all_specs() -> impl Iterator<Item = &'static Spec> {
         .chain(hash::SPECS)
         .chain(set::SPECS)
         .chain(zset::SPECS)
+        .chain(hll::SPECS)
 }
 
 // ---------------------------------------------------------------------------------------------

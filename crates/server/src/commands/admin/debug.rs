@@ -380,9 +380,9 @@ fn rdb_len_bytes(len: usize) -> usize {
 }
 
 fn debug_object(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let now = c.now;
     let db = c.db();
-    let Some(pos) = db.find(args[2], now) else {
+    // As Redis's: the table as it is, a logically expired key included (not deleted here).
+    let Some(pos) = db.prime().find(args[2]) else {
         c.reply.error(ERR_NO_KEY);
         return;
     };
