@@ -63,7 +63,7 @@ for round in $(seq 1 "$ROUNDS"); do
         "PFADD -P 1") P=1; n=$((N / 4)); cmd=(pfadd "hll:{h}:__rand_int__" "e__rand_int__") ;;
         "PFADD -P 30") P=30; n=$N; cmd=(pfadd "hll:{h}:__rand_int__" "e__rand_int__") ;;
         "PFCOUNT one key -P 30") P=30; n=$N; cmd=(pfcount "hll:{h}:__rand_int__") ;;
-        "PFCOUNT three keys -P 30") P=30; n=$((N / 10)); cmd=(pfcount "hll:{h}:1" "hll:{h}:2" "hll:{h}:3") ;;
+        "PFCOUNT three keys -P 30") P=30; n=$((N / 10)); cmd=(pfcount "hll:{h}:000000000001" "hll:{h}:000000000002" "hll:{h}:000000000003") ;;
         "GEOADD -P 30") P=30; n=$N; cmd=(geoadd "geo:{g}:__rand_int__" 13.361389 38.115556 "m__rand_int__") ;;
         "GEOSEARCH 100 -P 1") P=1; n=$((N / 10)); cmd=(geosearch geo:sicily fromlonlat 13.361389 38.115556 byradius 100 km asc count 100) ;;
       esac

@@ -13,6 +13,7 @@ use crate::engine::db::TtlMode;
 use crate::types::compact::IntBuf;
 use crate::types::hll::{self, Corrupt, ERR_INVALID, ERR_NOT_HLL, REGISTERS};
 use crate::types::{CompactStr, Value, ValueRef};
+use damselfly_dash::Pos;
 
 const G: Group = Group::Hyperloglog;
 
@@ -38,32 +39,62 @@ fn sparse_max(c: &CmdCtx<'_>) -> usize {
         .max(0) as usize
 }
 
-/// A key's HLL bytes (a copy), `Ok(None)` for a missing key, or the error reply for a value
-/// that is not an HLL (Redis's `isHLLObjectOrReply`).
-fn read_hll(c: &mut CmdCtx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, &'static str> {
+/// The bytes of `key`'s value if it is an HLL (Redis's `isHLLObjectOrReply`): `Ok(None)` for a
+/// missing key, the error reply for a value that is not an HLL.
+fn hll_at(c: &mut CmdCtx<'_>, key: &[u8]) -> Result<Option<Pos>, &'static str> {
     let now = c.now;
-    match c.db().get_read(key, now).map(|v| v.view()) {
-        None => Ok(None),
-        Some(ValueRef::Str(s)) => {
+    let db = c.db();
+    let Some(pos) = db.find_read(key, now) else {
+        return Ok(None);
+    };
+    match db.at(pos).1.view() {
+        ValueRef::Str(s) => {
             let mut buf: IntBuf = [0u8; 20];
-            let b = s.bytes(&mut buf);
-            if hll::is_hll(b) {
-                Ok(Some(b.to_vec()))
+            if hll::is_hll(s.bytes(&mut buf)) {
+                Ok(Some(pos))
             } else {
                 Err(ERR_NOT_HLL)
             }
         }
-        Some(_) => Err(ERR_WRONGTYPE),
+        _ => Err(ERR_WRONGTYPE),
     }
+}
+
+/// The bytes of the HLL at `pos` (checked by `hll_at`).
+fn bytes_at<'a>(c: &'a mut CmdCtx<'_>, pos: Pos) -> &'a [u8] {
+    match c.db().at(pos).1.as_str().and_then(|s| s.raw_bytes()) {
+        Some(b) => b,
+        None => &[],
+    }
+}
+
+/// The HLL at `pos`, mutable in place (same length). Quiet: the caller marks the key modified
+/// (`touch_key`) if it changed anything.
+fn bytes_at_mut<'a>(c: &'a mut CmdCtx<'_>, pos: Pos) -> Option<&'a mut [u8]> {
+    let v = c.db().at_mut_quiet(pos).as_str_mut()?;
+    let len = v.len();
+    Some(v.make_raw_mut(len))
+}
+
+/// A key's HLL bytes (a copy), `Ok(None)` for a missing key, or the error reply.
+fn read_hll(c: &mut CmdCtx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, &'static str> {
+    Ok(hll_at(c, key)?.map(|pos| bytes_at(c, pos).to_vec()))
 }
 
 /// Stores `bytes` as the value of existing key `key` (its expiry kept), or creates it.
 fn write_hll(c: &mut CmdCtx<'_>, key: &[u8], bytes: &[u8]) {
+    write_hll_as(c, key, bytes, true)
+}
+
+/// `write_hll`; `signal`: the change counts as a modification for WATCH (PFDEBUG's encoding
+/// changes do not, as in Redis).
+fn write_hll_as(c: &mut CmdCtx<'_>, key: &[u8], bytes: &[u8], signal: bool) {
     let now = c.now;
     let db = c.db();
     let value = Value::str(CompactStr::from_value_raw(bytes));
     match db.find(key, now) {
-        Some(pos) => *db.at_mut(pos) = value,
+        Some(pos) if signal => *db.at_mut(pos) = value,
+        Some(pos) => *db.at_mut_quiet(pos) = value,
         None => {
             db.insert_new(key, value, TtlMode::Clear);
         }
@@ -73,10 +104,33 @@ fn write_hll(c: &mut CmdCtx<'_>, key: &[u8], bytes: &[u8]) {
 /// PFADD key [element ...]
 fn pfadd(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let key = args[1];
-    let (mut bytes, mut updated) = match read_hll(c, key) {
-        Ok(Some(b)) => (b, false),
-        Ok(None) => (hll::new_sparse(), true),
+    let pos = match hll_at(c, key) {
+        Ok(p) => p,
         Err(e) => return c.reply.error(e),
+    };
+    // A dense HLL changes in place (its length never changes); a sparse one is small: it is
+    // edited as a copy and written back if it changed (it may grow, shrink or turn dense).
+    if let Some(pos) = pos {
+        if hll::encoding(bytes_at(c, pos)) == hll::DENSE {
+            let mut updated = false;
+            if let Some(b) = bytes_at_mut(c, pos) {
+                for ele in &args[2..] {
+                    updated |= hll::add_dense(&mut b[hll::HDR..], ele);
+                }
+                if updated {
+                    hll::invalidate_cache(b);
+                }
+            }
+            if updated {
+                c.db().touch_key(key);
+                ev::emit(ev::STRING, "pfadd", c.db, key);
+            }
+            return c.reply.int(updated as i64);
+        }
+    }
+    let (mut bytes, mut updated) = match pos {
+        Some(pos) => (bytes_at(c, pos).to_vec(), false),
+        None => (hll::new_sparse(), true),
     };
     let max = sparse_max(c);
     for ele in &args[2..] {
@@ -165,18 +219,21 @@ fn pfcount<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// PFCOUNT of one key: the cached cardinality, or a fresh one (then cached in the value: a
-/// modification, as Redis signals it).
+/// PFCOUNT of one key: the cached cardinality, or a fresh one (then cached in the value, in
+/// place: a modification, as Redis signals it).
 fn count_one(c: &mut CmdCtx<'_>, key: &[u8]) -> Result<u64, &'static str> {
-    let Some(mut bytes) = read_hll(c, key)? else {
+    let Some(pos) = hll_at(c, key)? else {
         return Ok(0);
     };
-    if let Some(n) = hll::cached(&bytes) {
+    let b = bytes_at(c, pos);
+    if let Some(n) = hll::cached(b) {
         return Ok(n);
     }
-    let n = hll::count(&bytes).map_err(|_| ERR_INVALID)?;
-    hll::set_cache(&mut bytes, n);
-    write_hll(c, key, &bytes);
+    let n = hll::count(b).map_err(|_| ERR_INVALID)?;
+    if let Some(b) = bytes_at_mut(c, pos) {
+        hll::set_cache(b, n);
+    }
+    c.db().touch_key(key);
     Ok(n)
 }
 
@@ -235,7 +292,7 @@ fn pfdebug(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 Ok(d) => bytes = d,
                 Err(Corrupt) => return c.reply.error(ERR_INVALID),
             }
-            write_hll(c, key, &bytes);
+            write_hll_as(c, key, &bytes, false);
         }
         c.reply.array(REGISTERS);
         let regs = &bytes[hll::HDR..];
@@ -261,7 +318,7 @@ fn pfdebug(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
         if hll::encoding(&bytes) == hll::SPARSE {
             match hll::sparse_to_dense(&bytes) {
                 Ok(d) => {
-                    write_hll(c, key, &d);
+                    write_hll_as(c, key, &d, false);
                     converted = true;
                 }
                 Err(Corrupt) => return c.reply.error(ERR_INVALID),
