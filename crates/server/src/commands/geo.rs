@@ -337,22 +337,27 @@ fn geodist(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 }
 
 fn geohash(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let now = cx.now;
-    let reply = &mut *cx.reply;
-    let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Err(e) => return e.reply(reply),
-        Ok(z) => z,
-    };
-    reply.array(args.len() - 2);
-    for m in &args[2..] {
-        match z.and_then(|z| z.score(m)) {
-            Some(s) => reply.bulk(&gh::geohash_string(s)),
-            None => reply.null(),
-        }
-    }
+    per_member(cx, args, |reply, score| match score {
+        Some(s) => reply.bulk(&gh::geohash_string(s)),
+        None => reply.null(),
+    });
 }
 
 fn geopos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    per_member(cx, args, |reply, score| match score {
+        Some(s) => {
+            let (x, y) = gh::decode_score(s);
+            reply.array(2);
+            reply_human(reply, x);
+            reply_human(reply, y);
+        }
+        None => reply.null_array(),
+    });
+}
+
+/// GEOHASH/GEOPOS: one reply per member named after the key, from its score (None: no such
+/// member, or no such key).
+fn per_member(cx: &mut CmdCtx<'_>, args: &[&[u8]], each: impl Fn(&mut Reply, Option<f64>)) {
     let now = cx.now;
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
@@ -361,15 +366,7 @@ fn geopos(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     reply.array(args.len() - 2);
     for m in &args[2..] {
-        match z.and_then(|z| z.score(m)) {
-            Some(s) => {
-                let (x, y) = gh::decode_score(s);
-                reply.array(2);
-                reply_human(reply, x);
-                reply_human(reply, y);
-            }
-            None => reply.null_array(),
-        }
+        each(reply, z.and_then(|z| z.score(m)));
     }
 }
 

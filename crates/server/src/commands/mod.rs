@@ -547,13 +547,7 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
     {
         return false;
     }
-    if spec.flags & (flags::WRITE | flags::DENY_ON_DISK_ERROR) != 0
-        && cx
-            .worker
-            .shared
-            .persist
-            .writes_refused(&cx.worker.shared.config)
-    {
+    if refuses_writes(cx, spec) {
         return false;
     }
     let fk = spec.first_key();
@@ -584,6 +578,17 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
     true
+}
+
+/// Is `spec` a write refused now that snapshots fail (`stop-writes-on-bgsave-error`: MISCONF)?
+#[inline]
+fn refuses_writes(cx: &ConnCtx, spec: &CommandSpec) -> bool {
+    spec.flags & (flags::WRITE | flags::DENY_ON_DISK_ERROR) != 0
+        && cx
+            .worker
+            .shared
+            .persist
+            .writes_refused(&cx.worker.shared.config)
 }
 
 /// Executes one parsed command, appending its reply to `cx.reply`.
@@ -701,13 +706,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if spec.flags & (flags::WRITE | flags::DENY_ON_DISK_ERROR) != 0
-        && cx
-            .worker
-            .shared
-            .persist
-            .writes_refused(&cx.worker.shared.config)
-    {
+    if refuses_writes(cx, spec) {
         cx.reply.error(ERR_MISCONF);
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
