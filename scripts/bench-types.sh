@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # HyperLogLog and geo benchmark (issue 18): PFADD (random elements into 1000 HLLs), PFCOUNT of
 # one key (the cached path) and of three keys (a merge per call), GEOADD, and GEOSEARCH
-# returning 100 members, against redis-server in interleaved rounds on the same pinned CPUs
+# returning 100 members; and memory per geo member (1M members in one key), against redis-server in interleaved rounds on the same pinned CPUs
 # (server on CPU 1 with one shard thread, load on CPU 0). Prints a markdown table of medians:
 # ops/s, server CPU ns per call, and damselfly's ratios.
 #
@@ -62,6 +62,29 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# Memory: bytes per geo member (1M members in one key, used_memory growth), once per server.
+used_memory() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/{print $2+0}'; }
+declare -A MEM
+for name in "${NAMES[@]}"; do
+  port=$(free_port); pid=$(start_server "$name" "$port"); wait_up "$port"
+  before=$(used_memory "$port")
+  python3 - <<'PY' | redis-cli -p "$port" --pipe >/dev/null
+import random, sys
+random.seed(11)
+out = sys.stdout
+for b in range(1000):
+    parts = ["GEOADD", "geo:mem"]
+    for i in range(b * 1000, (b + 1) * 1000):
+        parts += [f"{random.uniform(-180, 180):.6f}", f"{random.uniform(-85, 85):.6f}", f"member:{i}"]
+    out.write(f"*{len(parts)}\r\n" + "".join(f"${len(p)}\r\n{p}\r\n" for p in parts))
+PY
+  after=$(used_memory "$port")
+  MEM[$name]=$(python3 -c "print(round(($after - $before) / 1e6, 1))")
+  stop_server "$port" "$pid"
+done
+
+echo
+echo "Bytes per geo member (1M members, used_memory growth): damselfly ${MEM[damselfly]}, redis-server ${MEM[redis]}"
 echo
 table_header
 for t in "${TESTS[@]}"; do
