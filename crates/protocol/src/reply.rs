@@ -111,6 +111,12 @@ impl Reply {
     /// protocol error quoting a raw byte).
     pub fn error_bytes(&mut self, msg: &[u8]) {
         let msg = msg.strip_prefix(b"-").unwrap_or(msg);
+        // As Redis's addReplyErrorFormat: CR/LF at either end are trimmed, those inside
+        // become spaces (`line`).
+        let nl = |c: &u8| *c == b'\r' || *c == b'\n';
+        let start = msg.iter().position(|c| !nl(c)).unwrap_or(msg.len());
+        let end = msg.iter().rposition(|c| !nl(c)).map_or(start, |e| e + 1);
+        let msg = &msg[start..end];
         self.line(b'-', msg);
         self.errors += 1;
         // Same rule as Redis afterErrorReply: the code is the text before the

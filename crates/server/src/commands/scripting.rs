@@ -915,7 +915,7 @@ fn function_list(cx: &mut ConnCtx, args: &[&[u8]]) {
             let names = flag_names(&f.flags);
             cx.reply.set(names.len());
             for n in names {
-                cx.reply.bulk(n.as_bytes());
+                cx.reply.simple(n);
             }
         }
         if with_code {
