@@ -21,7 +21,7 @@ const G: Group = Group::Hyperloglog;
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("pfadd", -2, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(pfadd))
         .doc(G, "2.8.9", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist."),
-    cmd("pfcount", -2, READONLY | MAY_REPLICATE, range(1, -1, 1), Conn(pfcount))
+    cmd("pfcount", -2, READONLY | MAY_REPLICATE, range(1, -1, 1), Conn(pfcount)).one_key(pfcount_one)
         .doc(G, "2.8.9", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s)."),
     cmd("pfmerge", -2, WRITE | DENYOOM, range(1, -1, 1), Conn(pfmerge))
         .doc(G, "2.8.9", "Merges one or more HyperLogLog values into a single key."),
@@ -217,6 +217,14 @@ fn pfcount<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             Err(e) => cx.reply.error(e),
         }
     })
+}
+
+/// PFCOUNT of one key (`CommandSpec::one_key`).
+fn pfcount_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    match count_one(c, args[1]) {
+        Ok(n) => c.reply.int(n as i64),
+        Err(e) => c.reply.error(e),
+    }
 }
 
 /// PFCOUNT of one key: the cached cardinality, or a fresh one (then cached in the value, in

@@ -36,13 +36,13 @@ const G: Group = Group::Generic;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("del", -2, WRITE, range(1, -1, 1), Conn(del))
+    cmd("del", -2, WRITE, range(1, -1, 1), Conn(del)).one_key(del_one)
         .doc(G, "1.0.0", "Delete a key"),
-    cmd("unlink", -2, WRITE | FAST, range(1, -1, 1), Conn(del))
+    cmd("unlink", -2, WRITE | FAST, range(1, -1, 1), Conn(del)).one_key(del_one)
         .doc(G, "4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
-    cmd("exists", -2, READONLY | FAST, range(1, -1, 1), Conn(exists))
+    cmd("exists", -2, READONLY | FAST, range(1, -1, 1), Conn(exists)).one_key(exists_one)
         .doc(G, "1.0.0", "Determine if a key exists"),
-    cmd("touch", -2, READONLY | FAST, range(1, -1, 1), Conn(touch))
+    cmd("touch", -2, READONLY | FAST, range(1, -1, 1), Conn(touch)).one_key(touch_one)
         .doc(G, "3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     cmd("type", 2, READONLY | FAST, range(1, 1, 1), Shard(type_cmd))
         .doc(G, "1.0.0", "Determine the type stored at key"),
@@ -180,25 +180,53 @@ fn count_keys<'a>(
 }
 
 fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    count_keys(cx, args, |db, k, now| {
-        let gone = db.remove(k, now).is_some();
-        if gone {
-            ev::emit(ev::GENERIC, "del", db.index, k);
-        }
-        gone
-    })
+    count_keys(cx, args, del_key)
+}
+
+fn del_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+    let gone = db.remove(k, now).is_some();
+    if gone {
+        ev::emit(ev::GENERIC, "del", db.index, k);
+    }
+    gone
 }
 
 /// EXISTS counts every argument that names a live key, duplicates included (no access recorded).
 fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    count_keys(cx, args, |db, k, now| {
-        db.find_read_notouch(k, now).is_some()
-    })
+    count_keys(cx, args, exists_key)
+}
+
+fn exists_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+    db.find_read_notouch(k, now).is_some()
 }
 
 /// TOUCH: counts like EXISTS, and records an access to each key.
 fn touch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    count_keys(cx, args, |db, k, now| db.find(k, now).is_some())
+    count_keys(cx, args, touch_key)
+}
+
+fn touch_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+    db.find(k, now).is_some()
+}
+
+/// DEL/UNLINK, EXISTS, TOUCH of one key (`CommandSpec::one_key`): the same count, on the
+/// key's shard.
+fn count_one(c: &mut CmdCtx<'_>, k: &[u8], f: fn(&mut crate::engine::db::Db, &[u8], u64) -> bool) {
+    let now = c.now;
+    let n = f(c.db(), k, now) as i64;
+    c.reply.int(n);
+}
+
+fn del_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    count_one(c, args[1], del_key)
+}
+
+fn exists_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    count_one(c, args[1], exists_key)
+}
+
+fn touch_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    count_one(c, args[1], touch_key)
 }
 
 fn type_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {

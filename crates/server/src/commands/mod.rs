@@ -535,7 +535,7 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
         return false;
     };
     let spec = entry.spec;
-    let Handler::Shard(f) = spec.handler else {
+    let Some(f) = spec.shard_fn(args.len()) else {
         return false;
     };
     let argc = args.len() as i32;
@@ -758,12 +758,20 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             cx.worker.id
         }
     };
+    let one_shard = if cx.coord.in_transaction() {
+        None
+    } else {
+        spec.shard_fn(args.len())
+    };
     match spec.handler {
-        // The common case: a single-key command outside a transaction. Its handler runs inside
-        // `run_shard_cmd`, which is its own command boundary.
-        Handler::Shard(f) if !cx.coord.in_transaction() => {
+        // The common case: a single-key command (or a one-key call of a multi-key command)
+        // outside a transaction. Its handler runs inside `run_shard_cmd`, which is its own
+        // command boundary.
+        _ if one_shard.is_some() => {
             let t = target(cx);
-            cx.run_on_shard(f, t, args).await;
+            if let Some(f) = one_shard {
+                cx.run_on_shard(f, t, args).await;
+            }
         }
         _ => {
             // The coordinator's command boundary: a panic in the handler (or re-raised from

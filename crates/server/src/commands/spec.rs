@@ -475,6 +475,10 @@ pub struct CommandSpec {
     /// MOVE, COPY ... DB n, SORT BY/GET patterns, SELECT.
     pub plan: Option<PlanFn>,
     pub handler: Handler,
+    /// For a multi-key command (DEL, EXISTS, MGET, PFCOUNT...): the shard handler that is the
+    /// whole command when it names exactly one key, so such a call runs like GET (inline or one
+    /// message, and squashed in pipelines) instead of through the coordinator.
+    pub one_key: Option<ShardFn>,
     pub subcommands: &'static [CommandSpec],
     pub group: Group,
     pub since: &'static str,
@@ -500,6 +504,7 @@ pub const fn cmd(
         keys,
         plan: None,
         handler,
+        one_key: None,
         subcommands: &[],
         group: Group::Generic,
         since: "",
@@ -540,6 +545,28 @@ impl CommandSpec {
     }
 
     /// A lock-plan hook (see `PlanSink`).
+    /// The shard handler that runs this call by itself: the command's own
+    /// (`Handler::Shard`), or its `one_key` handler when the call names exactly one key.
+    #[inline]
+    pub fn shard_fn(&self, argc: usize) -> Option<ShardFn> {
+        match self.handler {
+            Handler::Shard(f) => Some(f),
+            _ => {
+                let f = self.one_key?;
+                match self.keys.range(argc) {
+                    Some((first, last, _)) if first == last && first > 0 => Some(f),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// See [`CommandSpec::one_key`].
+    pub const fn one_key(mut self, f: ShardFn) -> Self {
+        self.one_key = Some(f);
+        self
+    }
+
     pub const fn plan(mut self, hook: PlanFn) -> Self {
         self.plan = Some(hook);
         self

@@ -37,7 +37,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the string value of a key after deleting the key."),
     cmd("getset", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(getset))
         .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    cmd("mget", -2, READONLY | FAST, range(1, -1, 1), Conn(mget))
+    cmd("mget", -2, READONLY | FAST, range(1, -1, 1), Conn(mget)).one_key(mget_one)
         .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
     cmd("mset", -3, WRITE | DENYOOM, range(1, -1, 2), Conn(mset))
         .doc(G, "1.0.0", "Atomically creates or modifies the string values of one or more keys."),
@@ -396,6 +396,24 @@ fn getset(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 // Multi-key: MGET MSET MSETNX
 // ---------------------------------------------------------------------------------------------
 
+/// MGET of one key (`CommandSpec::one_key`): an array of one reply.
+fn mget_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    c.reply.array(1);
+    mget_value(c, args[1]);
+}
+
+/// One key's MGET reply: its string, or nil (missing, or another type).
+fn mget_value(c: &mut CmdCtx<'_>, k: &[u8]) {
+    let now = c.now;
+    match c.shard.dbs[c.db].get_read(k, now).map(|v| v.view()) {
+        Some(ValueRef::Str(s)) => {
+            let mut b: IntBuf = [0u8; 20];
+            c.reply.bulk(s.bytes(&mut b));
+        }
+        _ => c.reply.null(),
+    }
+}
+
 fn mget<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         // Each shard encodes its keys' replies into one buffer and says where each one ends;
@@ -403,18 +421,9 @@ fn mget<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let parts = cx
             .hops()
             .per_shard(args, |c, keys, ()| {
-                let now = c.now;
-                let db = &mut c.shard.dbs[c.db];
                 let mut ends = Vec::with_capacity(keys.len());
                 for k in keys {
-                    match db.get_read(k, now).map(|v| v.view()) {
-                        Some(ValueRef::Str(s)) => {
-                            let mut b: IntBuf = [0u8; 20];
-                            c.reply.bulk(s.bytes(&mut b));
-                        }
-                        // Missing keys and keys of other types are nil.
-                        _ => c.reply.null(),
-                    }
+                    mget_value(c, k);
                     ends.push(c.reply.len());
                 }
                 (c.reply.take(), ends)

@@ -12,8 +12,7 @@ use damselfly_protocol::Reply;
 
 use super::plan;
 use crate::commands::{
-    flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, Handler, KeySpec, ReplyMode,
-    ShardFn,
+    flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, KeySpec, ReplyMode, ShardFn,
 };
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
@@ -63,7 +62,7 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     if cx.client.tracking.borrow().on {
         return None;
     }
-    let Handler::Shard(f) = spec.handler else {
+    let Some(f) = spec.shard_fn(args.len()) else {
         return None;
     };
     // Refused over maxmemory: `execute` answers it.
@@ -76,8 +75,8 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     let auth_ok =
         cx.authed || spec.flags & flags::NO_AUTH != 0 || !cx.worker.shared.config.has_password();
     let single_key = match spec.keys {
-        KeySpec::Range { first, last, .. } => {
-            first > 0 && last == first && (first as usize) < args.len()
+        KeySpec::Range { first, .. } if first > 0 => {
+            matches!(spec.keys.range(args.len()), Some((f, l, _)) if f == l && f == first as usize)
         }
         _ => false,
     };
