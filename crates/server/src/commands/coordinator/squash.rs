@@ -62,9 +62,7 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     if cx.client.tracking.borrow().on {
         return None;
     }
-    let Some(f) = spec.shard_fn(args.len()) else {
-        return None;
-    };
+    let f = spec.shard_fn(args.len())?;
     // Refused over maxmemory: `execute` answers it.
     if crate::commands::rejected_for_memory(cx, spec) {
         return None;
