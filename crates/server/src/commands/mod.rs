@@ -529,22 +529,15 @@ pub(crate) fn inline_hop<R>(cx: &mut ConnCtx, f: impl FnOnce(&mut CmdCtx<'_>) ->
 /// tracking) or which cannot apply. Returns false, having done nothing, when the command needs
 /// anything else (another shard, a coordinator handler, an error `execute` words): then the
 /// caller runs it through `execute`.
-pub(crate) fn execute_inline(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
-    let reg = registry();
-    let Some(entry) = reg.lookup(args[0]) else {
-        return false;
-    };
+///
+/// `entry` is the command's (its subcommand's), already looked up and checked (arity
+/// included) by the script's checks.
+pub(crate) fn execute_inline(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) -> bool {
     let spec = entry.spec;
     let Some(f) = spec.shard_fn(args.len()) else {
         return false;
     };
-    let argc = args.len() as i32;
-    if !spec.subcommands.is_empty()
-        || (spec.arity > 0 && argc != spec.arity)
-        || (spec.arity < 0 && argc < -spec.arity)
-        || cx.multi.is_some()
-        || !cx.coord.in_transaction()
-    {
+    if cx.multi.is_some() || !cx.coord.in_transaction() {
         return false;
     }
     if refuses_writes(cx, spec) {

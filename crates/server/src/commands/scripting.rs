@@ -564,48 +564,43 @@ unsafe fn inline_call(data: *mut (), args: &[&[u8]]) -> Option<Vec<u8>> {
     } else {
         RespVersion::Resp2
     });
-    if let Err(msg) = check_call(cx, d.state, args) {
-        reply.error(msg);
-        return Some(reply.take());
-    }
+    let entry = match check_call(cx, d.state, args) {
+        Ok(e) => e,
+        Err(msg) => {
+            reply.error(msg);
+            return Some(reply.take());
+        }
+    };
     // A declared-keys run takes the slow path to start over, or when its undo log needs a key
     // elsewhere.
     if !declared_ok(cx, d.state, args) || !take_images_inline(cx, d.state, args) {
         return None;
     }
     let saved = std::mem::replace(&mut cx.reply, reply);
-    let ran = super::execute_inline(cx, args);
+    let ran = super::execute_inline(cx, entry, args);
     let mut reply = std::mem::replace(&mut cx.reply, saved);
     ran.then(|| reply.take())
 }
 
+/// The script-side checks of one `redis.call` (Redis's `scriptCall`); the command's entry
+/// when it may run.
 fn check_call(
     cx: &ConnCtx,
     state: &std::cell::RefCell<CallState>,
     args: &[&[u8]],
-) -> Result<(), &'static str> {
-    let reg = registry();
-    let Some(top) = reg.lookup(args[0]) else {
+) -> Result<&'static Entry, &'static str> {
+    let Some(entry) = resolve(args) else {
         super::count_rejected(cx, None, "ERR");
         return Err("ERR Unknown Redis command called from script");
     };
-    let entry = if top.spec.subcommands.is_empty() || args.len() < 2 {
-        Some(top)
-    } else {
-        top.sub(args[1])
-    };
-    let Some(entry) = entry else {
-        super::count_rejected(cx, None, "ERR");
-        return Err("ERR Unknown Redis command called from script");
-    };
-    let r = check_entry(cx, state, entry.spec, args);
-    if let Err(msg) = r {
+    if let Err(msg) = check_entry(cx, state, entry.spec, args) {
         // Redis's scriptCall: a refused command counts as rejected, its error in the error
         // statistics.
         let code = msg.split(' ').next().unwrap_or("ERR");
         super::count_rejected(cx, Some(entry.id), code);
+        return Err(msg);
     }
-    r
+    Ok(entry)
 }
 
 fn check_entry(

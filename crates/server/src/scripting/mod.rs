@@ -703,30 +703,22 @@ local function line()
   end
   return -1
 end
-return function(...)
-  local ok, v, counted
-  local n = select('#', ...)
-  if n > BIG then
-    ok, v, counted = big_call({...}, n)
-  else
-    ok, v, counted = fast_call(...)
-    if ok == nil then ok, v, counted = raw_call(...) end
+-- redis.call and redis.pcall: the same wrapper over their own Rust functions.
+local function wrapper(fast, raw, big)
+  return function(...)
+    local ok, v, counted
+    local n = select('#', ...)
+    if n > BIG then
+      ok, v, counted = big({...}, n)
+    else
+      ok, v, counted = fast(...)
+      if ok == nil then ok, v, counted = raw(...) end
+    end
+    if ok then return v end
+    raise_at(v, line(), counted)
   end
-  if ok then return v end
-  raise_at(v, line(), counted)
-end,
-function(...)
-  local ok, v, counted
-  local n = select('#', ...)
-  if n > BIG then
-    ok, v, counted = big_pcall({...}, n)
-  else
-    ok, v, counted = fast_pcall(...)
-    if ok == nil then ok, v, counted = raw_pcall(...) end
-  end
-  if ok then return v end
-  raise_at(v, line(), counted)
 end
+return wrapper(fast_call, raw_call, big_call), wrapper(fast_pcall, raw_pcall, big_pcall)
 "#;
 
 const PROTECT: &str = r#"

@@ -262,39 +262,32 @@ pub fn geohash_string(score: f64) -> [u8; 11] {
 }
 
 fn move_x(hash: &mut HashBits, d: i8) {
-    // (A zero-step hash has no neighbours; the shifts below need a step of 1..=32.)
-    if d == 0 || hash.step == 0 || hash.step > 32 {
-        return;
-    }
-    let mut x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let y = hash.bits & 0x5555555555555555;
-    let zz = 0x5555555555555555u64 >> (64 - hash.step as u32 * 2);
-    if d > 0 {
-        x = x.wrapping_add(zz + 1);
-    } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
-    }
-    x &= 0xaaaaaaaaaaaaaaaau64 >> (64 - hash.step as u32 * 2);
-    hash.bits = x | y;
+    move_axis(hash, d, 0xaaaa_aaaa_aaaa_aaaa, 0x5555_5555_5555_5555);
 }
 
 fn move_y(hash: &mut HashBits, d: i8) {
+    move_axis(hash, d, 0x5555_5555_5555_5555, 0xaaaa_aaaa_aaaa_aaaa);
+}
+
+/// Redis's `geohash_move_x`/`_y`: steps the interleaved coordinate whose bits are `own` by one
+/// cell (`d` > 0 forward, < 0 back), carrying through the `other` coordinate's bit positions.
+fn move_axis(hash: &mut HashBits, d: i8, own: u64, other: u64) {
     // (A zero-step hash has no neighbours; the shifts below need a step of 1..=32.)
     if d == 0 || hash.step == 0 || hash.step > 32 {
         return;
     }
-    let x = hash.bits & 0xaaaaaaaaaaaaaaaa;
-    let mut y = hash.bits & 0x5555555555555555;
-    let zz = 0xaaaaaaaaaaaaaaaau64 >> (64 - hash.step as u32 * 2);
+    let shift = 64 - hash.step as u32 * 2;
+    let mut v = hash.bits & own;
+    let keep = hash.bits & other;
+    let zz = other >> shift;
     if d > 0 {
-        y = y.wrapping_add(zz + 1);
+        v = v.wrapping_add(zz + 1);
     } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
+        v |= zz;
+        v = v.wrapping_sub(zz + 1);
     }
-    y &= 0x5555555555555555u64 >> (64 - hash.step as u32 * 2);
-    hash.bits = x | y;
+    v &= own >> shift;
+    hash.bits = v | keep;
 }
 
 /// The eight boxes around a hash.
