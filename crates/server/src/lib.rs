@@ -7,6 +7,7 @@
 //! - `server`   — listeners, connections, client registry, HTTP console.
 //! - `commands` — the command table and one module per family (`string.rs`, `keys.rs`, ...).
 //! - `persistence` — RDB snapshots and DUMP/RESTORE payloads (Redis's format, both ways).
+//! - `replication` — the journal of writes, the primary's stream and the replica's link.
 //! - `stats`    — per-thread counters behind INFO.
 
 pub mod commands;
@@ -18,6 +19,7 @@ pub mod persistence;
 pub mod process;
 pub mod pubsub;
 pub mod rand;
+pub mod replication;
 pub mod scripting;
 pub mod stats;
 pub mod types;
@@ -295,6 +297,19 @@ fn thread_main(
         if id == 0 {
             tokio::task::spawn_local(watch_signals(w.clone()));
             tokio::task::spawn_local(commands::persistence::save_cron(w.clone()));
+            tokio::task::spawn_local(replication::feed(w.clone()));
+            // `replicaof <host> <port>` in the configuration: follow it from the start.
+            if let Some((host, port)) = w
+                .shared
+                .config
+                .get("replicaof")
+                .and_then(|v| {
+                    let (h, p) = v.split_once(' ')?;
+                    Some((h.to_string(), p.parse::<u16>().ok()?))
+                })
+            {
+                replication::replica::start(&w, host, port);
+            }
         }
         wait_shutdown(&w).await;
     });

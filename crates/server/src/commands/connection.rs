@@ -14,9 +14,9 @@ const G: Group = Group::Connection;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST | STALE | DENY_ON_DISK_ERROR, NOKEYS, Local(ping))
+    cmd("ping", -1, FAST | DENY_ON_DISK_ERROR, NOKEYS, Local(ping))
         .doc(G, "1.0.0", "Returns the server's liveliness response."),
-    cmd("echo", 2, FAST, NOKEYS, Local(echo))
+    cmd("echo", 2, FAST | STALE, NOKEYS, Local(echo))
         .doc(G, "1.0.0", "Returns the given string."),
     cmd("quit", -1, ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST | RUNS_IN_MULTI, NOKEYS, Local(quit))
         .doc(G, "1.0.0", "Closes the connection."),
@@ -373,12 +373,33 @@ fn client_info(cx: &mut ConnCtx, _args: &[&[u8]]) {
     cx.reply.verbatim("txt", line.as_bytes());
 }
 
-/// Client types Redis knows; every damselfly client is "normal".
-fn client_type_ok(cx: &mut ConnCtx, t: &[u8]) -> Option<bool> {
+/// Client types (CLIENT LIST/KILL TYPE): a replica's connection has flag `S` (it ran SYNC),
+/// a subscriber is `pubsub`, the link to our primary is `master` (not a listed client).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    Pubsub,
+    Master,
+}
+
+fn type_of(h: &client::ClientHandle) -> ClientType {
+    if h.info.borrow().flags.contains('S') {
+        ClientType::Replica
+    } else if h.subs.borrow().active() {
+        ClientType::Pubsub
+    } else {
+        ClientType::Normal
+    }
+}
+
+fn client_type_ok(cx: &mut ConnCtx, t: &[u8]) -> Option<ClientType> {
     let l = t.to_ascii_lowercase();
     match l.as_slice() {
-        b"normal" => Some(true),
-        b"slave" | b"replica" | b"master" | b"pubsub" => Some(false),
+        b"normal" => Some(ClientType::Normal),
+        b"slave" | b"replica" => Some(ClientType::Replica),
+        b"master" => Some(ClientType::Master),
+        b"pubsub" => Some(ClientType::Pubsub),
         _ => {
             cx.reply
                 .error_bytes(&[&b"ERR Unknown client type '"[..], cstr(t, 128), b"'"].concat());
@@ -390,14 +411,11 @@ fn client_type_ok(cx: &mut ConnCtx, t: &[u8]) -> Option<bool> {
 fn client_list<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let mut ids: Option<Vec<u64>> = None;
+        let mut ctype = None;
         if args.len() == 4 && eq_ic(args[2], "type") {
             match client_type_ok(cx, args[3]) {
                 None => return,
-                Some(false) => {
-                    cx.reply.verbatim("txt", b"");
-                    return;
-                }
-                Some(true) => {}
+                Some(t) => ctype = Some(t),
             }
         } else if args.len() > 3 && eq_ic(args[2], "id") {
             let mut v = Vec::new();
@@ -423,7 +441,10 @@ fn client_list<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 let mut lines = Vec::new();
                 client::for_each_local(|id, h| {
                     // A killed client is gone as far as anyone can tell (Redis frees it at once).
-                    if !h.killed.get() && filter.as_ref().is_none_or(|f| f.contains(&id)) {
+                    if !h.killed.get()
+                        && filter.as_ref().is_none_or(|f| f.contains(&id))
+                        && ctype.is_none_or(|t| t == type_of(h))
+                    {
                         lines.push((id, h.info.borrow().line()));
                     }
                 });
@@ -462,8 +483,7 @@ struct KillFilter {
     addr: Option<String>,
     laddr: Option<String>,
     id: Option<u64>,
-    /// `Some(false)` = a type no damselfly client has (master, replica, pubsub).
-    normal_type: Option<bool>,
+    ctype: Option<ClientType>,
     skip_id: Option<u64>,
 }
 
@@ -490,7 +510,7 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 } else if eq_ic(opt, "type") {
                     match client_type_ok(cx, val) {
                         None => return,
-                        Some(t) => f.normal_type = Some(t),
+                        Some(t) => f.ctype = Some(t),
                     }
                 } else if eq_ic(opt, "addr") {
                     f.addr = Some(String::from_utf8_lossy(val).into_owned());
@@ -522,21 +542,25 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             cx.reply.error(ERR_SYNTAX);
             return;
         }
+        if f.ctype == Some(ClientType::Master) {
+            // The link to our primary: it drops and reconnects (continuing with PSYNC).
+            let n = crate::replication::replica::drop_link() as i64;
+            cx.reply.int(n);
+            return;
+        }
         let filter = f.clone();
         let results = cx
             .worker
             .broadcast(move |_| {
                 let mut killed = 0i64;
                 let mut self_hit = false;
-                if filter.normal_type == Some(false) {
-                    return (0, false);
-                }
                 client::for_each_local(|id, h| {
                     let info = h.info.borrow();
                     if filter.addr.as_ref().is_some_and(|a| *a != info.addr)
                         || filter.laddr.as_ref().is_some_and(|a| *a != info.laddr)
                         || filter.id.is_some_and(|i| i != id)
                         || filter.skip_id == Some(id)
+                        || filter.ctype.is_some_and(|t| t != type_of(h))
                     {
                         return;
                     }

@@ -66,17 +66,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "6.2.0", "Pop an element from a list, push it to another list and return it"),
     cmd("rpoplpush", 3, WRITE | DENYOOM, range(1, 2, 1), Conn(rpoplpush))
         .doc(G, "1.2.0", "Remove the last element in a list, prepend it to another list and return it"),
-    cmd("lmpop", -4, WRITE, keynum(1, 1, 1), Conn(lmpop))
+    cmd("lmpop", -4, WRITE | PROP_SELF, keynum(1, 1, 1), Conn(lmpop))
         .doc(G, "7.0.0", "Pop elements from a list"),
-    cmd("blpop", -3, WRITE | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(blpop))
+    cmd("blpop", -3, WRITE | PROP_SELF | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(blpop))
         .doc(G, "2.0.0", "Remove and get the first element in a list, or block until one is available"),
-    cmd("brpop", -3, WRITE | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(brpop))
+    cmd("brpop", -3, WRITE | PROP_SELF | NOSCRIPT | BLOCKING, range(1, -2, 1), Conn(brpop))
         .doc(G, "2.0.0", "Remove and get the last element in a list, or block until one is available"),
     cmd("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING, range(1, 2, 1), Conn(blmove))
         .doc(G, "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available"),
     cmd("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING, range(1, 2, 1), Conn(brpoplpush))
         .doc(G, "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available"),
-    cmd("blmpop", -5, WRITE | BLOCKING, keynum(2, 1, 1), Conn(blmpop))
+    cmd("blmpop", -5, WRITE | PROP_SELF | BLOCKING, keynum(2, 1, 1), Conn(blmpop))
         .doc(G, "7.0.0", "Pop elements from a list, or block until one is available"),
 ];
 
@@ -1037,6 +1037,21 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     if empty {
         db.remove_at(pos);
         ev::emit(ev::GENERIC, "del", db.index, key);
+    }
+    // Replicated as the non-blocking pop it was (Redis's rewrite of BLPOP, LMPOP...), from
+    // this shard, which holds the key now (these commands declare `PROP_SELF`).
+    if crate::replication::journal::here() {
+        let cmd: &[u8] = if matches!(end, End::Left) { b"LPOP" } else { b"RPOP" };
+        let resp = match style {
+            PopStyle::One => crate::replication::journal::encode(&[cmd, key]),
+            PopStyle::Many(c) => {
+                let c = c.to_string();
+                crate::replication::journal::encode(&[cmd, key, c.as_bytes()])
+            }
+        };
+        crate::replication::journal::push(crate::replication::journal::Item::One(
+            crate::replication::journal::Record { db: db.index, resp },
+        ));
     }
     true
 }

@@ -23,6 +23,7 @@ pub mod multi;
 pub mod persistence;
 pub mod pubsub;
 pub mod registry;
+pub mod replication;
 pub mod scan;
 pub mod scripting;
 pub mod set;
@@ -45,6 +46,7 @@ use crate::engine::shard::Shard;
 use crate::engine::vll;
 use crate::engine::{shard_of, Shared, Worker};
 use crate::net::client::ClientHandle;
+use crate::replication::journal;
 pub use registry::{registry, Entry};
 pub use spec::{CommandSpec, Handler, KeySpec, PlanSink};
 
@@ -80,6 +82,10 @@ pub mod flags {
     /// Not a Redis flag: rejecting the command before it runs (wrong arity, NOAUTH) discards the
     /// transaction being queued, with an EXECABORT error (Redis's `execCommandAbort`; EXEC).
     pub const REJECT_EXECABORT: u32 = 1 << 28;
+    /// Not a Redis flag: the command's replication records come from its shard steps (the
+    /// pops of BLPOP, LMPOP, BZPOPMIN... as LPOP/ZPOPMIN) or its transaction's group (EVAL,
+    /// FCALL), never from its own arguments.
+    pub const PROP_SELF: u32 = 1 << 29;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -188,6 +194,13 @@ pub(crate) fn rejected_for_memory(cx: &ConnCtx, spec: &CommandSpec) -> bool {
     grows && crate::engine::memory::over_limit(maxmemory)
 }
 
+pub const ERR_MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
+pub const ERR_NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+pub const ERR_READONLY: &str = "READONLY You can't write against a read only replica.";
+
 pub const ERR_MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
 
 pub type BoxFut<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
@@ -291,6 +304,10 @@ pub struct ConnCtx {
     pub in_script: bool,
     /// The reply's error was counted in the error statistics already (see `record_call`).
     pub error_counted: bool,
+    /// The replication link applying our primary's stream (exempt from `replica-read-only`).
+    pub is_master: bool,
+    /// While journaling: a hop of the current command changed something (see `journal_command`).
+    pub(crate) hop_dirty: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ConnCtx {
@@ -335,6 +352,8 @@ impl ConnCtx {
             pushed: false,
             in_script: false,
             error_counted: false,
+            is_master: false,
+            hop_dirty: Default::default(),
         }
     }
 
@@ -391,6 +410,11 @@ impl ConnCtx {
         self.multi.is_some()
     }
 
+    /// Writes every pending reply, waiting for the socket (a replica's snapshot transfer).
+    pub async fn flush_all(&mut self) -> std::io::Result<()> {
+        self.output.flush_all(&mut self.reply, &self.worker).await
+    }
+
     /// Writes what the socket takes of the pending replies now, without waiting.
     pub fn try_flush(&mut self) -> std::io::Result<()> {
         self.output.try_flush(&mut self.reply, &self.worker)
@@ -428,6 +452,18 @@ impl ConnCtx {
         self.worker.shared.threads
     }
 
+    /// Replication records of a command run inside EXEC's or a script's transaction: they join
+    /// its group.
+    fn capture(&mut self, recs: Vec<journal::Record>) {
+        if recs.is_empty() {
+            return;
+        }
+        match self.coord.group.as_mut() {
+            Some(g) => g.extend(recs),
+            None => journal::push_records(recs),
+        }
+    }
+
     /// Runs single-key shard handler `f` on shard `target`: inline when it is this thread's and
     /// none of the command's keys is locked there, otherwise by message (waiting there for the
     /// keys), or as a hop of the transaction running the command (EXEC).
@@ -438,15 +474,18 @@ impl ConnCtx {
         let client = self.client_id();
         if self.coord.in_transaction() {
             let owned = util::OwnedArgs::new(args);
-            let bytes = self
+            let (bytes, recs) = self
                 .coord
                 .hop(&w, target, false, move |w| {
                     let mut reply = Reply::new(ver);
-                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &owned.slices());
-                    reply.take()
+                    let mut recs = Vec::new();
+                    let a = owned.slices();
+                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &a, Some(&mut recs));
+                    (reply.take(), recs)
                 })
                 .await;
             self.reply.raw(&bytes);
+            self.capture(recs);
             return;
         }
         let plan = self.coord.plan();
@@ -454,7 +493,7 @@ impl ConnCtx {
             let t = w.vll();
             t.idle() || t.quick_ok(&plan.locks_for(target), plan.shard_lock())
         } {
-            run_shard_cmd(&w, name, f, db, now, client, &mut self.reply, args);
+            run_shard_cmd(&w, name, f, db, now, client, &mut self.reply, args, None);
             w.serve_blocked();
             return;
         }
@@ -464,7 +503,8 @@ impl ConnCtx {
             .call_deferred::<Vec<u8>, _>(target, move |w, resp| {
                 vll::quick(w, locks, sl, move |w| {
                     let mut reply = Reply::new(ver);
-                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &owned.slices());
+                    let a = owned.slices();
+                    run_shard_cmd(w, name, f, db, now, client, &mut reply, &a, None);
                     resp.send(w, reply.take());
                 })
             })
@@ -476,6 +516,10 @@ impl ConnCtx {
 /// Runs shard handler `f` on `w`'s shard with a fresh command context, appending its reply to
 /// `reply`. The command boundary on the shard side: a panic inside `f` becomes this command's
 /// `-ERR internal error` reply (see `engine::guard`), and nothing else is affected.
+///
+/// When this shard journals, the command's replication records go into the journal now (the
+/// shard holds the key: the one rule of docs/design/replication.md), or into `capture` for a
+/// transaction that propagates its commands as one group (EXEC, scripts).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 pub(crate) fn run_shard_cmd(
@@ -487,12 +531,27 @@ pub(crate) fn run_shard_cmd(
     client: u64,
     reply: &mut Reply,
     args: &[&[u8]],
+    capture: Option<&mut Vec<journal::Record>>,
 ) {
     let mark = reply.len();
+    let dirty = journal::mark();
     let r = guard::contain(|| CmdCtx::over(w, db, now, client, &mut *reply, |c| f(c, args)));
     if let Err(fault) = r {
         reply.buf.truncate(mark);
         internal_error(w, reply, name, &fault);
+    }
+    if journal::here() {
+        let effects = |args: &[&[u8]]| {
+            let shard = w.shard_mut();
+            let d = shard.dbs.get(db)?;
+            crate::replication::rewrite::effects(d, name, args, &reply.buf[mark..])
+        };
+        if let Some(recs) = journal::take_with(dirty, db, args, effects) {
+            match capture {
+                Some(into) => into.extend(recs),
+                None => journal::push_records(recs),
+            }
+        }
     }
 }
 
@@ -557,6 +616,7 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) ->
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
     let client = cx.client_id();
+    let mut recs = Vec::new();
     run_shard_cmd(
         &w,
         entry.static_name,
@@ -566,11 +626,45 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) ->
         client,
         &mut cx.reply,
         args,
+        Some(&mut recs),
     );
     cx.coord.end_inline(&w, target, false);
+    cx.capture(recs);
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
     true
+}
+
+/// Why replication refuses `spec` now, if it does: a write on a read-only replica
+/// (`READONLY`), a write without enough good replicas (`NOREPLICAS`), a command that needs
+/// fresh data on a replica whose link is down with `replica-serve-stale-data no`
+/// (`MASTERDOWN`). EXEC counts as its queued commands.
+fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'static str> {
+    if cx.is_master || cx.in_script || cx.coord.in_exec() {
+        return None;
+    }
+    let queued = |f: &dyn Fn(u32) -> bool| {
+        spec.flags & flags::REJECT_EXECABORT != 0
+            && cx.multi.as_ref().is_some_and(|m| m.cmds.iter().any(|(_, s)| f(s.flags)))
+    };
+    let write = spec.flags & flags::WRITE != 0 || queued(&|f| f & flags::WRITE != 0);
+    let replica = crate::replication::replica::is_replica();
+    let cfg = &cx.worker.shared.config;
+    if replica && write && cfg.bool("replica-read-only") {
+        return Some(ERR_READONLY);
+    }
+    if !replica && write && crate::replication::too_few_replicas() {
+        return Some(ERR_NOREPLICAS);
+    }
+    let deny_stale = spec.flags & flags::STALE == 0 || queued(&|f| f & flags::STALE == 0);
+    if replica
+        && deny_stale
+        && !crate::replication::replica::link_is_up()
+        && !cfg.bool("replica-serve-stale-data")
+    {
+        return Some(ERR_MASTERDOWN);
+    }
+    None
 }
 
 /// Is `spec` a write refused now that snapshots fail (`stop-writes-on-bgsave-error`: MISCONF)?
@@ -699,6 +793,21 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
+    // Replication's admission checks (Redis's processCommand): made when a command is
+    // queued and for EXEC as a whole (with its queued commands' flags), not when EXEC runs
+    // the queued commands.
+    if crate::replication::too_few_replicas() || crate::replication::replica::is_replica() {
+        if let Some(err) = replication_refusal(cx, spec) {
+            if spec.flags & flags::REJECT_EXECABORT != 0 {
+                multi::exec_abort(cx, entry.id, err);
+                return;
+            }
+            cx.reply.error(err);
+            cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+            multi::flag(cx);
+            return;
+        }
+    }
     if refuses_writes(cx, spec) {
         cx.reply.error(ERR_MISCONF);
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
@@ -743,6 +852,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let t0 = clock::Ticks::now();
     let plan = coordinator::plan_command(cx, spec, args);
     cx.coord.begin_command(spec, plan);
+    if journal::active() {
+        cx.hop_dirty.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     let target = |cx: &ConnCtx| {
         let fk = spec.first_key();
         if fk > 0 && (fk as usize) < args.len() {
@@ -789,6 +901,9 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     let w = cx.worker.clone();
+    if journal::active() && matches!(spec.handler, Handler::Conn(_) | Handler::Local(_)) {
+        journal_command(cx, spec, args, start_len);
+    }
     cx.coord.end_command(&w);
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
@@ -806,6 +921,42 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         if t.caching && entry.fullname != "client|caching" {
             t.caching = false;
         }
+    }
+}
+
+/// The replication record of a coordinator command (shard commands leave theirs on their
+/// shard: `run_shard_cmd`): its arguments, when it succeeded. It joins EXEC's or a script's
+/// group, or enters the journal now while the command's own transaction still holds its locks
+/// (the coordinator kept them: `Coord::journaled`), or now for a command without keys.
+fn journal_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]], start_len: usize) {
+    if spec.flags & (flags::WRITE | flags::MAY_REPLICATE) == 0 || spec.flags & flags::PROP_SELF != 0
+    {
+        return;
+    }
+    if cx.reply.len() > start_len && cx.reply.buf[start_len] == b'-' {
+        return;
+    }
+    // Blocking moves are replicated as the non-blocking move they became (Redis's rewrite).
+    let resp = match spec.name {
+        "blmove" if args.len() >= 5 => journal::encode(&[b"LMOVE", args[1], args[2], args[3], args[4]]),
+        "brpoplpush" if args.len() >= 3 => journal::encode(&[b"RPOPLPUSH", args[1], args[2]]),
+        _ => journal::encode(args),
+    };
+    let plan = cx.coord.plan();
+    let keyless = plan.keys.is_empty() && plan.global.is_none();
+    // A command with keys is replicated when it changed something (DEL of missing keys is
+    // not); a keyless one (PUBLISH, FUNCTION LOAD) when it succeeded.
+    if !keyless && !cx.hop_dirty.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let rec = journal::Record { db: cx.db, resp };
+    if let Some(g) = cx.coord.group.as_mut() {
+        g.push(rec);
+        return;
+    }
+    // (A blocking move served after it waited ran in a later round: its record follows.)
+    if cx.coord.journaled() || keyless || spec.flags & flags::BLOCKING != 0 {
+        journal::push(journal::Item::One(rec));
     }
 }
 

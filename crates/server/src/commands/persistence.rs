@@ -69,6 +69,21 @@ pub async fn save_snapshot(
     keep_locks: bool,
     mode: SaveMode,
 ) -> Result<std::path::PathBuf, SaveError> {
+    save_snapshot_at(cx, keep_locks, mode, None).await
+}
+
+/// What a full sync does at its snapshot's point (every shard held): starts the shards'
+/// journals and attaches the replica there (`replication`).
+pub type AtBarrier = Box<dyn FnOnce()>;
+
+/// [`save_snapshot`], running `at_barrier` (background saves only) while every shard holds
+/// the snapshot's point.
+pub async fn save_snapshot_at(
+    cx: &mut ConnCtx,
+    keep_locks: bool,
+    mode: SaveMode,
+    at_barrier: Option<AtBarrier>,
+) -> Result<std::path::PathBuf, SaveError> {
     let shared = cx.shared();
     let path = persist::snapshot_path(&shared.config);
     let header = Header {
@@ -118,19 +133,31 @@ pub async fn save_snapshot(
             }
         }
         SaveMode::Background => {
-            cx.hops()
-                .all_shards(move |c, ()| {
-                    c.shared
-                        .persist
-                        .keys_total
-                        .fetch_add(c.shard.keys_total() as u64, Ordering::Relaxed);
-                    snapshot::begin_shard(c.shard, &shard_job);
-                    if let Some(w) = Worker::current() {
-                        tokio::task::spawn_local(drive_shard(w, shard_job.clone()));
-                    }
-                })
-                .run()
-                .await;
+            let journal = at_barrier.is_some();
+            let chain = cx.hops().all_shards(move |c, ()| {
+                c.shared
+                    .persist
+                    .keys_total
+                    .fetch_add(c.shard.keys_total() as u64, Ordering::Relaxed);
+                snapshot::begin_shard(c.shard, &shard_job);
+                if journal {
+                    crate::replication::journal::enable_here();
+                }
+                if let Some(w) = Worker::current() {
+                    tokio::task::spawn_local(drive_shard(w, shard_job.clone()));
+                }
+            });
+            match at_barrier {
+                None => {
+                    chain.run().await;
+                }
+                Some(f) => {
+                    // The shards stay held until the hook ran, then conclude.
+                    chain.run_more().await;
+                    f();
+                    cx.hops().all_shards(|_, ()| ()).run().await;
+                }
+            }
         }
     }
     // The shards hold the job (and with it the writer's channel) until they are done: once
@@ -279,19 +306,42 @@ pub fn start_background_save(worker: &Rc<Worker>) -> bool {
     st.bgsave_started_ms
         .store(clock::unix_ms(), Ordering::Relaxed);
     crate::log_notice!("Background saving started");
-    tokio::task::spawn_local(background_save(worker.clone()));
+    let w = worker.clone();
+    tokio::task::spawn_local(async move {
+        let _ = background_save(w, None).await;
+    });
     true
+}
+
+/// A full sync's snapshot (replication): waits for the save slot, then saves in the
+/// background as BGSAVE does, running `at_barrier` at the snapshot's point. The file's path.
+pub async fn save_for_replica(
+    worker: &Rc<Worker>,
+    at_barrier: AtBarrier,
+) -> Result<std::path::PathBuf, SaveError> {
+    let st = &worker.shared.persist;
+    while !st.try_begin() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    st.bgsave_in_progress.store(true, Ordering::Relaxed);
+    st.bgsave_started_ms
+        .store(clock::unix_ms(), Ordering::Relaxed);
+    crate::log_notice!("Starting BGSAVE for SYNC with target: disk");
+    background_save(worker.clone(), Some(at_barrier)).await
 }
 
 /// The save job of BGSAVE and of save points: a snapshot on an internal client, run as SAVE
 /// (its lock plan). The shards serialize under a shared whole-shard lock, each in one step (the
 /// server waits meanwhile: docs/design/snapshots.md), then the file is written and committed by the writer thread.
-async fn background_save(worker: Rc<Worker>) {
+async fn background_save(
+    worker: Rc<Worker>,
+    at_barrier: Option<AtBarrier>,
+) -> Result<std::path::PathBuf, SaveError> {
     let started = clock::unix_ms();
     let mut cx = ConnCtx::internal(worker.clone());
     let res = cx
         .run_internal(&[b"save"], |cx| {
-            Box::pin(save_snapshot(cx, false, SaveMode::Background))
+            Box::pin(save_snapshot_at(cx, false, SaveMode::Background, at_barrier))
         })
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
@@ -305,10 +355,11 @@ async fn background_save(worker: Rc<Worker>) {
     );
     st.bgsave_in_progress.store(false, Ordering::Relaxed);
     st.end();
-    match res {
+    match &res {
         Ok(_) => crate::log_notice!("Background saving terminated with success"),
         Err(e) => crate::log_warning!("Background saving error: {e}"),
     }
+    res
 }
 
 /// Does FLUSHALL save the (now empty) dataset? As Redis: when save points are configured, so
@@ -548,6 +599,53 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
             cx.reply
                 .error(&format!("ERR Error trying to load the RDB dump: {e}"));
         }
+    }
+}
+
+/// A replica's full sync: replaces the whole dataset (and the function libraries) with the
+/// snapshot at `path`, in every shard at once, under an exclusive lock of every shard.
+pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<(), String> {
+    let shared = cx.shared();
+    let lim = EncLimits::from_config(&shared.config);
+    let ds = match load::load_path(path, cx.threads(), shared.config.dbnum(), cx.now_ms, &lim) {
+        Ok(Some(ds)) => ds,
+        Ok(None) => return Err(format!("{} not found", path.display())),
+        Err(e) => return Err(e.to_string()),
+    };
+    let codes: Vec<String> = ds
+        .functions
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    crate::scripting::functions::load_all(&cx.worker, codes, true, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let batches: Arc<Vec<Mutex<Vec<Entry>>>> =
+        Arc::new(ds.shards.into_iter().map(Mutex::new).collect());
+    let results = cx
+        .run_internal(&[b"flushall"], move |cx| {
+            Box::pin(async move {
+                cx.hops()
+                    .all_shards(move |c, ()| {
+                        for db in c.shard.dbs.iter_mut() {
+                            db.clear();
+                        }
+                        let batch = std::mem::take(
+                            &mut *batches[c.shard.id]
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner()),
+                        );
+                        load::apply(c.shard, batch)
+                    })
+                    .run()
+                    .await
+            })
+        })
+        .await
+        .ok_or_else(|| "internal error while loading".to_string())?;
+    match results.into_iter().find_map(Result::err) {
+        None => Ok(()),
+        Some(e) => Err(e.to_string()),
     }
 }
 

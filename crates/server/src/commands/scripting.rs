@@ -26,7 +26,7 @@ use super::{BoxFut, ConnCtx};
 use crate::scripting::{self, functions, Outcome, ScriptFlags, Sha};
 
 const G: Group = Group::Scripting;
-const EVAL: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | STALE | TX_GLOBAL_WRITE;
+const EVAL: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | STALE | TX_GLOBAL_WRITE | PROP_SELF;
 const EVAL_RO: u32 = NOSCRIPT | SKIP_MONITOR | STALE | READONLY | TX_GLOBAL_WRITE;
 
 #[rustfmt::skip]
@@ -329,6 +329,8 @@ async fn run_once(
             .as_mut()
             .map(|d| std::mem::take(&mut d.images))
             .unwrap_or_default();
+        // Its replication records go with it (a declared-keys run owns its transaction).
+        cx.coord.drop_group();
         undo(cx, images).await;
         NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
         if own_tx {

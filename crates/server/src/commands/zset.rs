@@ -77,13 +77,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
     cmd("zpopmax", -2, WRITE | FAST, range(1, 1, 1), Shard(zpopmax))
         .doc(G, "1.0.0", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped."),
-    cmd("zmpop", -4, WRITE, keynum(1, 1, 1), Conn(zmpop))
+    cmd("zmpop", -4, WRITE | PROP_SELF, keynum(1, 1, 1), Conn(zmpop))
         .doc(G, "1.0.0", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped."),
-    cmd("bzpopmin", -3, WRITE | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmin))
+    cmd("bzpopmin", -3, WRITE | PROP_SELF | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmin))
         .doc(G, "1.0.0", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
-    cmd("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmax))
+    cmd("bzpopmax", -3, WRITE | PROP_SELF | NOSCRIPT | BLOCKING | FAST, range(1, -2, 1), Conn(bzpopmax))
         .doc(G, "1.0.0", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped."),
-    cmd("bzmpop", -5, WRITE | BLOCKING, keynum(2, 1, 1), Conn(bzmpop))
+    cmd("bzmpop", -5, WRITE | PROP_SELF | BLOCKING, keynum(2, 1, 1), Conn(bzmpop))
         .doc(G, "1.0.0", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped."),
     cmd("zrandmember", -2, READONLY, range(1, 1, 1), Shard(zrandmember))
         .doc(G, "1.0.0", "Returns one or more random members from a sorted set."),
@@ -1115,7 +1115,10 @@ async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) ->
                 let now = c.now;
                 match pop_from(c.db(), key, max, count, now) {
                     Err(()) => Popped::WrongType,
-                    Ok(Some(items)) if !items.is_empty() => Popped::Got(key.to_vec(), items),
+                    Ok(Some(items)) if !items.is_empty() => {
+                        journal_pop(c.db, key, max, count);
+                        Popped::Got(key.to_vec(), items)
+                    }
                     Ok(_) => Popped::None,
                 }
             },
@@ -1123,6 +1126,23 @@ async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) ->
         .run()
         .await
         .unwrap_or(Popped::None)
+}
+
+/// A pop of ZMPOP/BZPOP*/BZMPOP, replicated as the ZPOPMIN/ZPOPMAX it was (Redis's rewrite),
+/// from the shard holding the key (these commands declare `PROP_SELF`).
+fn journal_pop(db: usize, key: &[u8], max: bool, count: u64) {
+    use crate::replication::journal;
+    if !journal::here() {
+        return;
+    }
+    let cmd: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+    let n = count.to_string();
+    let resp = if count == 1 {
+        journal::encode(&[cmd, key])
+    } else {
+        journal::encode(&[cmd, key, n.as_bytes()])
+    };
+    journal::push(journal::Item::One(journal::Record { db, resp }));
 }
 
 fn mpop_reply(r: &mut Reply, key: &[u8], items: &[(Vec<u8>, f64)]) {
@@ -1200,6 +1220,7 @@ impl Serve for ZPopServe {
         let mut r = Reply::new(self.ver);
         match pop_from(db, key, self.max, self.count, now) {
             Ok(Some(items)) if !items.is_empty() => {
+                journal_pop(db.index, key, self.max, self.count);
                 if self.mpop {
                     mpop_reply(&mut r, key, &items)
                 } else {

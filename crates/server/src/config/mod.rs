@@ -235,11 +235,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         "the append-only file is not implemented yet",
     ),
     (
-        "replicaof",
-        |v| !v.is_empty(),
-        "replication is not implemented yet",
-    ),
-    (
         "latency-monitor-threshold",
         |v| v != "0",
         "the latency monitor (LATENCY) is not implemented yet (only 0, off, is accepted)",
@@ -449,6 +444,8 @@ impl Config {
                 }
             }
             "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "min-replicas-to-write" => crate::replication::set_min_replicas(Some(num()), None),
+            "min-replicas-max-lag" => crate::replication::set_min_replicas(None, Some(num())),
             "tracking-table-max-keys" => crate::engine::tracking::set_max_keys(num()),
             "notify-keyspace-events" => {
                 crate::engine::notify::set_flags(crate::engine::notify::parse(v).unwrap_or(0))

@@ -612,7 +612,55 @@ pub static PARAMS: &[Param] = &[
         Kind::Words(words::replicaof),
         "",
         false,
-        "replicate from <host> <port>; only '' until replication exists",
+        "replicate from <host> <port> at start-up (REPLICAOF at run time)",
+    ),
+    p(
+        "masterauth",
+        &[],
+        Kind::Str,
+        "",
+        true,
+        "password the replication link sends to the primary (AUTH)",
+    ),
+    p(
+        "masteruser",
+        &[],
+        Kind::Str,
+        "",
+        true,
+        "user name the replication link sends with masterauth",
+    ),
+    p(
+        "repl-ping-replica-period",
+        &["repl-ping-slave-period"],
+        Kind::Int(1, i32::MAX as i64),
+        "10",
+        true,
+        "seconds between PINGs a primary sends in its replication stream",
+    ),
+    p(
+        "repl-backlog-ttl",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "3600",
+        true,
+        "seconds without replicas after which a primary frees its backlog (0: never)",
+    ),
+    p(
+        "min-replicas-to-write",
+        &["min-slaves-to-write"],
+        Kind::Int(0, i32::MAX as i64),
+        "0",
+        true,
+        "refuse writes (-NOREPLICAS) unless this many replicas acknowledged within min-replicas-max-lag",
+    ),
+    p(
+        "min-replicas-max-lag",
+        &["min-slaves-max-lag"],
+        Kind::Int(0, i32::MAX as i64),
+        "10",
+        true,
+        "seconds since a replica's last acknowledgement for it to count in min-replicas-to-write",
     ),
     // ---- Knobs of features that are off or not built yet (see the module comment) ----
     p(
@@ -1100,10 +1148,6 @@ mod words {
 /// refused: clearer than "Bad directive" for a file written for redis-server. A name ending in
 /// `*` covers every directive with that prefix.
 pub static UNSUPPORTED: &[(&str, &str)] = &[
-    ("masterauth", "replication is not implemented yet"),
-    ("masteruser", "replication is not implemented yet"),
-    ("min-replicas-*", "replication is not implemented yet"),
-    ("min-slaves-*", "replication is not implemented yet"),
     ("repl-*", "this replication setting is not implemented yet"),
     ("rename-command", "renaming commands is not implemented yet"),
     ("user", "ACL users are not implemented yet"),

@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use super::{access, notify, tracking};
+use crate::replication::journal;
 use crate::persistence::snapshot::DbSnap;
 use crate::types::{KeyStr, Value};
 
@@ -248,6 +249,7 @@ impl Db {
 
     #[inline]
     fn touch(&mut self, key: &[u8]) {
+        journal::touched();
         if !self.watched.is_empty() {
             let present = self.prime.find(key).is_some();
             self.watched.touch(key, present);
@@ -257,6 +259,7 @@ impl Db {
 
     #[inline]
     fn touch_at(&mut self, pos: Pos) {
+        journal::touched();
         if !self.watched.is_empty() {
             let key = self.prime.at(pos).0.key();
             self.watched.touch(key, true);
@@ -395,7 +398,9 @@ impl Db {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
                 if at <= now {
-                    let (k, _) = self.remove_at(pos);
+                    // The expiration is its own record, not the command's write.
+                    let (k, _) = journal::quietly(|| self.remove_at(pos));
+                    journal::deleted(self.index, k.key());
                     self.stats.expired += 1;
                     notify::emit(notify::EXPIRED, "expired", self.index, k.key());
                     return None;
@@ -544,7 +549,8 @@ impl Db {
         let bytes = self.entry_bytes(pos);
         let k = self.prime.at(pos).0.key().to_vec();
         self.wrote(&k);
-        self.remove_at(pos);
+        journal::quietly(|| self.remove_at(pos));
+        journal::deleted(self.index, &k);
         notify::emit(notify::EVICTED, "evicted", self.index, &k);
         bytes
     }
@@ -804,6 +810,7 @@ impl Db {
 
     /// Removes the entry at `pos`, with its expiry.
     pub fn remove_at(&mut self, pos: Pos) -> (KeyStr, Value) {
+        journal::touched();
         self.pre_write(pos);
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             let key = self.prime.at(pos).0.key();
@@ -826,6 +833,7 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        journal::touched();
         if !self.watched.is_empty() {
             self.touch_all(None, crate::engine::clock::unix_ms());
         }
@@ -844,6 +852,7 @@ impl Db {
 
     /// Swaps contents with another db (SWAPDB within a shard).
     pub fn swap(&mut self, other: &mut Db) {
+        journal::touched();
         if !self.watched.is_empty() || !other.watched.is_empty() {
             let now = crate::engine::clock::unix_ms();
             self.touch_all(Some(other), now);
@@ -881,7 +890,9 @@ impl Db {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
                 Some(at) if at <= now => {
-                    let (k, _) = self.remove_at(pos);
+                    // The expiration is its own record, not the command's write.
+                    let (k, _) = journal::quietly(|| self.remove_at(pos));
+                    journal::deleted(self.index, k.key());
                     self.stats.expired += 1;
                     notify::emit(notify::EXPIRED, "expired", self.index, k.key());
                 }
@@ -903,7 +914,8 @@ impl Db {
         }
         for k in dead {
             if let Some(pos) = self.prime.find(k.key()) {
-                self.remove_at(pos);
+                journal::quietly(|| self.remove_at(pos));
+                journal::deleted(self.index, k.key());
                 self.stats.expired += 1;
                 notify::emit(notify::EXPIRED, "expired", self.index, k.key());
             }
@@ -964,7 +976,8 @@ impl Db {
         }
         for k in dead {
             if let Some(pos) = self.prime.find(k.key()) {
-                self.remove_at(pos);
+                journal::quietly(|| self.remove_at(pos));
+                journal::deleted(self.index, k.key());
                 self.stats.expired += 1;
                 step.expired += 1;
                 notify::emit(notify::EXPIRED, "expired", self.index, k.key());

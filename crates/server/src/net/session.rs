@@ -95,6 +95,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
                 crate::pubsub::monitor::remove(&self.0, self.1);
             }
             crate::pubsub::tracking::disable(&self.0, &self.2);
+            crate::replication::forget(self.1);
             crate::net::client::unregister(self.1);
             self.0
                 .shared
@@ -188,7 +189,11 @@ impl Output {
     }
 
     /// Writes everything, waiting for the socket (before closing the connection).
-    async fn flush_all(&mut self, reply: &mut Reply, worker: &Worker) -> std::io::Result<()> {
+    pub(crate) async fn flush_all(
+        &mut self,
+        reply: &mut Reply,
+        worker: &Worker,
+    ) -> std::io::Result<()> {
         while self.pending(reply) {
             self.stream.writable().await?;
             self.try_flush(reply, worker)?;

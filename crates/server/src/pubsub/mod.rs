@@ -122,6 +122,8 @@ pub enum Delivery {
     Invalidate(tracking::Keys, bool, bool),
     /// `tracking-redir-broken` with the redirection's client id.
     RedirBroken(u64),
+    /// Bytes of the replication stream, for a replica's connection (written as they are).
+    Repl(Arc<[u8]>),
 }
 
 impl Delivery {
@@ -136,6 +138,7 @@ impl Delivery {
                 .as_ref()
                 .map_or(8, |k| k.iter().map(|k| k.len() + 16).sum::<usize>() + 48),
             Delivery::RedirBroken(_) => 48,
+            Delivery::Repl(b) => b.len(),
         }
     }
 
@@ -150,6 +153,7 @@ impl Delivery {
                 let r3 = reply.is_resp3();
                 reply.raw(p.enc.get(r3));
             }
+            Delivery::Repl(bytes) => reply.raw(bytes),
             Delivery::Monitor(line) => {
                 // A status line (its text is escaped: no CR or LF in it).
                 reply.raw(b"+");
@@ -439,7 +443,10 @@ fn deliver_to(h: &crate::net::client::ClientHandle, d: Delivery) -> bool {
                 Delivery::Message(m) => subs.channels.contains(&m.channel),
                 Delivery::Shard(m) => subs.shard.contains(&m.channel),
                 Delivery::Pattern(p) => subs.patterns.iter().any(|q| *q == p.pattern),
-                Delivery::Monitor(_) | Delivery::Invalidate(..) | Delivery::RedirBroken(_) => false,
+                Delivery::Monitor(_)
+                | Delivery::Invalidate(..)
+                | Delivery::RedirBroken(_)
+                | Delivery::Repl(_) => false,
             }
     };
     if wanted && !h.killed.get() {

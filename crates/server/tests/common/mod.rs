@@ -32,6 +32,9 @@ pub struct Server {
     name: &'static str,
     /// The private `--dir` [`Server::start`] made, removed on drop.
     own_dir: Option<PathBuf>,
+    /// How it was started (for [`Server::restart`]).
+    bin: PathBuf,
+    argv: Vec<String>,
 }
 
 /// Reference Redis for differential tests.
@@ -162,17 +165,20 @@ impl Server {
             ));
             let logf = std::fs::File::create(&log).expect("cannot create server log file");
             let logf2 = logf.try_clone().expect("cannot dup log file");
+            let mut argv: Vec<String> = leading.iter().cloned().collect();
+            argv.extend([
+                "--port".to_string(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                // Tests use DEBUG (off by default, as in Redis 7); a test's own args come
+                // later and win.
+                "--enable-debug-command".into(),
+                "yes".into(),
+            ]);
+            argv.extend(args.iter().cloned());
             let child = Command::new(&bin)
-                .args(leading.iter())
-                .arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                // Tests use DEBUG (off by default, as in Redis 7); a test's own args come later
-                // and win.
-                .arg("--enable-debug-command")
-                .arg("yes")
-                .args(args)
+                .args(&argv)
                 .stdin(Stdio::null())
                 .stdout(logf)
                 .stderr(logf2)
@@ -184,6 +190,8 @@ impl Server {
                 log,
                 name,
                 own_dir: None,
+                bin: bin.clone(),
+                argv,
             };
             match srv.wait_ready() {
                 Ok(()) => return srv,
@@ -236,6 +244,34 @@ impl Server {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `kill -9`: the process dies at once, with whatever it had not saved.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the same command line again (same port, same directory) after [`kill9`] or an
+    /// exit; its output goes on in the same log.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let logf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .expect("cannot reopen server log file");
+        let logf2 = logf.try_clone().expect("cannot dup log file");
+        self.child = Command::new(&self.bin)
+            .args(&self.argv)
+            .stdin(Stdio::null())
+            .stdout(logf)
+            .stderr(logf2)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", self.bin.display()));
+        if let Err(e) = self.wait_ready() {
+            panic!("restarted {} did not come up: {e}\n{}", self.name, self.output());
+        }
     }
 
     pub fn pid(&self) -> u32 {

@@ -356,9 +356,10 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 "rejected_connections:{}",
                 shared.rejected_connections.load(Ordering::Relaxed)
             );
-            line!(o, "sync_full:0");
-            line!(o, "sync_partial_ok:0");
-            line!(o, "sync_partial_err:0");
+            let st = &crate::replication::STATS;
+            line!(o, "sync_full:{}", st.full.load(std::sync::atomic::Ordering::Relaxed));
+            line!(o, "sync_partial_ok:{}", st.partial_ok.load(std::sync::atomic::Ordering::Relaxed));
+            line!(o, "sync_partial_err:{}", st.partial_err.load(std::sync::atomic::Ordering::Relaxed));
             line!(o, "expired_keys:{}", t.expired);
             line!(o, "expired_stale_perc:0.00");
             line!(o, "expired_time_cap_reached_count:0");
@@ -413,20 +414,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 t.obuf_limit_disconnections
             );
         }
-        "replication" => {
-            o.push_str("# Replication\r\n");
-            line!(o, "role:master");
-            line!(o, "connected_slaves:0");
-            line!(o, "master_failover_state:no-failover");
-            line!(o, "master_replid:{}", shared.run_id);
-            line!(o, "master_replid2:0000000000000000000000000000000000000000");
-            line!(o, "master_repl_offset:0");
-            line!(o, "second_repl_offset:-1");
-            line!(o, "repl_backlog_active:0");
-            line!(o, "repl_backlog_size:1048576");
-            line!(o, "repl_backlog_first_byte_offset:0");
-            line!(o, "repl_backlog_histlen:0");
-        }
+        "replication" => crate::commands::replication::info(o, &shared.config),
         "cpu" => {
             let (sys, user) = cpu_times();
             o.push_str("# CPU\r\n");

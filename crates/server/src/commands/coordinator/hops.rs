@@ -461,12 +461,15 @@ fn fan_parts<'c>(
 }
 
 /// What every step of a chain runs with, wherever it runs.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct OnShard {
     db: usize,
     now: u64,
     client: u64,
     ver: RespVersion,
+    /// While journaling: set when a step changed something (the command's record is pushed
+    /// only then, as Redis propagates only commands that dirtied the dataset).
+    dirty: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl OnShard {
@@ -476,6 +479,7 @@ impl OnShard {
             now: cx.now_ms,
             client: cx.client_id(),
             ver: cx.reply.ver,
+            dirty: crate::replication::journal::active().then(|| cx.hop_dirty.clone()),
         }
     }
 
@@ -486,7 +490,16 @@ impl OnShard {
         scratch: &mut Reply,
         f: impl FnOnce(&mut CmdCtx<'_>) -> R,
     ) -> R {
-        CmdCtx::over(w, self.db, self.now, self.client, scratch, f)
+        use crate::replication::journal;
+        let Some(d) = &self.dirty else {
+            return CmdCtx::over(w, self.db, self.now, self.client, scratch, f);
+        };
+        let m = journal::mark();
+        let r = CmdCtx::over(w, self.db, self.now, self.client, scratch, f);
+        if journal::mark() != m {
+            d.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
     }
 
     /// Runs `steps` (each targeting this thread's shard) in order, threading the value through.
@@ -558,12 +571,14 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
         }
         Mode::Unlocked => {
             for step in steps {
-                value = run_step(cx, on, step, value, &[]).await;
+                value = run_step(cx, on.clone(), step, value, &[]).await;
             }
         }
         Mode::Transaction => {
             if !cx.coord.in_transaction() {
-                if last && single_fan(&steps) {
+                // (Not while journaling: its shards conclude inside the hop, before the
+                // command's record could enter the journal.)
+                if last && single_fan(&steps) && !crate::replication::journal::active() {
                     let Some(Step::Fan { .. }) = steps.first() else {
                         unreachable!()
                     };
@@ -578,7 +593,11 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
             }
             // A shard concludes inside its last hop of a final chain (saves a message per
             // shard); inside EXEC, EXEC concludes.
-            let conclude_at: Vec<(usize, usize)> = if last && cx.coord.owns_transaction() {
+            // A journaled command keeps them until its record is in (`execute`).
+            let conclude_at: Vec<(usize, usize)> = if last
+                && cx.coord.owns_transaction()
+                && !cx.coord.journaled()
+            {
                 let mut at: Vec<(usize, usize)> = Vec::new();
                 for (i, st) in steps.iter().enumerate() {
                     for s in st.shards() {
@@ -598,7 +617,7 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
                     .filter(|(_, j)| *j == i)
                     .map(|(s, _)| *s)
                     .collect();
-                value = run_step(cx, on, step, value, &conclude).await;
+                value = run_step(cx, on.clone(), step, value, &conclude).await;
             }
         }
     }
@@ -617,7 +636,9 @@ fn mode(cx: &ConnCtx, steps: &[Step<'_>], last: bool) -> Mode {
     if plan.global.is_none() && plan.keys.is_empty() {
         return Mode::Unlocked;
     }
-    if last {
+    // While journaling, a chain on one shard is a transaction too: its record enters the
+    // journal from the coordinator, which must still hold the keys then.
+    if last && !crate::replication::journal::active() {
         if let Some(s) = plan.single_shard() {
             if steps.iter().all(|st| st.shards().iter().all(|&x| x == s)) {
                 return Mode::OneShard(s);
@@ -699,6 +720,7 @@ async fn run_step(
                 let (f, input) = (f.clone(), clone_in(&value));
                 let c = conclude.contains(&p.shard);
                 let (shard, p) = (p.shard, p.into_owned());
+                let on = on.clone();
                 calls.push(cx.coord.hop(&w, shard, c, move |w| {
                     let mut scratch = Reply::new(on.ver);
                     on.part(w, &mut scratch, &f, p, input)
@@ -787,7 +809,9 @@ async fn run_single_hop_fan(
     let d_shard = d.shard;
     let d = d.into_owned();
     let (f2, input) = (f.clone(), clone_in(&value));
+    let on2 = on.clone();
     let mut job = move |w: &Rc<Worker>| {
+        let on = on2;
         let mut scratch = Reply::new(on.ver);
         on.part(w, &mut scratch, &f2, d, input)
     };
@@ -813,6 +837,7 @@ async fn run_single_hop_fan(
         }
         let (f, input) = (f.clone(), clone_in(&value));
         let (shard, p) = (p.shard, p.into_owned());
+        let on = on.clone();
         calls.push(cx.coord.hop(&cx.worker, shard, true, move |w| {
             let mut scratch = Reply::new(on.ver);
             on.part(w, &mut scratch, &f, p, input)

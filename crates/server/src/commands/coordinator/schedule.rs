@@ -49,6 +49,12 @@ pub struct Coord {
     exec: bool,
     /// The current command ran its final chain.
     finished: bool,
+    /// The transaction is journaled (docs/design/replication.md): a command's own
+    /// transaction keeps its locks past its final hops until `end_command`, so that its record
+    /// enters the journal while it holds them.
+    journaled: bool,
+    /// EXEC's or a script's replication records, pushed as one group before it concludes.
+    pub group: Option<Vec<crate::replication::journal::Record>>,
 }
 
 impl Coord {
@@ -140,9 +146,22 @@ impl Coord {
     /// A final chain ran: mark the command finished and conclude its own transaction.
     pub fn finish_command(&mut self, w: &Rc<Worker>) {
         self.finished = true;
-        if !self.exec {
+        if !self.exec && !self.journaled {
             self.conclude(w);
         }
+    }
+
+    /// Does the current command's own transaction journal its record (`execute` pushes it
+    /// before `end_command` concludes)?
+    #[inline]
+    pub fn journaled(&self) -> bool {
+        self.journaled && !self.exec
+    }
+
+    /// The running transaction is journaled (EXEC's, a script's, or the command's own).
+    #[inline]
+    pub fn tx_journaled(&self) -> bool {
+        self.journaled
     }
 
     /// EXEC: schedules one transaction over every queued command's plan (`plan`); the queued
@@ -151,6 +170,14 @@ impl Coord {
         self.plan = plan;
         self.schedule_plan(w).await;
         self.exec = true;
+        self.group = self.journaled.then(Vec::new);
+    }
+
+    /// A script starts over: what its first run captured was undone.
+    pub fn drop_group(&mut self) {
+        if let Some(g) = self.group.as_mut() {
+            g.clear();
+        }
     }
 
     /// The shards of EXEC's transaction.
@@ -164,6 +191,12 @@ impl Coord {
     /// Concludes EXEC's transaction on every shard.
     pub fn end_exec(&mut self, w: &Rc<Worker>) {
         self.exec = false;
+        if let Some(g) = self.group.take() {
+            // (Not when the server became a replica meanwhile: REPLICAOF inside EXEC.)
+            if !g.is_empty() && crate::replication::journal::active() {
+                crate::replication::journal::push(crate::replication::journal::Item::Group(g));
+            }
+        }
         self.conclude(w);
         self.finished = false;
     }
@@ -181,6 +214,7 @@ impl Coord {
             .map(|&s| (s, self.plan.locks_for(s)))
             .collect();
         let id = schedule_on(w, &parts, sl).await;
+        self.journaled = crate::replication::journal::journaled_id(id);
         self.tx = Some(Scheduled {
             id,
             shards,
@@ -208,6 +242,9 @@ impl Coord {
             .collect();
         let locks = self.plan.locks_for(deferred);
         let id = schedule_on(w, &others, sl).await;
+        // Journaled chains do not take this path (hops.rs); an id journaled anyway raced the
+        // first activation: its record still goes in, late (docs/design/replication.md).
+        self.journaled = crate::replication::journal::journaled_id(id);
         self.tx = Some(Scheduled {
             id,
             shards,
@@ -393,6 +430,7 @@ impl Coord {
             }
             self.tx = None;
         }
+        self.journaled = false;
     }
 }
 

@@ -142,7 +142,7 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 for ((f, &n), &name) in fns.iter().zip(counts.iter()).zip(names.iter()) {
                     let args = &all[at..at + n];
                     at += n;
-                    run_shard_cmd(w, name, *f, db, now, client, &mut reply, args);
+                    run_shard_cmd(w, name, *f, db, now, client, &mut reply, args, None);
                     // Clients blocked on a key this command wrote are served before the next
                     // command of the run can see it.
                     w.serve_blocked();

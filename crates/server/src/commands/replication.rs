@@ -1,0 +1,405 @@
+//! Replication commands: SYNC, PSYNC and REPLCONF (a replica talking to us), REPLICAOF and
+//! SLAVEOF (us becoming one), ROLE and WAIT. The mechanisms live in `crate::replication`.
+
+use std::sync::atomic::Ordering;
+
+use super::persistence::{save_for_replica, snapshot_plan, AtBarrier};
+use super::spec::prelude::*;
+use super::util::*;
+use super::{BoxFut, ConnCtx};
+use crate::replication::{self as repl, journal, replica};
+
+const G: Group = Group::Server;
+
+#[rustfmt::skip]
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, Conn(sync)).plan(snapshot_plan)
+        .doc(G, "1.0.0", "An internal command used in replication."),
+    cmd("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, Conn(sync)).plan(snapshot_plan)
+        .doc(G, "2.8.0", "An internal command used in replication."),
+    cmd("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, Local(replconf))
+        .doc(G, "3.0.0", "An internal command for configuring the replication stream."),
+    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
+        .doc(G, "5.0.0", "Configures a server as replica of another, or promotes it to a master."),
+    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
+        .doc(G, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master."),
+    cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Local(role))
+        .doc(G, "2.8.12", "Returns the replication role."),
+    cmd("wait", 3, NOSCRIPT, NOKEYS, Conn(wait))
+        .doc(Group::Generic, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+];
+
+/// Not a flag of ours: Redis's `no_async_loading` has no meaning here.
+const NO_ASYNC: u32 = 0;
+
+/// SYNC and PSYNC: a replica (or `redis-cli --replica`, or a test reading the stream) asks for
+/// the stream. PSYNC continues from the backlog when it can (`+CONTINUE`); otherwise a full
+/// sync: a background snapshot whose point is where the replica's stream starts.
+fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if replica::is_replica() {
+            // Forwarding our primary's stream to replicas of ours needs the snapshot to be
+            // taken between two applied commands of the link: not built yet.
+            cx.reply
+                .error("ERR damselfly does not serve replicas while it is itself a replica yet");
+            return;
+        }
+        let psync = eq_ic(args[0], "psync");
+        if psync && args.len() != 3 {
+            cx.reply.error("ERR wrong number of arguments for 'psync' command");
+            return;
+        }
+        let (id, tid) = (cx.client_id(), cx.worker.id);
+        let ip = {
+            let info = cx.client.info.borrow();
+            let addr = info.addr.clone();
+            addr.rsplit_once(':')
+                .map(|(h, _)| h.to_string())
+                .unwrap_or(addr)
+        };
+        let port = repl::announced_port(id);
+        mark_replica(cx);
+        if psync {
+            let replid = String::from_utf8_lossy(args[1]).into_owned();
+            let offset = parse_i64(args[2]).unwrap_or(-1);
+            let mut m = repl::master();
+            if let Some(data) = m.partial(&replid, offset) {
+                repl::STATS.partial_ok.fetch_add(1, Ordering::Relaxed);
+                repl::attach_partial(&mut m, id, tid, ip, port);
+                let line = format!("+CONTINUE {}\r\n", m.replid);
+                drop(m);
+                crate::log_notice!(
+                    "Partial resynchronization request from replica accepted. Sending {} bytes of backlog starting from offset {offset}.",
+                    data.len()
+                );
+                cx.reply.raw(line.as_bytes());
+                cx.reply.raw(&data);
+                return;
+            }
+            if replid != "?" {
+                repl::STATS.partial_err.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        repl::STATS.full.fetch_add(1, Ordering::Relaxed);
+        crate::log_notice!("Replica asks for synchronization; starting a full resynchronization");
+        journal::begin(&cx.shared().next_txid);
+        repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let attach = repl::Attach {
+            client: id,
+            tid,
+            ip,
+            offset: tx,
+        };
+        let hook: AtBarrier =
+            Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))));
+        let saved = save_for_replica(&cx.worker, hook).await;
+        let (path, offset) = match (saved, rx.await) {
+            (Ok(p), Ok(off)) => (p, off),
+            (Err(e), _) => {
+                crate::log_warning!("Full sync failed: {e}");
+                cx.close = true;
+                return;
+            }
+            (_, Err(_)) => {
+                cx.close = true;
+                return;
+            }
+        };
+        repl::with_replica(id, |r| r.port = port);
+        if psync {
+            let replid = repl::master().replid.clone();
+            cx.reply
+                .raw(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+        }
+        if let Err(e) = send_file(cx, &path).await {
+            crate::log_warning!("Sending the snapshot to the replica failed: {e}");
+            cx.close = true;
+            repl::forget(id);
+            return;
+        }
+        repl::with_replica(id, |r| r.online = true);
+        crate::log_notice!("Synchronization with replica succeeded");
+    })
+}
+
+/// The connection is a replica's: CLIENT LIST shows `S`; its stream is never cut by the
+/// normal clients' output limit.
+fn mark_replica(cx: &mut ConnCtx) {
+    let mut info = cx.client.info.borrow_mut();
+    if !info.flags.contains('S') {
+        info.flags.push('S');
+    }
+}
+
+/// Writes `$<len>\r\n` and the file, a chunk at a time as the socket takes it.
+async fn send_file(cx: &mut ConnCtx, path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    cx.reply.raw(format!("${len}\r\n").as_bytes());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        cx.reply.raw(&buf[..n]);
+        cx.flush_all().await?;
+    }
+    cx.flush_all().await
+}
+
+/// REPLCONF <option> <value> ...: what a replica tells us about itself; `ACK <offset>` (no
+/// reply) is how far it applied the stream.
+fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
+    if args.len() % 2 == 0 {
+        cx.reply.error(ERR_SYNTAX);
+        return;
+    }
+    let id = cx.client_id();
+    for pair in args[1..].chunks(2) {
+        let (opt, val) = (pair[0], pair[1]);
+        if eq_ic(opt, "listening-port") {
+            match parse_i64(val) {
+                Some(p) if (0..=65535).contains(&p) => {
+                    repl::announce_port(id, p as u16);
+                    repl::with_replica(id, |r| r.port = p as u16);
+                }
+                _ => {
+                    cx.reply.error("ERR value is not an integer or out of range");
+                    return;
+                }
+            }
+        } else if eq_ic(opt, "ack") {
+            if let Some(off) = parse_i64(val) {
+                let now = crate::engine::clock::unix_ms();
+                repl::with_replica(id, |r| {
+                    if off as u64 > r.ack_offset {
+                        r.ack_offset = off as u64;
+                    }
+                    r.ack_ms = now;
+                });
+            }
+            // Never answered (the replica does not read replies).
+            return;
+        } else if eq_ic(opt, "getack") {
+            // Only meaningful from our primary (the link answers it); ignored otherwise.
+            return;
+        } else if eq_ic(opt, "capa")
+            || eq_ic(opt, "ip-address")
+            || eq_ic(opt, "rdb-only")
+            || eq_ic(opt, "rdb-filter-only")
+        {
+        } else {
+            cx.reply.error(&format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                String::from_utf8_lossy(opt)
+            ));
+            return;
+        }
+    }
+    cx.reply.ok();
+}
+
+/// REPLICAOF host port | NO ONE.
+fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
+            if replica::stop() {
+                promote(cx).await;
+                crate::log_notice!("MASTER MODE enabled (user request from '{}')", cx.cmd_name);
+            }
+            cx.reply.ok();
+            return;
+        }
+        let Some(port) = parse_i64(args[2]).filter(|p| (0..=65535).contains(p)) else {
+            cx.reply.error("ERR Invalid master port");
+            return;
+        };
+        let host = String::from_utf8_lossy(args[1]).into_owned();
+        // Our replicas must resync with the new history: drop them, as Redis does.
+        disconnect_replicas(cx);
+        if replica::start(&cx.worker, host.clone(), port as u16) {
+            crate::log_notice!("REPLICAOF {host}:{port} enabled (user request)");
+            cx.reply.ok();
+        } else {
+            cx.reply.simple("OK Already connected to specified master");
+        }
+    })
+}
+
+/// A promoted replica journals its own writes from now on: every shard starts at one point
+/// (all held), and the stream goes on from the offset the link reached.
+async fn promote(cx: &mut ConnCtx) {
+    let w = cx.worker.clone();
+    let mut icx = ConnCtx::internal(w.clone());
+    icx.run_internal(&[b"flushall"], move |cx| {
+        Box::pin(async move {
+            cx.hops()
+                .all_shards(|_, ()| journal::enable_here())
+                .run_more()
+                .await;
+            journal::begin(&cx.shared().next_txid);
+            journal::resume();
+            cx.hops().all_shards(|_, ()| ()).run().await;
+        })
+    })
+    .await;
+    let _ = cx;
+}
+
+fn disconnect_replicas(cx: &ConnCtx) {
+    let ids: Vec<(u64, usize)> = repl::master()
+        .replicas
+        .iter()
+        .map(|r| (r.client, r.tid))
+        .collect();
+    for (id, tid) in ids {
+        cx.worker.post(tid, move |_| {
+            crate::net::client::with_local(id, |h| {
+                h.killed.set(true);
+                h.wake.notify_one();
+            });
+        });
+        repl::forget(id);
+    }
+}
+
+/// ROLE.
+fn role(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let r = &mut cx.reply;
+    if let Some(l) = replica::link().as_ref() {
+        let off = repl::master().offset;
+        r.array(5);
+        r.bulk(b"slave");
+        r.bulk(l.host.as_bytes());
+        r.int(l.port as i64);
+        r.bulk(l.state.role_word().as_bytes());
+        r.int(off as i64);
+        return;
+    }
+    let m = repl::master();
+    r.array(3);
+    r.bulk(b"master");
+    r.int(m.offset as i64);
+    r.array(m.replicas.len());
+    for s in &m.replicas {
+        r.array(3);
+        r.bulk(s.ip.as_bytes());
+        r.bulk(s.port.to_string().as_bytes());
+        r.bulk(s.ack_offset.to_string().as_bytes());
+    }
+}
+
+/// WAIT numreplicas timeout: until that many replicas acknowledged the stream as it is now.
+fn wait<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        if replica::is_replica() {
+            cx.reply
+                .error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+            return;
+        }
+        let Some(n) = parse_i64(args[1]) else {
+            cx.reply.error("ERR value is not an integer or out of range");
+            return;
+        };
+        let Some(timeout) = parse_i64(args[2]) else {
+            cx.reply.error("ERR timeout is not an integer or out of range");
+            return;
+        };
+        if timeout < 0 {
+            cx.reply.error("ERR timeout is negative");
+            return;
+        }
+        // Everything journaled before now is in the stream once the feeder ran.
+        let target = repl::settled_offset().await;
+        let mut got = repl::acked(target);
+        if got as i64 >= n || cx.in_exec() {
+            cx.reply.int(got as i64);
+            return;
+        }
+        journal::push(journal::Item::Raw(journal::encode(&[
+            b"REPLCONF", b"GETACK", b"*",
+        ])));
+        let deadline = (timeout > 0).then(|| {
+            std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64)
+        });
+        cx.flush_before_block();
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            got = repl::acked(target);
+            if got as i64 >= n || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                break;
+            }
+            if cx.client.killed.get() {
+                return;
+            }
+        }
+        cx.reply.int(got as i64);
+    })
+}
+
+/// INFO's replication section.
+pub fn info(o: &mut String, cfg: &crate::config::Config) {
+    use std::fmt::Write;
+    let m = repl::master();
+    let link = replica::link();
+    o.push_str("# Replication\r\n");
+    match link.as_ref() {
+        Some(l) => {
+            let now = crate::engine::clock::unix_ms();
+            let _ = write!(o, "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\n", l.host, l.port);
+            let up = l.state == replica::State::Connected;
+            let _ = write!(
+                o,
+                "master_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
+                if up { "up" } else { "down" },
+                if up { (now.saturating_sub(l.last_io_ms) / 1000) as i64 } else { -1 },
+                (l.state == replica::State::Sync) as u8,
+                m.offset,
+                m.offset
+            );
+            if !up {
+                let _ = write!(
+                    o,
+                    "master_link_down_since_seconds:{}\r\n",
+                    now.saturating_sub(l.down_since_ms) / 1000
+                );
+            }
+            let _ = write!(
+                o,
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
+                cfg.get("replica-priority").unwrap_or_else(|| "100".into()),
+                cfg.bool("replica-read-only") as u8
+            );
+        }
+        None => o.push_str("role:master\r\n"),
+    }
+    let _ = write!(o, "connected_slaves:{}\r\n", m.replicas.len());
+    let now = crate::engine::clock::unix_ms();
+    for (i, r) in m.replicas.iter().enumerate() {
+        let _ = write!(
+            o,
+            "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+            r.ip,
+            r.port,
+            if r.online { "online" } else { "wait_bgsave" },
+            r.ack_offset,
+            now.saturating_sub(r.ack_ms) / 1000
+        );
+    }
+    let _ = write!(
+        o,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
+        m.replid, m.replid2, m.offset, m.second_offset
+    );
+    let (active, size, first, hist) = match &m.backlog {
+        Some(b) => (1, b.size(), m.backlog_first_byte(), b.histlen()),
+        None => (0, repl::backlog_size(cfg), 0, 0),
+    };
+    let _ = write!(
+        o,
+        "repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n"
+    );
+}

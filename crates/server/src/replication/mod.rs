@@ -1,0 +1,498 @@
+//! Replication with Redis's protocol (design: docs/design/replication.md).
+//!
+//! - `journal`: where writes leave their records, in an order the primary could have run them.
+//! - this module: the primary's side of the stream. One feeder task (thread 0) turns journal
+//!   records into the stream's bytes (inserting `SELECT` when the database changes, MULTI/EXEC
+//!   around groups), counts the offset, keeps the backlog and hands the bytes to every attached
+//!   replica's connection, which writes them between its other work.
+//! - `replica`: the replica's side (REPLICAOF): the link to a primary, full and partial
+//!   resynchronization, applying the stream.
+//! - `commands/replication.rs`: SYNC, PSYNC, REPLCONF, REPLICAOF, ROLE, WAIT.
+//!
+//! The state here (`MASTER`) is behind a mutex: the feeder takes it once per batch of records,
+//! PSYNC/REPLCONF/INFO rarely. Shards never take it: they only push to the journal.
+
+pub mod journal;
+pub mod replica;
+pub mod rewrite;
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+use crate::engine::Worker;
+
+/// A full sync's request to attach its replica at the snapshot point (see `journal::Item`).
+pub struct Attach {
+    pub client: u64,
+    pub tid: usize,
+    pub ip: String,
+    /// The stream offset at the snapshot point.
+    pub offset: tokio::sync::oneshot::Sender<u64>,
+}
+
+/// An attached replica, as INFO and WAIT see it.
+pub struct ReplicaInfo {
+    pub client: u64,
+    pub tid: usize,
+    pub ip: String,
+    /// REPLCONF listening-port.
+    pub port: u16,
+    /// Sent its snapshot (`online`), or still receiving it (`wait_bgsave`).
+    pub online: bool,
+    pub ack_offset: u64,
+    pub ack_ms: u64,
+}
+
+/// The primary's replication state (Redis's `master_replid`, offsets, backlog, replicas).
+pub struct Master {
+    pub replid: String,
+    pub replid2: String,
+    /// The offset up to which `replid2` is valid (-1: none).
+    pub second_offset: i64,
+    /// Bytes of stream produced (`master_repl_offset`).
+    pub offset: u64,
+    pub backlog: Option<Backlog>,
+    pub replicas: Vec<ReplicaInfo>,
+    /// The database the stream is in (None: the next record selects one).
+    seldb: Option<usize>,
+    /// Unix ms since when no replica has been attached (for `repl-backlog-ttl`).
+    pub lonely_since_ms: u64,
+}
+
+static MASTER: LazyLock<Mutex<Master>> = LazyLock::new(|| {
+    Mutex::new(Master {
+        replid: new_replid(),
+        replid2: "0".repeat(40),
+        second_offset: -1,
+        offset: 0,
+        backlog: None,
+        replicas: Vec::new(),
+        seldb: None,
+        lonely_since_ms: 0,
+    })
+});
+
+/// INFO stats' `sync_full`, `sync_partial_ok`, `sync_partial_err`.
+pub struct SyncStats {
+    pub full: std::sync::atomic::AtomicU64,
+    pub partial_ok: std::sync::atomic::AtomicU64,
+    pub partial_err: std::sync::atomic::AtomicU64,
+}
+
+pub static STATS: SyncStats = SyncStats {
+    full: std::sync::atomic::AtomicU64::new(0),
+    partial_ok: std::sync::atomic::AtomicU64::new(0),
+    partial_err: std::sync::atomic::AtomicU64::new(0),
+};
+
+/// Replicas attached now (a cheap check for connections closing).
+static REPLICAS: AtomicUsize = AtomicUsize::new(0);
+
+pub fn master() -> MutexGuard<'static, Master> {
+    MASTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `repl-backlog-size` in bytes.
+pub fn backlog_size(cfg: &crate::config::Config) -> usize {
+    cfg.get("repl-backlog-size")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1 << 20)
+}
+
+/// A random 40-hex-digit replication id.
+pub fn new_replid() -> String {
+    let mut s = String::with_capacity(40);
+    while s.len() < 40 {
+        s.push_str(&format!("{:016x}", crate::rand::entropy()));
+    }
+    s.truncate(40);
+    s
+}
+
+/// The last `repl-backlog-size` bytes of the stream.
+pub struct Backlog {
+    buf: Vec<u8>,
+    /// Next write position in `buf` (a ring once full).
+    pos: usize,
+    /// Bytes held (≤ buf.len()).
+    len: usize,
+}
+
+impl Backlog {
+    pub fn new(size: usize) -> Backlog {
+        Backlog {
+            buf: vec![0; size.max(16 * 1024)],
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn histlen(&self) -> usize {
+        self.len
+    }
+
+    fn append(&mut self, mut data: &[u8]) {
+        let cap = self.buf.len();
+        if data.len() >= cap {
+            data = &data[data.len() - cap..];
+        }
+        while !data.is_empty() {
+            let n = (cap - self.pos).min(data.len());
+            self.buf[self.pos..self.pos + n].copy_from_slice(&data[..n]);
+            self.pos = (self.pos + n) % cap;
+            self.len = (self.len + n).min(cap);
+            data = &data[n..];
+        }
+    }
+
+    /// The last `n` bytes (n ≤ histlen).
+    fn tail(&self, n: usize) -> Vec<u8> {
+        let cap = self.buf.len();
+        let start = (self.pos + cap - n) % cap;
+        let mut out = Vec::with_capacity(n);
+        if start + n <= cap {
+            out.extend_from_slice(&self.buf[start..start + n]);
+        } else {
+            out.extend_from_slice(&self.buf[start..]);
+            out.extend_from_slice(&self.buf[..n - (cap - start)]);
+        }
+        out
+    }
+}
+
+impl Master {
+    /// Redis's `repl_backlog_first_byte_offset`.
+    pub fn backlog_first_byte(&self) -> u64 {
+        match &self.backlog {
+            Some(b) => self.offset + 1 - b.histlen() as u64,
+            None => 0,
+        }
+    }
+
+    /// Creates the backlog if there is none (the first replica): a new history, so a new
+    /// replication id, as Redis does.
+    pub fn ensure_backlog(&mut self, size: usize) {
+        if self.backlog.is_none() {
+            self.backlog = Some(Backlog::new(size));
+            if self.offset == 0 {
+                self.replid = new_replid();
+                self.replid2 = "0".repeat(40);
+                self.second_offset = -1;
+            }
+        }
+    }
+
+    /// PSYNC `replid offset`: the bytes to continue from, when the backlog covers them
+    /// (Redis's `masterTryPartialResynchronization`).
+    pub fn partial(&self, replid: &str, psync_offset: i64) -> Option<Vec<u8>> {
+        let b = self.backlog.as_ref()?;
+        let same = replid == self.replid
+            || (replid == self.replid2 && psync_offset <= self.second_offset);
+        if !same || psync_offset < 0 {
+            return None;
+        }
+        let first = self.backlog_first_byte() as i64;
+        let end = self.offset as i64;
+        if psync_offset < first || psync_offset > end + 1 {
+            return None;
+        }
+        let n = (end + 1 - psync_offset) as usize;
+        Some(b.tail(n))
+    }
+
+    fn add_replica(&mut self, r: ReplicaInfo) {
+        self.replicas.retain(|x| x.client != r.client);
+        self.replicas.push(r);
+        REPLICAS.store(self.replicas.len(), Ordering::Relaxed);
+    }
+
+    /// Stream bytes produced: count them, keep them, and send them to every replica.
+    fn emit(&mut self, w: &Rc<Worker>, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.offset += bytes.len() as u64;
+        if let Some(b) = self.backlog.as_mut() {
+            b.append(bytes);
+        }
+        if self.replicas.is_empty() {
+            return;
+        }
+        let shared: Arc<[u8]> = bytes.into();
+        for r in &self.replicas {
+            let (id, data) = (r.client, shared.clone());
+            w.post(r.tid, move |_| deliver(id, data));
+        }
+    }
+}
+
+/// On the replica connection's thread: queue the bytes on it.
+fn deliver(id: u64, data: Arc<[u8]>) {
+    let mut gone = true;
+    crate::net::client::with_local(id, |h| {
+        if !h.killed.get() {
+            h.push(crate::pubsub::Delivery::Repl(data));
+            gone = false;
+        }
+    });
+    if gone {
+        forget(id);
+    }
+}
+
+/// Registers a replica that continues from the backlog (PSYNC +CONTINUE): it gets every
+/// byte produced after `master()` was locked by the caller.
+pub fn attach_partial(m: &mut Master, client: u64, tid: usize, ip: String, port: u16) {
+    m.add_replica(ReplicaInfo {
+        client,
+        tid,
+        ip,
+        port,
+        online: true,
+        ack_offset: 0,
+        ack_ms: crate::engine::clock::unix_ms(),
+    });
+}
+
+/// A connection closed: if it was a replica, it is one no more.
+pub fn forget(client: u64) {
+    if REPLICAS.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut m = master();
+    let before = m.replicas.len();
+    m.replicas.retain(|r| r.client != client);
+    if m.replicas.len() != before && m.replicas.is_empty() {
+        m.lonely_since_ms = crate::engine::clock::unix_ms();
+    }
+    REPLICAS.store(m.replicas.len(), Ordering::Relaxed);
+}
+
+/// A replica's connection announced something about itself.
+pub fn with_replica(client: u64, f: impl FnOnce(&mut ReplicaInfo)) {
+    if let Some(r) = master().replicas.iter_mut().find(|r| r.client == client) {
+        f(r);
+    }
+}
+
+/// Ports replicas announced with REPLCONF listening-port before their SYNC.
+static PORTS: LazyLock<Mutex<std::collections::HashMap<u64, u16>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
+
+pub fn announce_port(client: u64, port: u16) {
+    let mut p = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+    // (Bounded: entries of connections that never synced are dropped past a few thousand.)
+    if p.len() > 4096 {
+        p.clear();
+    }
+    p.insert(client, port);
+}
+
+pub fn announced_port(client: u64) -> u16 {
+    PORTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&client)
+        .unwrap_or(0)
+}
+
+/// The stream's offset once everything journaled so far is in it (WAIT's target).
+pub async fn settled_offset() -> u64 {
+    if !journal::active() {
+        return master().offset;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    journal::push(journal::Item::Fence(tx));
+    match rx.await {
+        Ok(off) => off,
+        Err(_) => master().offset,
+    }
+}
+
+/// Writes are refused now for want of good replicas (`min-replicas-to-write`): refreshed by the
+/// feeder every 100 ms, so a write command pays one relaxed load.
+static TOO_FEW_REPLICAS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[inline]
+pub fn too_few_replicas() -> bool {
+    TOO_FEW_REPLICAS.load(Ordering::Relaxed)
+}
+
+static MIN_TO_WRITE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static MAX_LAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(10);
+
+/// The configuration changed `min-replicas-to-write` / `min-replicas-max-lag`: takes effect
+/// for the next write.
+pub fn set_min_replicas(to_write: Option<u64>, max_lag: Option<u64>) {
+    if let Some(n) = to_write {
+        MIN_TO_WRITE.store(n, Ordering::Relaxed);
+    }
+    if let Some(l) = max_lag {
+        MAX_LAG.store(l, Ordering::Relaxed);
+    }
+    refresh_good_replicas(&master());
+}
+
+/// `min-replicas-to-write`: are enough replicas acknowledging within `min-replicas-max-lag`
+/// seconds for writes to be accepted? Stored for [`too_few_replicas`].
+fn refresh_good_replicas(m: &Master) {
+    let need = MIN_TO_WRITE.load(Ordering::Relaxed) as usize;
+    let lag = MAX_LAG.load(Ordering::Relaxed);
+    let enough = need == 0 || lag == 0 || {
+        let now = crate::engine::clock::unix_ms();
+        m.replicas
+            .iter()
+            .filter(|r| r.online && now.saturating_sub(r.ack_ms) / 1000 <= lag)
+            .count()
+            >= need
+    };
+    TOO_FEW_REPLICAS.store(!enough, Ordering::Relaxed);
+}
+
+/// Replicas whose acknowledged offset reached `offset` (WAIT).
+pub fn acked(offset: u64) -> usize {
+    master()
+        .replicas
+        .iter()
+        .filter(|r| r.online && r.ack_offset >= offset)
+        .count()
+}
+
+/// Stream bytes that arrived from our own primary (a replica forwards them verbatim to its
+/// replicas, so offsets agree along a chain).
+pub fn emit_forwarded(w: &Rc<Worker>, bytes: &[u8]) {
+    let mut m = master();
+    m.emit(w, bytes);
+}
+
+/// The feeder: turns journal records into stream bytes (thread 0, for the server's life).
+pub async fn feed(w: Rc<Worker>) {
+    let mut last_ping = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = journal::WAKE.notified() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+        }
+        let period = w
+            .shared
+            .config
+            .get("repl-ping-replica-period")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10)
+            .max(1);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut m = master();
+        refresh_good_replicas(&m);
+        // `repl-backlog-ttl`: a primary without replicas that long frees its backlog (a new
+        // history starts with the next replica), as Redis does; a replica keeps its own.
+        let ttl = w
+            .shared
+            .config
+            .get("repl-backlog-ttl")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(3600);
+        if m.backlog.is_some()
+            && m.replicas.is_empty()
+            && ttl > 0
+            && !replica::is_replica()
+            && m.lonely_since_ms != 0
+            && crate::engine::clock::unix_ms().saturating_sub(m.lonely_since_ms) / 1000 >= ttl
+        {
+            crate::log_notice!(
+                "Replication backlog freed after {ttl} seconds without connected replicas."
+            );
+            m.backlog = None;
+            m.lonely_since_ms = 0;
+            // (Journaling goes on: the shards keep their flags; the bytes just go nowhere.)
+        }
+        if !m.replicas.is_empty() && last_ping.elapsed().as_secs() >= period {
+            last_ping = std::time::Instant::now();
+            buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        }
+        while let Some(item) = journal::pop() {
+            match item {
+                journal::Item::One(r) => add(&mut m, &mut buf, &r),
+                journal::Item::Group(rs) => match rs.len() {
+                    0 => {}
+                    1 => add(&mut m, &mut buf, &rs[0]),
+                    _ => {
+                        add(
+                            &mut m,
+                            &mut buf,
+                            &journal::Record {
+                                db: rs[0].db,
+                                resp: journal::encode(&[b"MULTI"]),
+                            },
+                        );
+                        for r in &rs {
+                            add(&mut m, &mut buf, r);
+                        }
+                        let db = rs[rs.len() - 1].db;
+                        add(
+                            &mut m,
+                            &mut buf,
+                            &journal::Record {
+                                db,
+                                resp: journal::encode(&[b"EXEC"]),
+                            },
+                        );
+                    }
+                },
+                journal::Item::Raw(bytes) => buf.extend_from_slice(&bytes),
+                journal::Item::Fence(tx) => {
+                    m.emit(&w, &buf);
+                    buf.clear();
+                    let _ = tx.send(m.offset);
+                }
+                journal::Item::Attach(a) => {
+                    m.emit(&w, &buf);
+                    buf.clear();
+                    // The new replica's stream starts here, in no known database.
+                    m.seldb = None;
+                    m.add_replica(ReplicaInfo {
+                        client: a.client,
+                        tid: a.tid,
+                        ip: a.ip,
+                        port: 0,
+                        online: false,
+                        ack_offset: 0,
+                        ack_ms: crate::engine::clock::unix_ms(),
+                    });
+                    let _ = a.offset.send(m.offset);
+                }
+            }
+        }
+        m.emit(&w, &buf);
+        drop(m);
+    }
+}
+
+fn add(m: &mut Master, buf: &mut Vec<u8>, r: &journal::Record) {
+    if m.seldb != Some(r.db) {
+        let db = r.db.to_string();
+        buf.extend_from_slice(&journal::encode(&[b"SELECT", db.as_bytes()]));
+        m.seldb = Some(r.db);
+    }
+    buf.extend_from_slice(&r.resp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backlog_ring_keeps_the_tail() {
+        let mut b = Backlog::new(16 * 1024);
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        b.append(&data[..10_000]);
+        assert_eq!(b.tail(10), data[9_990..10_000].to_vec());
+        b.append(&data[10_000..]);
+        assert_eq!(b.histlen(), 16 * 1024);
+        assert_eq!(b.tail(16 * 1024), data[40_000 - 16 * 1024..].to_vec());
+    }
+}

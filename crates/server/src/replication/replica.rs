@@ -1,0 +1,525 @@
+//! The replica's side: REPLICAOF's link to a primary (Redis's replication handshake, full and
+//! partial resynchronization, applying the command stream).
+//!
+//! The link is one task on the thread that ran REPLICAOF. It connects, handshakes (`PING`,
+//! `AUTH` with `masterauth`, `REPLCONF listening-port`, `REPLCONF capa eof capa psync2`),
+//! asks `PSYNC <replid> <offset+1>` (`? -1` the first time), then either loads the snapshot
+//! that follows `+FULLRESYNC` (written to a temporary file, loaded into every shard with the
+//! loader RDB files use) or continues after `+CONTINUE`. The stream is parsed with the client
+//! protocol's parser and each command runs through `commands::execute` as the *master client*
+//! (exempt from `replica-read-only`), one at a time, in stream order; its replies are
+//! discarded. The offset counts the stream's bytes, `REPLCONF ACK <offset>` goes back every
+//! second and on `REPLCONF GETACK`. A dropped link reconnects and continues with PSYNC.
+//!
+//! The bytes applied are forwarded verbatim to this server's own stream (`emit_forwarded`),
+//! so the replication id and offsets stay the primary's, as Redis's replicas keep them.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::commands::ConnCtx;
+use crate::engine::Worker;
+
+/// Where the link stands (INFO's `master_link_status`, ROLE's state).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum State {
+    Connecting,
+    Sync,
+    Connected,
+}
+
+impl State {
+    /// ROLE's words.
+    pub fn role_word(self) -> &'static str {
+        match self {
+            State::Connecting => "connecting",
+            State::Sync => "sync",
+            State::Connected => "connected",
+        }
+    }
+}
+
+pub struct Link {
+    pub host: String,
+    pub port: u16,
+    pub state: State,
+    /// Bumped by every REPLICAOF: a link task whose generation is gone stops.
+    pub gen: u64,
+    pub last_io_ms: u64,
+    /// Unix ms the link went down (INFO's `master_link_down_since_seconds`).
+    pub down_since_ms: u64,
+}
+
+static LINK: LazyLock<Mutex<Option<Link>>> = LazyLock::new(|| Mutex::new(None));
+static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// This server replicates a primary (one relaxed load on every write command).
+static REPLICA: AtomicBool = AtomicBool::new(false);
+
+pub fn link() -> MutexGuard<'static, Option<Link>> {
+    LINK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[inline]
+pub fn is_replica() -> bool {
+    REPLICA.load(Ordering::Relaxed)
+}
+
+/// Is the link up (replicas of a replica sync only then)?
+pub fn link_up() -> bool {
+    link().as_ref().is_some_and(|l| l.state == State::Connected)
+}
+
+/// REPLICAOF host port: (re)starts the link on this thread. False when already replicating
+/// that primary.
+pub fn start(w: &Rc<Worker>, host: String, port: u16) -> bool {
+    let mut l = link();
+    if l.as_ref().is_some_and(|x| x.host == host && x.port == port) {
+        return false;
+    }
+    let gen = GEN.fetch_add(1, Ordering::SeqCst) + 1;
+    *l = Some(Link {
+        host: host.clone(),
+        port,
+        state: State::Connecting,
+        gen,
+        last_io_ms: 0,
+        down_since_ms: crate::engine::clock::unix_ms(),
+    });
+    drop(l);
+    UP.store(false, Ordering::Relaxed);
+    REPLICA.store(true, Ordering::SeqCst);
+    // Writes applied from the primary are its stream, forwarded as they are: this server's
+    // journal stops (its shards stop journaling at their next command: `journal::suspend`).
+    super::journal::suspend();
+    tokio::task::spawn_local(run(w.clone(), gen, host, port));
+    true
+}
+
+/// REPLICAOF NO ONE: the link stops; this server becomes a primary that continues the
+/// history (the old id stays valid as `replid2` up to the offset reached, so the old primary
+/// and other replicas can continue with PSYNC).
+pub fn stop() -> bool {
+    let mut l = link();
+    if l.is_none() {
+        return false;
+    }
+    *l = None;
+    GEN.fetch_add(1, Ordering::SeqCst);
+    drop(l);
+    UP.store(false, Ordering::Relaxed);
+    REPLICA.store(false, Ordering::SeqCst);
+    let mut m = super::master();
+    m.replid2 = std::mem::replace(&mut m.replid, super::new_replid());
+    m.second_offset = m.offset as i64 + 1;
+    true
+}
+
+/// Connections of the link dropped so far (CLIENT KILL TYPE master bumps it; the session
+/// whose count is gone ends, and the link reconnects).
+static DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// CLIENT KILL TYPE master: drops the link's connection (it reconnects and continues with
+/// PSYNC). Whether there was one.
+pub fn drop_link() -> bool {
+    if link().as_ref().is_some_and(|l| l.state != State::Connecting) {
+        DROPS.fetch_add(1, Ordering::SeqCst);
+        return true;
+    }
+    false
+}
+
+fn current(gen: u64) -> bool {
+    GEN.load(Ordering::SeqCst) == gen
+}
+
+/// The link is up (one relaxed load for `replica-serve-stale-data no`).
+static UP: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+pub fn link_is_up() -> bool {
+    UP.load(Ordering::Relaxed)
+}
+
+fn set_state(gen: u64, st: State) {
+    if let Some(l) = link().as_mut().filter(|l| l.gen == gen) {
+        UP.store(st == State::Connected, Ordering::Relaxed);
+        if st != State::Connected && l.state == State::Connected {
+            l.down_since_ms = crate::engine::clock::unix_ms();
+        }
+        l.state = st;
+        l.last_io_ms = crate::engine::clock::unix_ms();
+    }
+}
+
+/// Why a link attempt ended.
+type LinkError = String;
+
+/// The link task: connects and syncs until REPLICAOF changes, reconnecting after a second
+/// when the link drops.
+async fn run(w: Rc<Worker>, gen: u64, host: String, port: u16) {
+    while current(gen) {
+        set_state(gen, State::Connecting);
+        match session(&w, gen, &host, port).await {
+            Ok(()) => {}
+            Err(e) => {
+                if current(gen) {
+                    crate::log_warning!("Replication link with {host}:{port}: {e}");
+                }
+            }
+        }
+        if !current(gen) {
+            break;
+        }
+        set_state(gen, State::Connecting);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn read_line(r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Result<String, LinkError> {
+    loop {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(60), r.read_line(&mut line))
+            .await
+            .map_err(|_| "timeout reading from the primary".to_string())?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the primary closed the connection".into());
+        }
+        let l = line.trim_end_matches(['\r', '\n']).to_string();
+        // The primary sends newlines to keep the link alive while it prepares the snapshot.
+        if !l.is_empty() {
+            return Ok(l);
+        }
+    }
+}
+
+async fn command(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    args: &[&[u8]],
+) -> Result<String, LinkError> {
+    wr.write_all(&super::journal::encode(args))
+        .await
+        .map_err(|e| e.to_string())?;
+    read_line(r).await
+}
+
+/// One connection to the primary: handshake, sync, stream. Returns when it drops.
+async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), LinkError> {
+    let stream = tokio::time::timeout(
+        Duration::from_secs(10),
+        TcpStream::connect((host, port)),
+    )
+    .await
+    .map_err(|_| "connect timeout".to_string())?
+    .map_err(|e| format!("connecting: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    crate::log_notice!("MASTER <-> REPLICA sync started");
+    let (rd, mut wr) = stream.into_split();
+    let mut r = BufReader::with_capacity(64 * 1024, rd);
+    let cfg = w.shared.config.clone();
+    let pong = command(&mut wr, &mut r, &[b"PING"]).await?;
+    if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
+        return Err(format!("Error reply to PING from master: '{pong}'"));
+    }
+    if let Some(pass) = cfg.get("masterauth").filter(|p| !p.is_empty()) {
+        let user = cfg.get("masteruser").filter(|u| !u.is_empty());
+        let reply = match &user {
+            Some(u) => command(&mut wr, &mut r, &[b"AUTH", u.as_bytes(), pass.as_bytes()]).await?,
+            None => command(&mut wr, &mut r, &[b"AUTH", pass.as_bytes()]).await?,
+        };
+        if reply.starts_with('-') {
+            return Err(format!("Unable to AUTH to MASTER: {reply}"));
+        }
+    }
+    let my_port = cfg.port().to_string();
+    let reply = command(
+        &mut wr,
+        &mut r,
+        &[b"REPLCONF", b"listening-port", my_port.as_bytes()],
+    )
+    .await?;
+    if reply.starts_with('-') {
+        crate::log_notice!("(Non critical) Master does not understand REPLCONF listening-port: {reply}");
+    }
+    let _ = command(
+        &mut wr,
+        &mut r,
+        &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"],
+    )
+    .await?;
+    // Continue where this server's history ends, if it has one (a replica before, or a
+    // primary demoted: its own id and offset).
+    let (replid, next) = {
+        let m = super::master();
+        if m.offset > 0 || m.backlog.is_some() {
+            (m.replid.clone(), (m.offset + 1).to_string())
+        } else {
+            ("?".to_string(), "-1".to_string())
+        }
+    };
+    let reply = command(
+        &mut wr,
+        &mut r,
+        &[b"PSYNC", replid.as_bytes(), next.as_bytes()],
+    )
+    .await?;
+    if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
+        let mut it = rest.split_whitespace();
+        let id = it.next().unwrap_or_default().to_string();
+        let off: u64 = it.next().and_then(|o| o.parse().ok()).unwrap_or(0);
+        set_state(gen, State::Sync);
+        crate::log_notice!("Full resync from master: {id}:{off}");
+        full_sync(w, &mut r).await?;
+        let mut m = super::master();
+        m.replid = id;
+        m.replid2 = "0".repeat(40);
+        m.second_offset = -1;
+        m.offset = off;
+        let size = super::backlog_size(&cfg);
+        // A new history: the backlog starts over (sub-replicas must full-sync again).
+        m.backlog = Some(super::Backlog::new(size));
+    } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
+        let new_id = rest.trim();
+        crate::log_notice!("Successful partial resynchronization with master.");
+        if !new_id.is_empty() {
+            let mut m = super::master();
+            if m.replid != new_id {
+                m.replid2 = std::mem::replace(&mut m.replid, new_id.to_string());
+                m.second_offset = m.offset as i64 + 1;
+            }
+        }
+    } else {
+        return Err(format!("Unexpected reply to PSYNC from master: {reply}"));
+    }
+    crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
+    set_state(gen, State::Connected);
+    apply_stream(w, gen, r, wr).await
+}
+
+/// Receives the snapshot (`$<len>` or the diskless `$EOF:<mark>` form) into a temporary file
+/// and loads it into every shard, replacing the dataset.
+async fn full_sync(
+    w: &Rc<Worker>,
+    r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+) -> Result<(), LinkError> {
+    let head = read_line(r).await?;
+    let Some(spec) = head.strip_prefix('$') else {
+        return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
+    };
+    let path = std::path::PathBuf::from(format!("temp-{}.{}.rdb", std::process::id(), crate::engine::clock::unix_ms()));
+    // (Plain file writes: a chunk at a time, they cost this thread microseconds.)
+    let mut file = std::fs::File::create(&path)
+        .map_err(|e| format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"))?;
+    let res = async {
+        if let Some(mark) = spec.strip_prefix("EOF:") {
+            let mark = mark.as_bytes().to_vec();
+            let mut tail: Vec<u8> = Vec::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = r.read(&mut buf).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the primary closed the connection during the snapshot".to_string());
+                }
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() >= mark.len() && tail.ends_with(&mark) {
+                    let keep = tail.len() - mark.len();
+                    std::io::Write::write_all(&mut file, &tail[..keep]).map_err(|e| e.to_string())?;
+                    break;
+                }
+                // Everything but the last mark-length bytes is surely data.
+                if tail.len() > mark.len() {
+                    let keep = tail.len() - mark.len();
+                    std::io::Write::write_all(&mut file, &tail[..keep]).map_err(|e| e.to_string())?;
+                    tail.drain(..keep);
+                }
+            }
+        } else {
+            let mut left: u64 = spec
+                .parse()
+                .map_err(|_| format!("Bad snapshot length from MASTER: {spec}"))?;
+            let mut buf = vec![0u8; 64 * 1024];
+            while left > 0 {
+                let want = (left as usize).min(buf.len());
+                let n = r.read(&mut buf[..want]).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the primary closed the connection during the snapshot".to_string());
+                }
+                std::io::Write::write_all(&mut file, &buf[..n]).map_err(|e| e.to_string())?;
+                left -= n as u64;
+            }
+        }
+        file.sync_all().map_err(|e| e.to_string())?;
+        drop(file);
+        crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+        let mut cx = ConnCtx::internal(w.clone());
+        crate::commands::persistence::load_replacing(&mut cx, &path)
+            .await
+            .map_err(|e| format!("Failed trying to load the MASTER synchronization DB from disk: {e}"))
+    }
+    .await;
+    let _ = std::fs::remove_file(&path);
+    res
+}
+
+/// Applies the primary's stream until the link drops or REPLICAOF changes.
+async fn apply_stream(
+    w: &Rc<Worker>,
+    gen: u64,
+    mut r: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+) -> Result<(), LinkError> {
+    use damselfly_protocol::{Parser, ParserLimits};
+    let mut cx = ConnCtx::internal(w.clone());
+    cx.is_master = true;
+    let mut parser = Parser::new(ParserLimits::default());
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    // Whatever the reader buffered past the handshake is stream already.
+    buf.extend_from_slice(r.buffer());
+    let consumed = r.buffer().len();
+    r.consume(consumed);
+    let mut rd = r.into_inner();
+    let mut ack = tokio::time::interval(Duration::from_secs(1));
+    let mut chunk = vec![0u8; 64 * 1024];
+    let timeout = w
+        .shared
+        .config
+        .get("repl-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(60);
+    let mut last_read = std::time::Instant::now();
+    let drops = DROPS.load(Ordering::SeqCst);
+    loop {
+        if DROPS.load(Ordering::SeqCst) != drops {
+            return Err("connection killed by CLIENT KILL TYPE master".into());
+        }
+        // Apply every complete command buffered, pipelined as a client's commands are
+        // (consecutive single-key commands squashed into one message per shard).
+        let mut start = 0;
+        loop {
+            if !current(gen) {
+                return Ok(());
+            }
+            let mut cmds: Vec<Vec<(usize, usize)>> = Vec::new();
+            let mut end = start;
+            let mut getack: Option<usize> = None;
+            while cmds.len() < 256 {
+                match parser.next(&buf[end..]) {
+                    Ok(Some(consumed)) => {
+                        let base = buf.as_ptr() as usize;
+                        let ranges: Vec<(usize, usize)> = parser
+                            .args(&buf[end..end + consumed])
+                            .map(|a| {
+                                let off = a.as_ptr() as usize - base;
+                                (off, off + a.len())
+                            })
+                            .collect();
+                        let at = end;
+                        end += consumed;
+                        let is_getack = ranges.len() >= 2
+                            && buf[ranges[0].0..ranges[0].1].eq_ignore_ascii_case(b"replconf")
+                            && buf[ranges[1].0..ranges[1].1].eq_ignore_ascii_case(b"getack");
+                        if is_getack {
+                            getack = Some(at);
+                            break;
+                        }
+                        if !ranges.is_empty() {
+                            cmds.push(ranges);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(format!("protocol error in the primary's stream: {e:?}"))
+                    }
+                }
+            }
+            if end == start {
+                break;
+            }
+            cx.now_ms = crate::engine::clock::unix_ms();
+            apply(&mut cx, &buf, &cmds).await;
+            cx.reply.clear();
+            if let Some(at) = getack {
+                // Acknowledges what came before it (as Redis's replicas do).
+                super::emit_forwarded(w, &buf[start..at]);
+                send_ack(&mut wr).await?;
+                super::emit_forwarded(w, &buf[at..end]);
+            } else {
+                super::emit_forwarded(w, &buf[start..end]);
+            }
+            start = end;
+        }
+        buf.drain(..start);
+        tokio::select! {
+            n = rd.read(&mut chunk) => {
+                let n = n.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the primary closed the connection".into());
+                }
+                last_read = std::time::Instant::now();
+                buf.extend_from_slice(&chunk[..n]);
+                set_state(gen, State::Connected);
+            }
+            _ = ack.tick() => {
+                if !current(gen) {
+                    return Ok(());
+                }
+                if last_read.elapsed().as_secs() > timeout {
+                    return Err("MASTER timeout: no data nor PING received".into());
+                }
+                send_ack(&mut wr).await?;
+            }
+        }
+    }
+}
+
+/// Runs the parsed commands (argument ranges into `buf`) in order, squashing runs of
+/// single-key commands as a pipelining client's are.
+async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
+    use crate::commands::coordinator::squash::{classify, execute_run, Squashed};
+    use smallvec::SmallVec;
+    let args_of = |c: &Vec<(usize, usize)>| -> SmallVec<[&[u8]; 8]> {
+        c.iter().map(|&(a, b)| &buf[a..b]).collect()
+    };
+    let mut i = 0;
+    while i < cmds.len() {
+        let args = args_of(&cmds[i]);
+        i += 1;
+        if cx.threads() > 1 {
+            if let Some(how) = classify(cx, &args) {
+                let mut run = vec![Squashed { args, how }];
+                while i < cmds.len() {
+                    let a = args_of(&cmds[i]);
+                    match classify(cx, &a) {
+                        Some(how) => {
+                            run.push(Squashed { args: a, how });
+                            i += 1;
+                        }
+                        None => break,
+                    }
+                }
+                if run.len() >= 2 {
+                    execute_run(cx, &run).await;
+                } else {
+                    crate::commands::execute(cx, &run[0].args).await;
+                }
+                cx.reply.clear();
+                continue;
+            }
+        }
+        crate::commands::execute(cx, &args).await;
+        cx.reply.clear();
+    }
+}
+
+async fn send_ack(wr: &mut tokio::net::tcp::OwnedWriteHalf) -> Result<(), LinkError> {
+    let off = super::master().offset.to_string();
+    wr.write_all(&super::journal::encode(&[b"REPLCONF", b"ACK", off.as_bytes()]))
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,470 @@
+//! Replication with Redis's protocol, against real redis-server 7.0 in both directions: a
+//! concurrent write load of every type (multi-shard commands, MULTI/EXEC, scripts, random and
+//! relative-time commands that must travel as their effects) runs while the replica attaches;
+//! then the load stops, the replica catches up to the primary's offset, and every key of every
+//! database used compares equal (type, value, TTL within a second and a half).
+//!
+//! Fault paths: the link killed mid-stream continues with `+CONTINUE`; a replica killed with
+//! `kill -9` and restarted resyncs; a primary restarted from its snapshot is followed again;
+//! a promoted replica takes its old primary back as a replica with a partial resync; `WAIT`'s
+//! acknowledged writes are on the replica.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{RedisServer, Server};
+use redis::{Connection, Value};
+
+/// A small deterministic generator (no rand dependency).
+struct Gen(u64);
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn cmd(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con)
+}
+
+fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let v: String = redis::cmd("INFO").arg(section).query(con).ok()?;
+    v.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|x| x.trim().to_string()))
+}
+
+/// One write of the mixed load (keys from small pools, so writes collide and keys live on
+/// every shard).
+fn one_write(con: &mut Connection, g: &mut Gen) {
+    let n = g.below(40).to_string();
+    let m = g.below(40).to_string();
+    let v = g.next().to_string();
+    let k = |p: &str, x: &str| format!("{p}:{x}");
+    let (s, s2, l, l2, z, h, c, c2) = (
+        k("s", &n),
+        k("s", &m),
+        k("l", &n),
+        k("l", &m),
+        k("z", &n),
+        k("h", &n),
+        k("c", &n),
+        k("c", &m),
+    );
+    let r = match g.below(34) {
+        0 => cmd(con, &["SET", &k("str", &n), &v]),
+        1 => cmd(con, &["SET", &k("str", &n), &v, "EX", "1000"]),
+        2 => cmd(con, &["SETEX", &k("str", &n), "500", &v]),
+        3 => cmd(con, &["INCR", &c]),
+        4 => cmd(con, &["INCRBYFLOAT", &k("f", &n), "1.1"]),
+        5 => cmd(con, &["APPEND", &k("str", &n), "x"]),
+        6 => cmd(con, &["GETSET", &k("str", &n), &v]),
+        7 => cmd(con, &["GETDEL", &k("str", &m)]),
+        8 => cmd(con, &["EXPIRE", &c, "300"]),
+        9 => cmd(con, &["PERSIST", &c]),
+        10 => cmd(con, &["RPUSH", &l, &v, "a", "b"]),
+        11 => cmd(con, &["LPOP", &l]),
+        12 => cmd(con, &["LMOVE", &l, &l2, "LEFT", "RIGHT"]),
+        13 => cmd(con, &["SADD", &s, &n, &m, &v]),
+        14 => cmd(con, &["SPOP", &s]),
+        15 => cmd(con, &["SPOP", &s, "2"]),
+        16 => cmd(con, &["SMOVE", &s, &s2, &n]),
+        17 => cmd(con, &["ZADD", &z, &n, &v]),
+        18 => cmd(con, &["ZINCRBY", &z, "2.5", &m]),
+        19 => cmd(con, &["ZPOPMIN", &z]),
+        20 => cmd(con, &["HSET", &h, &n, &v, &m, "1"]),
+        21 => cmd(con, &["HINCRBYFLOAT", &h, "fl", "0.25"]),
+        22 => cmd(con, &["HDEL", &h, &n]),
+        23 => cmd(con, &["MSET", &c, "5", &c2, "7", &k("str", &m), &v]),
+        24 => cmd(con, &["DEL", &k("str", &n), &c2]),
+        25 => {
+            let mut p = redis::pipe();
+            p.atomic()
+                .cmd("INCR")
+                .arg(&c)
+                .cmd("DECR")
+                .arg(&c2)
+                .cmd("RPUSH")
+                .arg(&l)
+                .arg("tx");
+            p.query::<Value>(con)
+        }
+        26 => cmd(
+            con,
+            &[
+                "EVAL",
+                "redis.call('incrby', KEYS[1], 3) redis.call('decrby', KEYS[2], 3) return 1",
+                "2",
+                &c,
+                &c2,
+            ],
+        ),
+        27 => cmd(
+            con,
+            &[
+                "EVAL",
+                "local x = redis.call('spop', KEYS[1]) if x then redis.call('sadd', KEYS[2], x) end return x",
+                "2",
+                &s,
+                &s2,
+            ],
+        ),
+        28 => cmd(con, &["BLPOP", &l, "0.01"]),
+        29 => cmd(con, &["PFADD", &k("hll", &n), &v]),
+        30 => cmd(con, &["RENAME", &k("str", &n), &k("str", &m)]),
+        31 => cmd(con, &["SUNIONSTORE", &k("u", &n), &s, &s2]),
+        32 => cmd(con, &["GETEX", &k("str", &n), "PX", "700000"]),
+        _ => {
+            // Another database, so the stream selects.
+            let _ = cmd(con, &["SELECT", "1"]);
+            let r = cmd(con, &["SET", &k("db1", &n), &v]);
+            let _ = cmd(con, &["SELECT", "0"]);
+            r
+        }
+    };
+    // Errors (WRONGTYPE between pools, RENAME of a missing key) are part of the load.
+    let _ = r;
+}
+
+/// Writers on `port` until `stop`.
+fn start_load(port: u16, stop: Arc<AtomicBool>, writers: u64) -> Vec<std::thread::JoinHandle<u64>> {
+    (0..writers)
+        .map(|i| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let cl = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+                let mut con = cl.get_connection().unwrap();
+                let mut g = Gen(0x2545_F491_4F6C_DD1D ^ (i + 1) * 0x9E37_79B9);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    one_write(&mut con, &mut g);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+fn stop_load(stop: &AtomicBool, load: Vec<std::thread::JoinHandle<u64>>) -> u64 {
+    stop.store(true, Ordering::Relaxed);
+    load.into_iter().map(|h| h.join().unwrap()).sum()
+}
+
+/// Waits until the replica's link is up and it applied everything the primary produced.
+fn wait_caught_up(primary: &Server, replica: &Server) {
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let po = info_field(&mut p, "replication", "master_repl_offset");
+        let ro = info_field(&mut r, "replication", "slave_repl_offset");
+        let up = info_field(&mut r, "replication", "master_link_status");
+        if up.as_deref() == Some("up") && po.is_some() && po == ro {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica did not catch up: primary offset {po:?}, replica offset {ro:?}, link {up:?}\nprimary:\n{}\nreplica:\n{}",
+            primary.output(),
+            replica.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Everything observable about one key: its type, its value in a canonical form, its TTL.
+fn key_state(con: &mut Connection, key: &str) -> (String, Vec<String>, i64) {
+    let t: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+    let strs = |v: Value| -> Vec<String> {
+        match v {
+            Value::Array(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect(),
+            Value::BulkString(b) => vec![String::from_utf8_lossy(&b).into_owned()],
+            other => vec![format!("{other:?}")],
+        }
+    };
+    let mut val = match t.as_str() {
+        "string" => strs(redis::cmd("GET").arg(key).query(con).unwrap()),
+        "list" => strs(redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query(con).unwrap()),
+        "set" => {
+            let mut v = strs(redis::cmd("SMEMBERS").arg(key).query(con).unwrap());
+            v.sort();
+            v
+        }
+        "zset" => strs(
+            redis::cmd("ZRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(con)
+                .unwrap(),
+        ),
+        "hash" => {
+            let flat = strs(redis::cmd("HGETALL").arg(key).query(con).unwrap());
+            let mut pairs: Vec<String> = flat.chunks(2).map(|p| p.join("=")).collect();
+            pairs.sort();
+            pairs
+        }
+        other => vec![format!("<{other}>")],
+    };
+    if t == "string" && key.starts_with("hll:") {
+        // HyperLogLog bytes may differ in encoding choice only if the engines disagree on
+        // promotion; the estimate is what a user sees.
+        val = strs(redis::cmd("PFCOUNT").arg(key).query(con).unwrap());
+    }
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
+    (t, val, ttl)
+}
+
+/// Compares every key of databases 0 and 1 (the ones the load uses).
+fn assert_same_data(primary: &Server, replica: &Server) -> usize {
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let mut total = 0;
+    for db in ["0", "1"] {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut p).unwrap();
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut r).unwrap();
+        let mut pk: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut p).unwrap();
+        let mut rk: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut r).unwrap();
+        pk.sort();
+        rk.sort();
+        assert_eq!(
+            pk, rk,
+            "db {db}: key sets differ ({} on the primary, {} on the replica)",
+            pk.len(),
+            rk.len()
+        );
+        for k in &pk {
+            let (pt, pv, pttl) = key_state(&mut p, k);
+            let (rt, rv, rttl) = key_state(&mut r, k);
+            assert_eq!((&pt, &pv), (&rt, &rv), "db {db} key {k}");
+            assert_eq!(pttl < 0, rttl < 0, "db {db} key {k}: ttl {pttl} vs {rttl}");
+            if pttl >= 0 {
+                assert!(
+                    (pttl - rttl).abs() <= 1500,
+                    "db {db} key {k}: ttl {pttl} vs {rttl}"
+                );
+            }
+        }
+        total += pk.len();
+    }
+    total
+}
+
+fn replicaof(replica: &Server, primary: &Server) {
+    let mut r = replica.client();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query(&mut r)
+        .unwrap();
+}
+
+/// Load, attach under load, more load, quiesce, compare.
+fn replicate_under_load(primary: &Server, replica: &Server) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(primary.port(), stop.clone(), 4);
+    std::thread::sleep(Duration::from_millis(400));
+    replicaof(replica, primary);
+    std::thread::sleep(Duration::from_millis(1500));
+    let writes = stop_load(&stop, load);
+    assert!(writes > 500, "the load ran ({writes} writes)");
+    wait_caught_up(primary, replica);
+    let keys = assert_same_data(primary, replica);
+    assert!(keys > 50, "the load left data to compare ({keys} keys)");
+}
+
+#[test]
+fn redis_server_replicates_damselfly_under_load() {
+    let primary = Server::start_threads(4, &[]);
+    let replica = RedisServer::start();
+    replicate_under_load(&primary, &replica);
+    // The primary lists its replica as Redis does.
+    let mut p = primary.client();
+    let slave0 = info_field(&mut p, "replication", "slave0").unwrap();
+    assert!(slave0.contains("state=online"), "{slave0}");
+    assert!(slave0.contains(&format!("port={}", replica.port())), "{slave0}");
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut p).unwrap();
+    assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
+}
+
+#[test]
+fn damselfly_replicates_redis_server_under_load() {
+    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start_threads(3, &[]);
+    replicate_under_load(&primary, &replica);
+    let mut r = replica.client();
+    // replica-read-only: clients cannot write; the link did.
+    let err = cmd(&mut r, &["SET", "x", "1"]).unwrap_err();
+    assert_eq!(err.code(), Some("READONLY"), "{err}");
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap();
+    assert_eq!(role[0], Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[3], Value::BulkString(b"connected".to_vec()));
+}
+
+#[test]
+fn damselfly_replicates_damselfly_under_load() {
+    let primary = Server::start_threads(4, &[]);
+    let replica = Server::start_threads(3, &[]);
+    replicate_under_load(&primary, &replica);
+}
+
+/// CLIENT KILL TYPE master mid-stream: the replica reconnects and continues from the backlog.
+#[test]
+fn killed_link_continues_with_partial_resync() {
+    let primary = Server::start_threads(4, &[]);
+    let replica = Server::start_threads(2, &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(primary.port(), stop.clone(), 3);
+    replicaof(&replica, &primary);
+    std::thread::sleep(Duration::from_millis(800));
+    let mut r = replica.client();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("master")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(killed, 1);
+    std::thread::sleep(Duration::from_millis(2500));
+    stop_load(&stop, load);
+    wait_caught_up(&primary, &replica);
+    assert_same_data(&primary, &replica);
+    let mut p = primary.client();
+    let ok: u64 = info_field(&mut p, "stats", "sync_partial_ok")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let full: u64 = info_field(&mut p, "stats", "sync_full")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!((full, ok), (1, 1), "one full sync, then +CONTINUE");
+}
+
+/// A redis-server replica's link killed from the primary's side (CLIENT KILL TYPE replica)
+/// reconnects with PSYNC and continues too.
+#[test]
+fn redis_replica_continues_after_its_connection_is_killed() {
+    let primary = Server::start_threads(3, &[]);
+    let replica = RedisServer::start();
+    replicaof(&replica, &primary);
+    let mut p = primary.client();
+    let _: () = redis::cmd("SET").arg("before").arg("1").query(&mut p).unwrap();
+    wait_caught_up(&primary, &replica);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let _: () = redis::cmd("SET").arg("after").arg("2").query(&mut p).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    wait_caught_up(&primary, &replica);
+    assert_same_data(&primary, &replica);
+    let ok = info_field(&mut p, "stats", "sync_partial_ok").unwrap();
+    assert_eq!(ok, "1");
+}
+
+/// kill -9 of the replica, more writes, restart: it syncs again and is equal.
+#[test]
+fn replica_killed_and_restarted_resyncs() {
+    let primary = Server::start_threads(4, &[]);
+    let mut replica = Server::start_threads(2, &[]);
+    replicate_under_load(&primary, &replica);
+    replica.kill9();
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(primary.port(), stop.clone(), 2);
+    std::thread::sleep(Duration::from_millis(300));
+    replica.restart();
+    replicaof(&replica, &primary);
+    std::thread::sleep(Duration::from_millis(700));
+    stop_load(&stop, load);
+    wait_caught_up(&primary, &replica);
+    assert_same_data(&primary, &replica);
+}
+
+/// The primary restarts from its snapshot (a new history: the replica resyncs fully).
+#[test]
+fn primary_restarted_from_its_snapshot_is_followed_again() {
+    let mut primary = Server::start_threads(3, &[]);
+    let replica = Server::start_threads(2, &[]);
+    replicate_under_load(&primary, &replica);
+    let mut p = primary.client();
+    let _: () = redis::cmd("SAVE").query(&mut p).unwrap();
+    drop(p);
+    primary.kill9();
+    primary.restart();
+    let mut p = primary.client();
+    let _: () = redis::cmd("SET").arg("after-restart").arg("1").query(&mut p).unwrap();
+    wait_caught_up(&primary, &replica);
+    assert_same_data(&primary, &replica);
+}
+
+/// REPLICAOF NO ONE promotes the replica; the old primary then follows it and continues with
+/// a partial resync (the promoted one keeps the old history as replid2).
+#[test]
+fn promotion_then_old_primary_reattaches_with_partial_resync() {
+    let primary = Server::start_threads(3, &[]);
+    let replica = Server::start_threads(2, &[]);
+    replicate_under_load(&primary, &replica);
+    let mut r = replica.client();
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap();
+    assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
+    // The promoted server takes writes, and they reach its new replica.
+    let _: () = redis::cmd("SET").arg("promoted").arg("yes").query(&mut r).unwrap();
+    let _: i64 = redis::cmd("SADD").arg("s:1").arg("new").query(&mut r).unwrap();
+    replicaof(&primary, &replica);
+    wait_caught_up(&replica, &primary);
+    let _: i64 = redis::cmd("INCR").arg("c:1").query(&mut r).unwrap();
+    wait_caught_up(&replica, &primary);
+    assert_same_data(&replica, &primary);
+    let ok = info_field(&mut r, "stats", "sync_partial_ok").unwrap();
+    assert_eq!(ok, "1", "the old primary continued with +CONTINUE");
+}
+
+/// WAIT 1 returns once the replica acknowledged, and what it acknowledged is there.
+#[test]
+fn wait_acknowledged_writes_are_on_the_replica() {
+    let primary = Server::start_threads(3, &[]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    wait_caught_up(&primary, &replica);
+    for i in 0..20 {
+        let key = format!("w:{i}");
+        let _: () = redis::cmd("SET").arg(&key).arg(i).query(&mut p).unwrap();
+        let _: i64 = redis::cmd("RPUSH").arg("wl").arg(i).query(&mut p).unwrap();
+        let n: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
+        assert_eq!(n, 1);
+        let v: Option<i64> = redis::cmd("GET").arg(&key).query(&mut r).unwrap();
+        assert_eq!(v, Some(i));
+        let len: i64 = redis::cmd("LLEN").arg("wl").query(&mut r).unwrap();
+        assert_eq!(len, i + 1);
+    }
+    // No replica can acknowledge 2: WAIT times out with what it has.
+    let n: i64 = redis::cmd("WAIT").arg(2).arg(100).query(&mut p).unwrap();
+    assert_eq!(n, 1);
+}
