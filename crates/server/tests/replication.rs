@@ -468,3 +468,44 @@ fn wait_acknowledged_writes_are_on_the_replica() {
     let n: i64 = redis::cmd("WAIT").arg(2).arg(100).query(&mut p).unwrap();
     assert_eq!(n, 1);
 }
+
+/// A chain of two under load: damselfly → damselfly → redis-server. The middle forwards its
+/// primary's stream as it is, so all three agree on ids and offsets.
+#[test]
+fn chain_of_two_under_load() {
+    let primary = Server::start_threads(4, &[]);
+    let middle = Server::start_threads(2, &[]);
+    let leaf = RedisServer::start();
+    replicaof(&middle, &primary);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = start_load(primary.port(), stop.clone(), 4);
+    std::thread::sleep(Duration::from_millis(500));
+    // The leaf full-syncs from the middle while the middle applies the load.
+    replicaof(&leaf, &middle);
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_load(&stop, load);
+    wait_caught_up(&primary, &middle);
+    wait_caught_up(&primary, &leaf);
+    assert_same_data(&primary, &middle);
+    assert!(assert_same_data(&primary, &leaf) > 50);
+    let mut p = primary.client();
+    let mut l = leaf.client();
+    assert_eq!(
+        info_field(&mut p, "replication", "master_replid"),
+        info_field(&mut l, "replication", "master_replid"),
+        "one history along the chain"
+    );
+}
+
+/// A chain that starts at redis-server: redis-server → damselfly → damselfly.
+#[test]
+fn chain_from_redis_server() {
+    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let middle = Server::start_threads(3, &[]);
+    let leaf = Server::start_threads(2, &[]);
+    replicaof(&middle, &primary);
+    replicaof(&leaf, &middle);
+    replicate_under_load(&primary, &middle);
+    wait_caught_up(&primary, &leaf);
+    assert_same_data(&primary, &leaf);
+}

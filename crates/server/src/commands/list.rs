@@ -1020,12 +1020,14 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     };
     r.array(2);
     r.bulk(key);
+    let mut popped = 1;
     match style {
         PopStyle::One => {
             pop_to_reply(l, end, r);
         }
         PopStyle::Many(c) => {
             let n = (c.min(l.len() as u64)) as usize;
+            popped = n;
             r.array(n);
             for _ in 0..n {
                 pop_to_reply(l, end, r);
@@ -1044,8 +1046,9 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
         let cmd: &[u8] = if matches!(end, End::Left) { b"LPOP" } else { b"RPOP" };
         let resp = match style {
             PopStyle::One => crate::replication::journal::encode(&[cmd, key]),
-            PopStyle::Many(c) => {
-                let c = c.to_string();
+            // (The count popped, as Redis propagates it.)
+            PopStyle::Many(_) => {
+                let c = popped.to_string();
                 crate::replication::journal::encode(&[cmd, key, c.as_bytes()])
             }
         };

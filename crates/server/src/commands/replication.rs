@@ -37,13 +37,6 @@ const NO_ASYNC: u32 = 0;
 /// sync: a background snapshot whose point is where the replica's stream starts.
 fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        if replica::is_replica() {
-            // Forwarding our primary's stream to replicas of ours needs the snapshot to be
-            // taken between two applied commands of the link: not built yet.
-            cx.reply
-                .error("ERR damselfly does not serve replicas while it is itself a replica yet");
-            return;
-        }
         let psync = eq_ic(args[0], "psync");
         if psync && args.len() != 3 {
             cx.reply.error("ERR wrong number of arguments for 'psync' command");
@@ -82,8 +75,6 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         repl::STATS.full.fetch_add(1, Ordering::Relaxed);
         crate::log_notice!("Replica asks for synchronization; starting a full resynchronization");
-        journal::begin(&cx.shared().next_txid);
-        repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let attach = repl::Attach {
             client: id,
@@ -91,8 +82,18 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             ip,
             offset: tx,
         };
-        let hook: AtBarrier =
-            Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))));
+        let hook: AtBarrier = if replica::is_replica() {
+            // A replica of a replica (a chain): the stream is our primary's, forwarded. The
+            // link stops between two batches, the replica attaches at the offset reached, and
+            // the link goes on once the snapshot's point is taken.
+            replica::pause().await;
+            repl::attach_now(attach, repl::backlog_size(&cx.shared().config));
+            Box::new(replica::resume)
+        } else {
+            journal::begin(&cx.shared().next_txid);
+            repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
+            Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))))
+        };
         let saved = save_for_replica(&cx.worker, hook).await;
         let (path, offset) = match (saved, rx.await) {
             (Ok(p), Ok(off)) => (p, off),

@@ -175,6 +175,12 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
             .error("ERR Can not execute a script with write flag using *_ro command.");
         return;
     }
+    if flags.shebang {
+        if let Some(e) = replication_refusal(cx, flags.no_writes, flags.allow_stale) {
+            cx.reply.error(e);
+            return;
+        }
+    }
     if flags.shebang && !flags.no_writes && !flags.allow_oom {
         let maxmemory = cx.worker.shared.config.maxmemory();
         if maxmemory != 0 && crate::engine::memory::over_limit(maxmemory) {
@@ -631,6 +637,17 @@ fn check_entry(
     if st.read_only && writes {
         return Err("ERR Write commands are not allowed from read-only scripts.");
     }
+    if spec.flags & WRITE != 0 && !cx.is_master {
+        // Redis's scriptVerifyWriteCommandAllow.
+        if crate::replication::replica::is_replica()
+            && cx.worker.shared.config.bool("replica-read-only")
+        {
+            return Err(super::ERR_READONLY);
+        }
+        if crate::replication::too_few_replicas() {
+            return Err(super::ERR_NOREPLICAS);
+        }
+    }
     if spec.flags & WRITE != 0 {
         if !st.dirty
             && spec.flags & DENYOOM != 0
@@ -644,6 +661,34 @@ fn check_entry(
         scripting::busy::note_write();
     }
     Ok(())
+}
+
+/// Why replication refuses to start a script with these flags (Redis's
+/// `scriptPrepareForRun`): a write script on a read-only replica or without enough good
+/// replicas, any script but `allow-stale` ones on a replica whose link is down with
+/// `replica-serve-stale-data no`.
+fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Option<&'static str> {
+    use crate::replication::{replica, too_few_replicas};
+    if cx.is_master {
+        return None;
+    }
+    let replica = replica::is_replica();
+    if !no_writes {
+        if replica && cx.worker.shared.config.bool("replica-read-only") {
+            return Some("READONLY Can not run script with write flag on readonly replica");
+        }
+        if too_few_replicas() {
+            return Some(super::ERR_NOREPLICAS);
+        }
+    }
+    if replica
+        && !allow_stale
+        && !replica::link_is_up()
+        && !cx.worker.shared.config.bool("replica-serve-stale-data")
+    {
+        return Some(super::ERR_MASTERDOWN);
+    }
+    None
 }
 
 async fn script_load_inner(cx: &mut ConnCtx, body: &[u8]) {
@@ -745,6 +790,10 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     if ro && !info.flags.no_writes {
         cx.reply
             .error("ERR Can not execute a script with write flag using *_ro command.");
+        return;
+    }
+    if let Some(e) = replication_refusal(cx, info.flags.no_writes, info.flags.allow_stale) {
+        cx.reply.error(e);
         return;
     }
     if !info.flags.no_writes && !info.flags.allow_oom {

@@ -1095,7 +1095,13 @@ enum Popped {
 
 /// Pops from the first of `keys` (argument order) that exists, wherever the keys live
 /// (WRONGTYPE if that key is not a zset).
-async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) -> Popped {
+async fn pop_first(
+    cx: &mut ConnCtx,
+    keys: &[Vec<u8>],
+    max: bool,
+    count: u64,
+    mpop: bool,
+) -> Popped {
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
     cx.hops()
         .first_of(
@@ -1116,7 +1122,7 @@ async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) ->
                 match pop_from(c.db(), key, max, count, now) {
                     Err(()) => Popped::WrongType,
                     Ok(Some(items)) if !items.is_empty() => {
-                        journal_pop(c.db, key, max, count);
+                        journal_pop(c.db, key, max, mpop.then_some(items.len()));
                         Popped::Got(key.to_vec(), items)
                     }
                     Ok(_) => Popped::None,
@@ -1128,19 +1134,18 @@ async fn pop_first(cx: &mut ConnCtx, keys: &[Vec<u8>], max: bool, count: u64) ->
         .unwrap_or(Popped::None)
 }
 
-/// A pop of ZMPOP/BZPOP*/BZMPOP, replicated as the ZPOPMIN/ZPOPMAX it was (Redis's rewrite),
-/// from the shard holding the key (these commands declare `PROP_SELF`).
-fn journal_pop(db: usize, key: &[u8], max: bool, count: u64) {
+/// A pop of ZMPOP/BZPOP*/BZMPOP, replicated as the ZPOPMIN/ZPOPMAX it was (Redis's rewrite:
+/// with the count actually popped for the MPOP forms), from the shard holding the key (these
+/// commands declare `PROP_SELF`).
+fn journal_pop(db: usize, key: &[u8], max: bool, popped: Option<usize>) {
     use crate::replication::journal;
     if !journal::here() {
         return;
     }
     let cmd: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
-    let n = count.to_string();
-    let resp = if count == 1 {
-        journal::encode(&[cmd, key])
-    } else {
-        journal::encode(&[cmd, key, n.as_bytes()])
+    let resp = match popped {
+        None => journal::encode(&[cmd, key]),
+        Some(n) => journal::encode(&[cmd, key, n.to_string().as_bytes()]),
     };
     journal::push(journal::Item::One(journal::Record { db, resp }));
 }
@@ -1169,7 +1174,7 @@ fn zmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             Ok(a) => a,
             Err(e) => return cx.reply.error(e),
         };
-        match pop_first(cx, &a.keys, a.max, a.count).await {
+        match pop_first(cx, &a.keys, a.max, a.count, true).await {
             Popped::None => cx.reply.null_array(),
             Popped::WrongType => cx.reply.error(ERR_WRONGTYPE),
             Popped::Got(k, items) => mpop_reply(&mut cx.reply, &k, &items),
@@ -1220,7 +1225,7 @@ impl Serve for ZPopServe {
         let mut r = Reply::new(self.ver);
         match pop_from(db, key, self.max, self.count, now) {
             Ok(Some(items)) if !items.is_empty() => {
-                journal_pop(db.index, key, self.max, self.count);
+                journal_pop(db.index, key, self.max, self.mpop.then_some(items.len()));
                 if self.mpop {
                     mpop_reply(&mut r, key, &items)
                 } else {
@@ -1241,7 +1246,7 @@ async fn block_generic(
     mpop: bool,
     timeout: Option<Duration>,
 ) {
-    match pop_first(cx, &keys, max, count).await {
+    match pop_first(cx, &keys, max, count, mpop).await {
         Popped::WrongType => return cx.reply.error(ERR_WRONGTYPE),
         Popped::Got(k, items) => {
             if mpop {

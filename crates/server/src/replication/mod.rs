@@ -259,6 +259,25 @@ pub fn attach_partial(m: &mut Master, client: u64, tid: usize, ip: String, port:
     });
 }
 
+/// Attaches a replica at the stream's offset now (a replica of ours while we replicate: the
+/// caller paused the link, so nothing is being applied or forwarded).
+pub fn attach_now(a: Attach, backlog_size: usize) {
+    let mut m = master();
+    if m.backlog.is_none() {
+        m.backlog = Some(Backlog::new(backlog_size));
+    }
+    m.add_replica(ReplicaInfo {
+        client: a.client,
+        tid: a.tid,
+        ip: a.ip,
+        port: 0,
+        online: false,
+        ack_offset: 0,
+        ack_ms: crate::engine::clock::unix_ms(),
+    });
+    let _ = a.offset.send(m.offset);
+}
+
 /// A connection closed: if it was a replica, it is one no more.
 pub fn forget(client: u64) {
     if REPLICAS.load(Ordering::Relaxed) == 0 {

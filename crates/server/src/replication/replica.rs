@@ -133,6 +133,44 @@ pub fn drop_link() -> bool {
     false
 }
 
+/// A replica of ours asks for a full sync: the link stops applying at a batch boundary until
+/// the snapshot's point is taken, so the snapshot and the forwarded offset agree.
+static PAUSE_WANTED: AtomicBool = AtomicBool::new(false);
+static PAUSED: AtomicBool = AtomicBool::new(false);
+static PAUSE_WAKE: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
+static RESUME: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
+
+/// Stops the link between two batches (returns once it stopped, or at once when no link is
+/// applying). Pair with [`resume`].
+pub async fn pause() {
+    PAUSE_WANTED.store(true, Ordering::SeqCst);
+    PAUSE_WAKE.notify_one();
+    for _ in 0..2000 {
+        if PAUSED.load(Ordering::SeqCst) || !link_is_up() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+pub fn resume() {
+    PAUSE_WANTED.store(false, Ordering::SeqCst);
+    RESUME.notify_waiters();
+}
+
+/// In the link, between batches: wait while a full sync of a replica of ours takes its point.
+async fn honour_pause() {
+    while PAUSE_WANTED.load(Ordering::SeqCst) {
+        let resumed = RESUME.notified();
+        PAUSED.store(true, Ordering::SeqCst);
+        if !PAUSE_WANTED.load(Ordering::SeqCst) {
+            break;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), resumed).await;
+    }
+    PAUSED.store(false, Ordering::SeqCst);
+}
+
 fn current(gen: u64) -> bool {
     GEN.load(Ordering::SeqCst) == gen
 }
@@ -455,7 +493,11 @@ async fn apply_stream(
             start = end;
         }
         buf.drain(..start);
+        honour_pause().await;
         tokio::select! {
+            _ = PAUSE_WAKE.notified() => {
+                continue;
+            }
             n = rd.read(&mut chunk) => {
                 let n = n.map_err(|e| e.to_string())?;
                 if n == 0 {

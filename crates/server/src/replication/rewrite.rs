@@ -80,6 +80,21 @@ pub fn effects(db: &Db, name: &str, args: &[&[u8]], reply: &[u8]) -> Option<Cmds
             Some(None) => vec![],
             None => vec![v(&[b"DEL", key])],
         }),
+        // RESTORE with a relative TTL: the deadline, and ABSTTL appended (Redis's rewrite).
+        "restore" => {
+            let ttl = args.get(2)?;
+            if ttl == b"0" || has_any(&args[4.min(args.len())..], &["absttl"]) {
+                return None;
+            }
+            let Some(Some(at)) = deadline(db, key) else {
+                return None;
+            };
+            let at = at.to_string();
+            let mut c = v(args);
+            c[2] = at.into_bytes();
+            c.push(b"ABSTTL".to_vec());
+            Some(vec![c])
+        }
         "getset" => Some(vec![v(&[b"SET", key, args.get(2)?])]),
         "getdel" => Some(vec![v(&[b"DEL", key])]),
         "incrbyfloat" => {
