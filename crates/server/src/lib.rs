@@ -299,15 +299,10 @@ fn thread_main(
             tokio::task::spawn_local(commands::persistence::save_cron(w.clone()));
             tokio::task::spawn_local(replication::feed(w.clone()));
             // `replicaof <host> <port>` in the configuration: follow it from the start.
-            if let Some((host, port)) = w
-                .shared
-                .config
-                .get("replicaof")
-                .and_then(|v| {
-                    let (h, p) = v.split_once(' ')?;
-                    Some((h.to_string(), p.parse::<u16>().ok()?))
-                })
-            {
+            if let Some((host, port)) = w.shared.config.get("replicaof").and_then(|v| {
+                let (h, p) = v.split_once(' ')?;
+                Some((h.to_string(), p.parse::<u16>().ok()?))
+            }) {
                 replication::replica::start(&w, host, port);
             }
         }

@@ -42,8 +42,10 @@ fn cmd(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
 
 fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
     let v: String = redis::cmd("INFO").arg(section).query(con).ok()?;
-    v.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(|x| x.trim().to_string()))
+    v.lines().find_map(|l| {
+        l.strip_prefix(&format!("{field}:"))
+            .map(|x| x.trim().to_string())
+    })
 }
 
 /// One write of the mixed load (keys from small pools, so writes collide and keys live on
@@ -146,7 +148,7 @@ fn start_load(port: u16, stop: Arc<AtomicBool>, writers: u64) -> Vec<std::thread
             std::thread::spawn(move || {
                 let cl = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
                 let mut con = cl.get_connection().unwrap();
-                let mut g = Gen(0x2545_F491_4F6C_DD1D ^ (i + 1) * 0x9E37_79B9);
+                let mut g = Gen(0x2545_F491_4F6C_DD1D ^ ((i + 1) * 0x9E37_79B9));
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     one_write(&mut con, &mut g);
@@ -203,7 +205,14 @@ fn key_state(con: &mut Connection, key: &str) -> (String, Vec<String>, i64) {
     };
     let mut val = match t.as_str() {
         "string" => strs(redis::cmd("GET").arg(key).query(con).unwrap()),
-        "list" => strs(redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query(con).unwrap()),
+        "list" => strs(
+            redis::cmd("LRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .query(con)
+                .unwrap(),
+        ),
         "set" => {
             let mut v = strs(redis::cmd("SMEMBERS").arg(key).query(con).unwrap());
             v.sort();
@@ -248,7 +257,8 @@ fn assert_same_data(primary: &Server, replica: &Server) -> usize {
         pk.sort();
         rk.sort();
         assert_eq!(
-            pk, rk,
+            pk,
+            rk,
             "db {db}: key sets differ ({} on the primary, {} on the replica)",
             pk.len(),
             rk.len()
@@ -268,6 +278,21 @@ fn assert_same_data(primary: &Server, replica: &Server) -> usize {
         total += pk.len();
     }
     total
+}
+
+/// A redis-server with its own directory: a replica of it writes the snapshot it receives
+/// there (`dump.rdb`), which must not end up where other tests' servers load from.
+fn redis(extra: &[&str]) -> Server {
+    let dir = std::env::temp_dir().join(format!(
+        "dfly-repl-redis-{}-{}",
+        std::process::id(),
+        common::free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.display().to_string();
+    let mut args = vec!["--dir", d.as_str()];
+    args.extend_from_slice(extra);
+    RedisServer::start_with(&args)
 }
 
 fn replicaof(replica: &Server, primary: &Server) {
@@ -296,20 +321,23 @@ fn replicate_under_load(primary: &Server, replica: &Server) {
 #[test]
 fn redis_server_replicates_damselfly_under_load() {
     let primary = Server::start_threads(4, &[]);
-    let replica = RedisServer::start();
+    let replica = redis(&[]);
     replicate_under_load(&primary, &replica);
     // The primary lists its replica as Redis does.
     let mut p = primary.client();
     let slave0 = info_field(&mut p, "replication", "slave0").unwrap();
     assert!(slave0.contains("state=online"), "{slave0}");
-    assert!(slave0.contains(&format!("port={}", replica.port())), "{slave0}");
+    assert!(
+        slave0.contains(&format!("port={}", replica.port())),
+        "{slave0}"
+    );
     let role: Vec<Value> = redis::cmd("ROLE").query(&mut p).unwrap();
     assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
 }
 
 #[test]
 fn damselfly_replicates_redis_server_under_load() {
-    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let primary = redis(&["--repl-diskless-sync-delay", "0"]);
     let replica = Server::start_threads(3, &[]);
     replicate_under_load(&primary, &replica);
     let mut r = replica.client();
@@ -366,10 +394,14 @@ fn killed_link_continues_with_partial_resync() {
 #[test]
 fn redis_replica_continues_after_its_connection_is_killed() {
     let primary = Server::start_threads(3, &[]);
-    let replica = RedisServer::start();
+    let replica = redis(&[]);
     replicaof(&replica, &primary);
     let mut p = primary.client();
-    let _: () = redis::cmd("SET").arg("before").arg("1").query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg("1")
+        .query(&mut p)
+        .unwrap();
     wait_caught_up(&primary, &replica);
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")
@@ -378,7 +410,11 @@ fn redis_replica_continues_after_its_connection_is_killed() {
         .query(&mut p)
         .unwrap();
     assert_eq!(killed, 1);
-    let _: () = redis::cmd("SET").arg("after").arg("2").query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("2")
+        .query(&mut p)
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     wait_caught_up(&primary, &replica);
     assert_same_data(&primary, &replica);
@@ -416,7 +452,11 @@ fn primary_restarted_from_its_snapshot_is_followed_again() {
     primary.kill9();
     primary.restart();
     let mut p = primary.client();
-    let _: () = redis::cmd("SET").arg("after-restart").arg("1").query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("after-restart")
+        .arg("1")
+        .query(&mut p)
+        .unwrap();
     wait_caught_up(&primary, &replica);
     assert_same_data(&primary, &replica);
 }
@@ -429,12 +469,24 @@ fn promotion_then_old_primary_reattaches_with_partial_resync() {
     let replica = Server::start_threads(2, &[]);
     replicate_under_load(&primary, &replica);
     let mut r = replica.client();
-    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
     let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap();
     assert_eq!(role[0], Value::BulkString(b"master".to_vec()));
     // The promoted server takes writes, and they reach its new replica.
-    let _: () = redis::cmd("SET").arg("promoted").arg("yes").query(&mut r).unwrap();
-    let _: i64 = redis::cmd("SADD").arg("s:1").arg("new").query(&mut r).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("promoted")
+        .arg("yes")
+        .query(&mut r)
+        .unwrap();
+    let _: i64 = redis::cmd("SADD")
+        .arg("s:1")
+        .arg("new")
+        .query(&mut r)
+        .unwrap();
     replicaof(&primary, &replica);
     wait_caught_up(&replica, &primary);
     let _: i64 = redis::cmd("INCR").arg("c:1").query(&mut r).unwrap();
@@ -475,7 +527,7 @@ fn wait_acknowledged_writes_are_on_the_replica() {
 fn chain_of_two_under_load() {
     let primary = Server::start_threads(4, &[]);
     let middle = Server::start_threads(2, &[]);
-    let leaf = RedisServer::start();
+    let leaf = redis(&[]);
     replicaof(&middle, &primary);
     let stop = Arc::new(AtomicBool::new(false));
     let load = start_load(primary.port(), stop.clone(), 4);
@@ -500,7 +552,7 @@ fn chain_of_two_under_load() {
 /// A chain that starts at redis-server: redis-server → damselfly → damselfly.
 #[test]
 fn chain_from_redis_server() {
-    let primary = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let primary = redis(&["--repl-diskless-sync-delay", "0"]);
     let middle = Server::start_threads(3, &[]);
     let leaf = Server::start_threads(2, &[]);
     replicaof(&middle, &primary);
@@ -508,4 +560,47 @@ fn chain_from_redis_server() {
     replicate_under_load(&primary, &middle);
     wait_caught_up(&primary, &leaf);
     assert_same_data(&primary, &leaf);
+}
+
+/// A replica never expires keys itself (Redis's rule): a key past its deadline reads as gone
+/// there but stays until the primary's DEL, so a primary write that still found the key alive
+/// applies to the same value on the replica.
+#[test]
+fn replica_keys_expire_by_the_primarys_del() {
+    let primary = Server::start_threads(2, &[]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    wait_caught_up(&primary, &replica);
+    let mut p = primary.client();
+    let mut r = replica.client();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut p)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("PX")
+        .arg(150)
+        .query(&mut p)
+        .unwrap();
+    wait_caught_up(&primary, &replica);
+    std::thread::sleep(Duration::from_millis(400));
+    // Gone for the replica's clients, still held (the primary has not expired it yet).
+    let v: Option<String> = redis::cmd("GET").arg("k").query(&mut r).unwrap();
+    assert_eq!(v, None);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(n, 1, "the replica keeps the key until the primary's DEL");
+    // The primary notices the expiry: its DEL reaches the replica.
+    let v: Option<String> = redis::cmd("GET").arg("k").query(&mut p).unwrap();
+    assert_eq!(v, None);
+    wait_caught_up(&primary, &replica);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(n, 0);
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
 }

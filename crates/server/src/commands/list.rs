@@ -1043,7 +1043,11 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     // Replicated as the non-blocking pop it was (Redis's rewrite of BLPOP, LMPOP...), from
     // this shard, which holds the key now (these commands declare `PROP_SELF`).
     if crate::replication::journal::here() {
-        let cmd: &[u8] = if matches!(end, End::Left) { b"LPOP" } else { b"RPOP" };
+        let cmd: &[u8] = if matches!(end, End::Left) {
+            b"LPOP"
+        } else {
+            b"RPOP"
+        };
         let resp = match style {
             PopStyle::One => crate::replication::journal::encode(&[cmd, key]),
             // (The count popped, as Redis propagates it.)

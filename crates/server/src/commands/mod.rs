@@ -242,7 +242,9 @@ impl CmdCtx<'_> {
             reply,
         };
         let prev = crate::engine::tracking::set_writer(client);
+        let applying = crate::replication::replica::begin_work(client);
         let r = f(&mut c);
+        crate::replication::replica::end_work(applying);
         crate::engine::tracking::set_writer(prev);
         r
     }
@@ -645,7 +647,10 @@ fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'static str>
     }
     let queued = |f: &dyn Fn(u32) -> bool| {
         spec.flags & flags::REJECT_EXECABORT != 0
-            && cx.multi.as_ref().is_some_and(|m| m.cmds.iter().any(|(_, s)| f(s.flags)))
+            && cx
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.cmds.iter().any(|(_, s)| f(s.flags)))
     };
     let write = spec.flags & flags::WRITE != 0 || queued(&|f| f & flags::WRITE != 0);
     let replica = crate::replication::replica::is_replica();
@@ -853,7 +858,8 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let plan = coordinator::plan_command(cx, spec, args);
     cx.coord.begin_command(spec, plan);
     if journal::active() {
-        cx.hop_dirty.store(false, std::sync::atomic::Ordering::Relaxed);
+        cx.hop_dirty
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
     let target = |cx: &ConnCtx| {
         let fk = spec.first_key();
@@ -938,7 +944,9 @@ fn journal_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]], start_l
     }
     // Blocking moves are replicated as the non-blocking move they became (Redis's rewrite).
     let resp = match spec.name {
-        "blmove" if args.len() >= 5 => journal::encode(&[b"LMOVE", args[1], args[2], args[3], args[4]]),
+        "blmove" if args.len() >= 5 => {
+            journal::encode(&[b"LMOVE", args[1], args[2], args[3], args[4]])
+        }
         "brpoplpush" if args.len() >= 3 => journal::encode(&[b"RPOPLPUSH", args[1], args[2]]),
         _ => journal::encode(args),
     };

@@ -341,7 +341,12 @@ async fn background_save(
     let mut cx = ConnCtx::internal(worker.clone());
     let res = cx
         .run_internal(&[b"save"], |cx| {
-            Box::pin(save_snapshot_at(cx, false, SaveMode::Background, at_barrier))
+            Box::pin(save_snapshot_at(
+                cx,
+                false,
+                SaveMode::Background,
+                at_barrier,
+            ))
         })
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));

@@ -23,9 +23,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "5.0.0", "Configures a server as replica of another, or promotes it to a master."),
     cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
         .doc(G, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master."),
-    cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Local(role))
+    cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Local(role)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "2.8.12", "Returns the replication role."),
-    cmd("wait", 3, NOSCRIPT, NOKEYS, Conn(wait))
+    cmd("wait", 3, NOSCRIPT, NOKEYS, Conn(wait)).family(acl::CONNECTION)
         .doc(Group::Generic, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
 ];
 
@@ -39,7 +39,8 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let psync = eq_ic(args[0], "psync");
         if psync && args.len() != 3 {
-            cx.reply.error("ERR wrong number of arguments for 'psync' command");
+            cx.reply
+                .error("ERR wrong number of arguments for 'psync' command");
             return;
         }
         let (id, tid) = (cx.client_id(), cx.worker.id);
@@ -154,7 +155,7 @@ async fn send_file(cx: &mut ConnCtx, path: &std::path::Path) -> std::io::Result<
 /// REPLCONF <option> <value> ...: what a replica tells us about itself; `ACK <offset>` (no
 /// reply) is how far it applied the stream.
 fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         cx.reply.error(ERR_SYNTAX);
         return;
     }
@@ -168,7 +169,8 @@ fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
                     repl::with_replica(id, |r| r.port = p as u16);
                 }
                 _ => {
-                    cx.reply.error("ERR value is not an integer or out of range");
+                    cx.reply
+                        .error("ERR value is not an integer or out of range");
                     return;
                 }
             }
@@ -302,11 +304,13 @@ fn wait<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             return;
         }
         let Some(n) = parse_i64(args[1]) else {
-            cx.reply.error("ERR value is not an integer or out of range");
+            cx.reply
+                .error("ERR value is not an integer or out of range");
             return;
         };
         let Some(timeout) = parse_i64(args[2]) else {
-            cx.reply.error("ERR timeout is not an integer or out of range");
+            cx.reply
+                .error("ERR timeout is not an integer or out of range");
             return;
         };
         if timeout < 0 {
@@ -321,11 +325,12 @@ fn wait<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             return;
         }
         journal::push(journal::Item::Raw(journal::encode(&[
-            b"REPLCONF", b"GETACK", b"*",
+            b"REPLCONF",
+            b"GETACK",
+            b"*",
         ])));
-        let deadline = (timeout > 0).then(|| {
-            std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64)
-        });
+        let deadline = (timeout > 0)
+            .then(|| std::time::Instant::now() + std::time::Duration::from_millis(timeout as u64));
         cx.flush_before_block();
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -350,7 +355,11 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
     match link.as_ref() {
         Some(l) => {
             let now = crate::engine::clock::unix_ms();
-            let _ = write!(o, "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\n", l.host, l.port);
+            let _ = write!(
+                o,
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\n",
+                l.host, l.port
+            );
             let up = l.state == replica::State::Connected;
             let _ = write!(
                 o,

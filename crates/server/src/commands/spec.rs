@@ -761,6 +761,13 @@ mod tests {
         ("latency", "@slow"),
         ("latency|doctor", "@admin @slow @dangerous"),
         ("latency|help", "@slow"),
+        ("replicaof", "@admin @slow @dangerous"),
+        ("slaveof", "@admin @slow @dangerous"),
+        ("sync", "@admin @slow @dangerous"),
+        ("psync", "@admin @slow @dangerous"),
+        ("replconf", "@admin @slow @dangerous"),
+        ("role", "@admin @fast @dangerous"),
+        ("wait", "@slow @connection"),
     ];
 
     fn categories(e: &Entry) -> String {

@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use super::{access, notify, tracking};
-use crate::replication::journal;
 use crate::persistence::snapshot::DbSnap;
+use crate::replication::journal;
 use crate::types::{KeyStr, Value};
 
 /// Slot flag: the key has an entry in the expiry table.
@@ -398,6 +398,9 @@ impl Db {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
                 if at <= now {
+                    if let Some(alive) = crate::replication::replica::stale_key_alive() {
+                        return alive.then_some(pos);
+                    }
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
                     journal::deleted(self.index, k.key());
@@ -889,6 +892,7 @@ impl Db {
         for _ in 0..100 {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
+                Some(at) if at <= now && crate::replication::replica::is_replica() => continue,
                 Some(at) if at <= now => {
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
@@ -911,6 +915,9 @@ impl Db {
                     break;
                 }
             }
+        }
+        if crate::replication::replica::is_replica() {
+            return found;
         }
         for k in dead {
             if let Some(pos) = self.prime.find(k.key()) {

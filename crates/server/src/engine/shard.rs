@@ -87,7 +87,8 @@ impl Shard {
         for db in self.dbs.iter_mut() {
             db.watch_sweep();
         }
-        if !self.active_expire {
+        // (A replica's keys expire by its primary's DEL: replication/replica.rs.)
+        if !self.active_expire || crate::replication::replica::is_replica() {
             return;
         }
         self.expire_cycles += 1;

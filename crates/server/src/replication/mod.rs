@@ -191,8 +191,8 @@ impl Master {
     /// (Redis's `masterTryPartialResynchronization`).
     pub fn partial(&self, replid: &str, psync_offset: i64) -> Option<Vec<u8>> {
         let b = self.backlog.as_ref()?;
-        let same = replid == self.replid
-            || (replid == self.replid2 && psync_offset <= self.second_offset);
+        let same =
+            replid == self.replid || (replid == self.replid2 && psync_offset <= self.second_offset);
         if !same || psync_offset < 0 {
             return None;
         }

@@ -60,6 +60,39 @@ static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// This server replicates a primary (one relaxed load on every write command).
 static REPLICA: AtomicBool = AtomicBool::new(false);
 
+/// The client id of the context applying the primary's stream.
+static MASTER_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// The shard work running now is the primary's stream being applied.
+    static APPLYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Shard work for `client` begins (`CmdCtx::over`): is it the primary's? Returns the previous
+/// state, for [`end_work`].
+#[inline]
+pub fn begin_work(client: u64) -> bool {
+    let from_master = is_replica() && client == MASTER_CLIENT.load(Ordering::Relaxed);
+    APPLYING.with(|a| a.replace(from_master))
+}
+
+#[inline]
+pub fn end_work(prev: bool) {
+    APPLYING.with(|a| a.set(prev));
+}
+
+/// A replica never expires keys itself, as in Redis: its primary's `DEL` does (otherwise a
+/// write of the primary that found the key alive could meet it expired here). Its primary's
+/// commands see a key past its deadline as alive, other clients as gone; nobody deletes it.
+/// `Some(alive)` on a replica, `None` on a primary (expire as usual).
+#[inline]
+pub fn stale_key_alive() -> Option<bool> {
+    if !is_replica() {
+        return None;
+    }
+    Some(APPLYING.with(|a| a.get()))
+}
+
 pub fn link() -> MutexGuard<'static, Option<Link>> {
     LINK.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -126,7 +159,10 @@ static DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 /// CLIENT KILL TYPE master: drops the link's connection (it reconnects and continues with
 /// PSYNC). Whether there was one.
 pub fn drop_link() -> bool {
-    if link().as_ref().is_some_and(|l| l.state != State::Connecting) {
+    if link()
+        .as_ref()
+        .is_some_and(|l| l.state != State::Connecting)
+    {
         DROPS.fetch_add(1, Ordering::SeqCst);
         return true;
     }
@@ -249,13 +285,10 @@ async fn command(
 
 /// One connection to the primary: handshake, sync, stream. Returns when it drops.
 async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), LinkError> {
-    let stream = tokio::time::timeout(
-        Duration::from_secs(10),
-        TcpStream::connect((host, port)),
-    )
-    .await
-    .map_err(|_| "connect timeout".to_string())?
-    .map_err(|e| format!("connecting: {e}"))?;
+    let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| "connect timeout".to_string())?
+        .map_err(|e| format!("connecting: {e}"))?;
     let _ = stream.set_nodelay(true);
     crate::log_notice!("MASTER <-> REPLICA sync started");
     let (rd, mut wr) = stream.into_split();
@@ -283,7 +316,9 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     )
     .await?;
     if reply.starts_with('-') {
-        crate::log_notice!("(Non critical) Master does not understand REPLCONF listening-port: {reply}");
+        crate::log_notice!(
+            "(Non critical) Master does not understand REPLCONF listening-port: {reply}"
+        );
     }
     let _ = command(
         &mut wr,
@@ -348,12 +383,19 @@ async fn full_sync(
 ) -> Result<(), LinkError> {
     let head = read_line(r).await?;
     let Some(spec) = head.strip_prefix('$') else {
-        return Err(format!("Bad protocol from MASTER, the first byte is not '$': {head}"));
+        return Err(format!(
+            "Bad protocol from MASTER, the first byte is not '$': {head}"
+        ));
     };
-    let path = std::path::PathBuf::from(format!("temp-{}.{}.rdb", std::process::id(), crate::engine::clock::unix_ms()));
+    let path = std::path::PathBuf::from(format!(
+        "temp-{}.{}.rdb",
+        std::process::id(),
+        crate::engine::clock::unix_ms()
+    ));
     // (Plain file writes: a chunk at a time, they cost this thread microseconds.)
-    let mut file = std::fs::File::create(&path)
-        .map_err(|e| format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}"))?;
+    let mut file = std::fs::File::create(&path).map_err(|e| {
+        format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
+    })?;
     let res = async {
         if let Some(mark) = spec.strip_prefix("EOF:") {
             let mark = mark.as_bytes().to_vec();
@@ -367,13 +409,15 @@ async fn full_sync(
                 tail.extend_from_slice(&buf[..n]);
                 if tail.len() >= mark.len() && tail.ends_with(&mark) {
                     let keep = tail.len() - mark.len();
-                    std::io::Write::write_all(&mut file, &tail[..keep]).map_err(|e| e.to_string())?;
+                    std::io::Write::write_all(&mut file, &tail[..keep])
+                        .map_err(|e| e.to_string())?;
                     break;
                 }
                 // Everything but the last mark-length bytes is surely data.
                 if tail.len() > mark.len() {
                     let keep = tail.len() - mark.len();
-                    std::io::Write::write_all(&mut file, &tail[..keep]).map_err(|e| e.to_string())?;
+                    std::io::Write::write_all(&mut file, &tail[..keep])
+                        .map_err(|e| e.to_string())?;
                     tail.drain(..keep);
                 }
             }
@@ -398,7 +442,9 @@ async fn full_sync(
         let mut cx = ConnCtx::internal(w.clone());
         crate::commands::persistence::load_replacing(&mut cx, &path)
             .await
-            .map_err(|e| format!("Failed trying to load the MASTER synchronization DB from disk: {e}"))
+            .map_err(|e| {
+                format!("Failed trying to load the MASTER synchronization DB from disk: {e}")
+            })
     }
     .await;
     let _ = std::fs::remove_file(&path);
@@ -415,6 +461,7 @@ async fn apply_stream(
     use damselfly_protocol::{Parser, ParserLimits};
     let mut cx = ConnCtx::internal(w.clone());
     cx.is_master = true;
+    MASTER_CLIENT.store(cx.client_id(), Ordering::Relaxed);
     let mut parser = Parser::new(ParserLimits::default());
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     // Whatever the reader buffered past the handshake is stream already.
@@ -471,9 +518,7 @@ async fn apply_stream(
                         }
                     }
                     Ok(None) => break,
-                    Err(e) => {
-                        return Err(format!("protocol error in the primary's stream: {e:?}"))
-                    }
+                    Err(e) => return Err(format!("protocol error in the primary's stream: {e:?}")),
                 }
             }
             if end == start {
@@ -561,7 +606,11 @@ async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
 
 async fn send_ack(wr: &mut tokio::net::tcp::OwnedWriteHalf) -> Result<(), LinkError> {
     let off = super::master().offset.to_string();
-    wr.write_all(&super::journal::encode(&[b"REPLCONF", b"ACK", off.as_bytes()]))
-        .await
-        .map_err(|e| e.to_string())
+    wr.write_all(&super::journal::encode(&[
+        b"REPLCONF",
+        b"ACK",
+        off.as_bytes(),
+    ]))
+    .await
+    .map_err(|e| e.to_string())
 }

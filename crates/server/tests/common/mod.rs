@@ -270,7 +270,11 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", self.bin.display()));
         if let Err(e) = self.wait_ready() {
-            panic!("restarted {} did not come up: {e}\n{}", self.name, self.output());
+            panic!(
+                "restarted {} did not come up: {e}\n{}",
+                self.name,
+                self.output()
+            );
         }
     }
 

@@ -357,9 +357,21 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 shared.rejected_connections.load(Ordering::Relaxed)
             );
             let st = &crate::replication::STATS;
-            line!(o, "sync_full:{}", st.full.load(std::sync::atomic::Ordering::Relaxed));
-            line!(o, "sync_partial_ok:{}", st.partial_ok.load(std::sync::atomic::Ordering::Relaxed));
-            line!(o, "sync_partial_err:{}", st.partial_err.load(std::sync::atomic::Ordering::Relaxed));
+            line!(
+                o,
+                "sync_full:{}",
+                st.full.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            line!(
+                o,
+                "sync_partial_ok:{}",
+                st.partial_ok.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            line!(
+                o,
+                "sync_partial_err:{}",
+                st.partial_err.load(std::sync::atomic::Ordering::Relaxed)
+            );
             line!(o, "expired_keys:{}", t.expired);
             line!(o, "expired_stale_perc:0.00");
             line!(o, "expired_time_cap_reached_count:0");

@@ -594,23 +594,21 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
             // A shard concludes inside its last hop of a final chain (saves a message per
             // shard); inside EXEC, EXEC concludes.
             // A journaled command keeps them until its record is in (`execute`).
-            let conclude_at: Vec<(usize, usize)> = if last
-                && cx.coord.owns_transaction()
-                && !cx.coord.journaled()
-            {
-                let mut at: Vec<(usize, usize)> = Vec::new();
-                for (i, st) in steps.iter().enumerate() {
-                    for s in st.shards() {
-                        match at.iter_mut().find(|(x, _)| *x == s) {
-                            Some(e) => e.1 = i,
-                            None => at.push((s, i)),
+            let conclude_at: Vec<(usize, usize)> =
+                if last && cx.coord.owns_transaction() && !cx.coord.journaled() {
+                    let mut at: Vec<(usize, usize)> = Vec::new();
+                    for (i, st) in steps.iter().enumerate() {
+                        for s in st.shards() {
+                            match at.iter_mut().find(|(x, _)| *x == s) {
+                                Some(e) => e.1 = i,
+                                None => at.push((s, i)),
+                            }
                         }
                     }
-                }
-                at
-            } else {
-                Vec::new()
-            };
+                    at
+                } else {
+                    Vec::new()
+                };
             for (i, step) in steps.into_iter().enumerate() {
                 let conclude: SmallVec<[usize; 4]> = conclude_at
                     .iter()
