@@ -242,9 +242,9 @@ impl CmdCtx<'_> {
             reply,
         };
         let prev = crate::engine::tracking::set_writer(client);
-        let applying = crate::replication::replica::begin_work(client);
+        let applying = crate::replication::role::begin_work(client);
         let r = f(&mut c);
-        crate::replication::replica::end_work(applying);
+        crate::replication::role::end_work(applying);
         crate::engine::tracking::set_writer(prev);
         r
     }

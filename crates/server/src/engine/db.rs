@@ -398,7 +398,7 @@ impl Db {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
                 if at <= now {
-                    if let Some(alive) = crate::replication::replica::stale_key_alive() {
+                    if let Some(alive) = crate::replication::role::stale_key_alive() {
                         return alive.then_some(pos);
                     }
                     // The expiration is its own record, not the command's write.
@@ -892,7 +892,7 @@ impl Db {
         for _ in 0..100 {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
-                Some(at) if at <= now && crate::replication::replica::is_replica() => continue,
+                Some(at) if at <= now && crate::replication::role::is_replica() => continue,
                 Some(at) if at <= now => {
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
@@ -916,7 +916,7 @@ impl Db {
                 }
             }
         }
-        if crate::replication::replica::is_replica() {
+        if crate::replication::role::is_replica() {
             return found;
         }
         for k in dead {

@@ -88,7 +88,7 @@ impl Shard {
             db.watch_sweep();
         }
         // (A replica's keys expire by its primary's DEL: replication/replica.rs.)
-        if !self.active_expire || crate::replication::replica::is_replica() {
+        if !self.active_expire || crate::replication::role::is_replica() {
             return;
         }
         self.expire_cycles += 1;

@@ -15,6 +15,7 @@
 pub mod journal;
 pub mod replica;
 pub mod rewrite;
+pub mod role;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -57,50 +57,13 @@ pub struct Link {
 
 static LINK: LazyLock<Mutex<Option<Link>>> = LazyLock::new(|| Mutex::new(None));
 static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// This server replicates a primary (one relaxed load on every write command).
-static REPLICA: AtomicBool = AtomicBool::new(false);
-
-/// The client id of the context applying the primary's stream.
-static MASTER_CLIENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-thread_local! {
-    /// The shard work running now is the primary's stream being applied.
-    static APPLYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Shard work for `client` begins (`CmdCtx::over`): is it the primary's? Returns the previous
-/// state, for [`end_work`].
-#[inline]
-pub fn begin_work(client: u64) -> bool {
-    let from_master = is_replica() && client == MASTER_CLIENT.load(Ordering::Relaxed);
-    APPLYING.with(|a| a.replace(from_master))
-}
-
-#[inline]
-pub fn end_work(prev: bool) {
-    APPLYING.with(|a| a.set(prev));
-}
-
-/// A replica never expires keys itself, as in Redis: its primary's `DEL` does (otherwise a
-/// write of the primary that found the key alive could meet it expired here). Its primary's
-/// commands see a key past its deadline as alive, other clients as gone; nobody deletes it.
-/// `Some(alive)` on a replica, `None` on a primary (expire as usual).
-#[inline]
-pub fn stale_key_alive() -> Option<bool> {
-    if !is_replica() {
-        return None;
-    }
-    Some(APPLYING.with(|a| a.get()))
-}
 
 pub fn link() -> MutexGuard<'static, Option<Link>> {
     LINK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[inline]
-pub fn is_replica() -> bool {
-    REPLICA.load(Ordering::Relaxed)
-}
+pub use super::role::is_replica;
+use super::role::REPLICA;
 
 /// Is the link up (replicas of a replica sync only then)?
 pub fn link_up() -> bool {
@@ -461,7 +424,7 @@ async fn apply_stream(
     use damselfly_protocol::{Parser, ParserLimits};
     let mut cx = ConnCtx::internal(w.clone());
     cx.is_master = true;
-    MASTER_CLIENT.store(cx.client_id(), Ordering::Relaxed);
+    super::role::set_master_client(cx.client_id());
     let mut parser = Parser::new(ParserLimits::default());
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     // Whatever the reader buffered past the handshake is stream already.

@@ -1,0 +1,51 @@
+//! Which role this server plays, as the engine needs to know it: whether it is a replica, and
+//! whether the shard work running now is its primary's stream. Kept apart from `replica.rs`
+//! (the link) so that the engine depends on nothing but this and the journal.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// This server replicates a primary (one relaxed load on every write command).
+pub(super) static REPLICA: AtomicBool = AtomicBool::new(false);
+
+/// The client id of the context applying the primary's stream.
+static MASTER_CLIENT: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The shard work running now is the primary's stream being applied.
+    static APPLYING: Cell<bool> = const { Cell::new(false) };
+}
+
+#[inline]
+pub fn is_replica() -> bool {
+    REPLICA.load(Ordering::Relaxed)
+}
+
+pub(super) fn set_master_client(id: u64) {
+    MASTER_CLIENT.store(id, Ordering::Relaxed);
+}
+
+/// Shard work for `client` begins (`CmdCtx::over`): is it the primary's? Returns the previous
+/// state, for [`end_work`].
+#[inline]
+pub fn begin_work(client: u64) -> bool {
+    let from_master = is_replica() && client == MASTER_CLIENT.load(Ordering::Relaxed);
+    APPLYING.with(|a| a.replace(from_master))
+}
+
+#[inline]
+pub fn end_work(prev: bool) {
+    APPLYING.with(|a| a.set(prev));
+}
+
+/// A replica never expires keys itself, as in Redis: its primary's `DEL` does (otherwise a
+/// write of the primary that found the key alive could meet it expired here). Its primary's
+/// commands see a key past its deadline as alive, other clients as gone; nobody deletes it.
+/// `Some(alive)` on a replica, `None` on a primary (expire as usual).
+#[inline]
+pub fn stale_key_alive() -> Option<bool> {
+    if !is_replica() {
+        return None;
+    }
+    Some(APPLYING.with(|a| a.get()))
+}
