@@ -71,7 +71,8 @@ throughput() {
   for r in $(seq 1 "$ROUNDS"); do
     if [[ $with == 1 ]]; then
       ( while :; do
-          m=$(field "$pp" master_repl_offset); s=$(field "$rp" slave_repl_offset)
+          # (The replica first: the difference is then never below the true lag.)
+          s=$(field "$rp" slave_repl_offset); m=$(field "$pp" master_repl_offset)
           [[ -n $m && -n $s ]] && echo $((m - s))
           sleep 0.05
         done ) >>"$WORK/lag-$name" &

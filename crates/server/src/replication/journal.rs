@@ -228,10 +228,17 @@ pub fn encode_owned(args: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn append<'a>(out: &mut Vec<u8>, n: usize, args: impl Iterator<Item = &'a [u8]>) {
-    use std::io::Write;
-    let _ = write!(out, "*{n}\r\n");
+    // (Hand-rolled number formatting: `write!` was a tenth of a replicating primary's CPU.)
+    let mut num = [0u8; 20];
+    let mut head = |out: &mut Vec<u8>, tag: u8, v: usize| {
+        let len = damselfly_protocol::double::write_u64(v as u64, &mut num);
+        out.push(tag);
+        out.extend_from_slice(&num[20 - len..]);
+        out.extend_from_slice(b"\r\n");
+    };
+    head(out, b'*', n);
     for a in args {
-        let _ = write!(out, "${}\r\n", a.len());
+        head(out, b'$', a.len());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }

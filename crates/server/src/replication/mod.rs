@@ -395,7 +395,12 @@ pub async fn feed(w: Rc<Worker>) {
     let mut last_ping = std::time::Instant::now();
     loop {
         tokio::select! {
-            _ = journal::WAKE.notified() => {}
+            _ = journal::WAKE.notified() => {
+                // As Redis writes its replicas once per event-loop iteration: let this
+                // thread's other ready connections run first, so one batch (one write per
+                // replica) carries all of their records.
+                tokio::task::yield_now().await;
+            }
             _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
         }
         let period = w
