@@ -444,6 +444,7 @@ impl Config {
                 }
             }
             "maxmemory-samples" => crate::engine::evict::set_samples(num()),
+            "replica-read-only" => crate::replication::role::set_read_only(v == "yes"),
             "min-replicas-to-write" => crate::replication::set_min_replicas(Some(num()), None),
             "min-replicas-max-lag" => crate::replication::set_min_replicas(None, Some(num())),
             "tracking-table-max-keys" => crate::engine::tracking::set_max_keys(num()),

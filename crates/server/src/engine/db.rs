@@ -13,7 +13,23 @@ use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use super::{access, notify, tracking};
 use crate::persistence::snapshot::DbSnap;
-use crate::replication::journal;
+use crate::replication::{journal, role};
+
+thread_local! {
+    /// The lookup running is a read's (a replica keeps a stale key for reads: `find_notouch`).
+    static READ_LOOKUP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline]
+fn as_read<R>(f: impl FnOnce() -> R) -> R {
+    if !role::is_replica() {
+        return f();
+    }
+    let prev = READ_LOOKUP.with(|r| r.replace(true));
+    let out = f();
+    READ_LOOKUP.with(|r| r.set(prev));
+    out
+}
 use crate::types::{KeyStr, Value};
 
 /// Slot flag: the key has an entry in the expiry table.
@@ -65,6 +81,9 @@ pub struct Db {
     /// Unix ms of the latest lookup: the access time inserts record (they follow a lookup of
     /// the same command).
     now: u64,
+    /// On a writable replica: keys its own clients gave a TTL. Only these expire here by
+    /// themselves (Redis's `slaveKeysWithExpire`); the primary's keys wait for its DEL.
+    replica_ttl: Option<Box<std::collections::HashSet<Box<[u8]>>>>,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
@@ -155,6 +174,7 @@ impl Db {
             hfe: Default::default(),
             snap: None,
             now: 0,
+            replica_ttl: None,
         }
     }
 
@@ -398,8 +418,16 @@ impl Db {
         if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
             if let Some(&at) = self.expire.get(key).map(|(_, v)| v) {
                 if at <= now {
-                    if let Some(alive) = crate::replication::role::stale_key_alive() {
-                        return alive.then_some(pos);
+                    if let Some(alive) = role::stale_key_alive() {
+                        // The primary's commands see it; a read sees it gone and leaves it;
+                        // a write of the replica's own clients (writable replica) deletes
+                        // it first, as Redis's write lookups do.
+                        if alive {
+                            return Some(pos);
+                        }
+                        if READ_LOOKUP.with(|r| r.get()) || !role::writable_replica() {
+                            return None;
+                        }
                     }
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
@@ -416,7 +444,7 @@ impl Db {
     /// Lookup for a read command: counts keyspace hits/misses like Redis's lookupKeyRead.
     #[inline]
     pub fn find_read(&mut self, key: &[u8], now: u64) -> Option<Pos> {
-        let r = self.find(key, now);
+        let r = as_read(|| self.find(key, now));
         if r.is_some() {
             self.stats.hits += 1;
         } else {
@@ -429,7 +457,7 @@ impl Db {
     /// `find_read` without recording an access (LOOKUP_NOTOUCH, still counted as hit/miss).
     #[inline]
     pub fn find_read_notouch(&mut self, key: &[u8], now: u64) -> Option<Pos> {
-        let r = self.find_notouch(key, now);
+        let r = as_read(|| self.find_notouch(key, now));
         if r.is_some() {
             self.stats.hits += 1;
         } else {
@@ -732,6 +760,11 @@ impl Db {
             self.touch_at(pos);
         }
         let key = self.prime.at(pos).0.key();
+        if at.is_some() && role::local_write_on_replica() {
+            self.replica_ttl
+                .get_or_insert_with(Default::default)
+                .insert(key.into());
+        }
         match at {
             Some(at) => {
                 if flags & FLAG_EXPIRE != 0 {
@@ -851,6 +884,7 @@ impl Db {
         }
         self.expire_cursor = 0;
         self.hfe = Default::default();
+        self.replica_ttl = None;
     }
 
     /// Swaps contents with another db (SWAPDB within a shard).
@@ -865,6 +899,7 @@ impl Db {
         std::mem::swap(&mut self.expire, &mut other.expire);
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
         std::mem::swap(&mut self.hfe, &mut other.hfe);
+        std::mem::swap(&mut self.replica_ttl, &mut other.replica_ttl);
         // A running snapshot's state follows its tables (it still writes them as the db
         // index they had when it began).
         std::mem::swap(&mut self.snap, &mut other.snap);
@@ -955,6 +990,33 @@ impl Db {
             }
         }
         removed
+    }
+
+    /// A writable replica's own keys past their deadline go (the primary's keys wait for its
+    /// DEL): Redis's `expireSlaveKeys`.
+    pub fn expire_replica_keys(&mut self, now: u64) {
+        let Some(set) = self.replica_ttl.as_mut() else {
+            return;
+        };
+        let mut gone: Vec<Box<[u8]>> = Vec::new();
+        set.retain(|k| {
+            let at = self.expire.get(k).map(|(_, v)| *v);
+            match at {
+                None => false,
+                Some(at) if at <= now => {
+                    gone.push(k.clone());
+                    false
+                }
+                Some(_) => true,
+            }
+        });
+        for k in gone {
+            if let Some(pos) = self.prime.find(&k) {
+                journal::quietly(|| self.remove_at(pos));
+                self.stats.expired += 1;
+                notify::emit(notify::EXPIRED, "expired", self.index, &k);
+            }
+        }
     }
 
     /// Active expiry: walks the expiry table from where it stopped last time, looking at up to

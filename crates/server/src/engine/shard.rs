@@ -87,8 +87,17 @@ impl Shard {
         for db in self.dbs.iter_mut() {
             db.watch_sweep();
         }
-        // (A replica's keys expire by its primary's DEL: replication/replica.rs.)
-        if !self.active_expire || crate::replication::role::is_replica() {
+        // (A replica's keys expire by its primary's DEL, but for those its own clients gave
+        // a TTL: replication/role.rs.)
+        if crate::replication::role::is_replica() {
+            if self.active_expire {
+                for db in self.dbs.iter_mut() {
+                    db.expire_replica_keys(now);
+                }
+            }
+            return;
+        }
+        if !self.active_expire {
             return;
         }
         self.expire_cycles += 1;

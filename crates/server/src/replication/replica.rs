@@ -528,6 +528,56 @@ async fn apply_stream(
     }
 }
 
+/// A command of the primary's stream failed here: the data may diverge. Logged as Redis logs
+/// it, and with `propagation-error-behavior panic`/`panic-on-replicas` the replica stops.
+fn stream_error(cx: &ConnCtx, args: &[&[u8]]) {
+    let Some(err) = cx.reply.buf.strip_prefix(b"-") else {
+        return;
+    };
+    let end = err.windows(2).position(|w| w == b"\r\n").unwrap_or(err.len());
+    let msg = String::from_utf8_lossy(&err[..end]);
+    let name = String::from_utf8_lossy(args.first().copied().unwrap_or(b"")).to_lowercase();
+    crate::log_warning!(
+        "== CRITICAL == This replica is sending an error to its master: '{msg}' after processing the command '{name}'"
+    );
+    let behavior = cx
+        .worker
+        .shared
+        .config
+        .get("propagation-error-behavior")
+        .unwrap_or_default();
+    if behavior == "panic" || behavior == "panic-on-replicas" {
+        crate::log_warning!(
+            "Replica stopped (propagation-error-behavior {behavior}): the command failed on the replica; the data may have diverged from the master"
+        );
+        std::process::exit(1);
+    }
+}
+
+/// The length of the first complete RESP2/RESP3 reply in `b`.
+fn reply_len(b: &[u8]) -> Option<usize> {
+    let eol = b.windows(2).position(|w| w == b"\r\n")?;
+    let head = &b[1..eol];
+    let num = || std::str::from_utf8(head).ok()?.parse::<i64>().ok();
+    let mut at = eol + 2;
+    match *b.first()? {
+        b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => Some(at),
+        b'$' | b'=' | b'!' => {
+            let n = num()?;
+            Some(if n < 0 { at } else { at + n as usize + 2 })
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let n = num()?;
+            let items = if matches!(b[0], b'%' | b'|') { n * 2 } else { n };
+            for _ in 0..items.max(0) {
+                at += reply_len(&b[at..])?;
+            }
+            Some(at)
+        }
+        _ => None,
+    }
+}
+
 /// Runs the parsed commands (argument ranges into `buf`) in order, squashing runs of
 /// single-key commands as a pipelining client's are.
 async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
@@ -555,14 +605,28 @@ async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
                 }
                 if run.len() >= 2 {
                     execute_run(cx, &run).await;
+                    // The run's replies, one per command, in order: report any error.
+                    let replies = std::mem::take(&mut cx.reply.buf);
+                    let mut at = 0;
+                    for c in &run {
+                        let Some(n) = reply_len(&replies[at..]) else { break };
+                        if replies[at] == b'-' {
+                            cx.reply.buf.clear();
+                            cx.reply.buf.extend_from_slice(&replies[at..at + n]);
+                            stream_error(cx, &c.args);
+                        }
+                        at += n;
+                    }
                 } else {
                     crate::commands::execute(cx, &run[0].args).await;
+                    stream_error(cx, &run[0].args);
                 }
                 cx.reply.clear();
                 continue;
             }
         }
         crate::commands::execute(cx, &args).await;
+        stream_error(cx, &args);
         cx.reply.clear();
     }
 }

@@ -8,6 +8,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// This server replicates a primary (one relaxed load on every write command).
 pub(super) static REPLICA: AtomicBool = AtomicBool::new(false);
 
+/// `replica-read-only` (mirrored from the configuration).
+static READ_ONLY: AtomicBool = AtomicBool::new(true);
+
+pub fn set_read_only(v: bool) {
+    READ_ONLY.store(v, Ordering::Relaxed);
+}
+
+/// A replica whose own clients may write (`replica-read-only no`).
+#[inline]
+pub fn writable_replica() -> bool {
+    is_replica() && !READ_ONLY.load(Ordering::Relaxed)
+}
+
+/// A write on a replica by one of its own clients (not the primary's stream)?
+#[inline]
+pub fn local_write_on_replica() -> bool {
+    is_replica() && !APPLYING.with(|a| a.get())
+}
+
 /// The client id of the context applying the primary's stream.
 static MASTER_CLIENT: AtomicU64 = AtomicU64::new(0);
 

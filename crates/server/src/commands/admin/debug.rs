@@ -84,6 +84,18 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         match (sub.as_slice(), n) {
             (b"help", 2) => debug_help(cx),
             (b"populate", 3..=5) => debug_populate(cx, args).await,
+            // DEBUG REPLICATE cmd [args...]: into the replication stream, not executed (to
+            // test replicas' handling of commands they cannot run).
+            (b"replicate", 3..) => {
+                use crate::replication::journal;
+                if journal::active() {
+                    journal::push(journal::Item::One(journal::Record {
+                        db: cx.db,
+                        resp: journal::encode(&args[2..]),
+                    }));
+                }
+                cx.reply.ok();
+            }
             (b"protocol", 3) => debug_protocol(cx, args[2]),
             (b"wait-key", 4..) => debug_wait_key(cx, args).await,
             (b"sleep", 3) => {
