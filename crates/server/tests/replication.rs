@@ -266,7 +266,13 @@ fn assert_same_data(primary: &Server, replica: &Server) -> usize {
         for k in &pk {
             let (pt, pv, pttl) = key_state(&mut p, k);
             let (rt, rv, rttl) = key_state(&mut r, k);
-            assert_eq!((&pt, &pv), (&rt, &rv), "db {db} key {k}");
+            assert_eq!(
+                (&pt, &pv),
+                (&rt, &rv),
+                "db {db} key {k} (primary {} vs replica {})",
+                primary.port(),
+                replica.port()
+            );
             assert_eq!(pttl < 0, rttl < 0, "db {db} key {k}: ttl {pttl} vs {rttl}");
             if pttl >= 0 {
                 assert!(
@@ -359,7 +365,8 @@ fn damselfly_replicates_damselfly_under_load() {
 /// CLIENT KILL TYPE master mid-stream: the replica reconnects and continues from the backlog.
 #[test]
 fn killed_link_continues_with_partial_resync() {
-    let primary = Server::start_threads(4, &[]);
+    // (A backlog that covers the second the replica waits before reconnecting, under load.)
+    let primary = Server::start_threads(4, &["--repl-backlog-size", "256mb"]);
     let replica = Server::start_threads(2, &[]);
     let stop = Arc::new(AtomicBool::new(false));
     let load = start_load(primary.port(), stop.clone(), 3);
@@ -603,4 +610,40 @@ fn replica_keys_expire_by_the_primarys_del() {
         .arg(1)
         .query(&mut p)
         .unwrap();
+}
+
+/// A partial resync continues the stream where it was, in the database it had selected (no
+/// SELECT follows +CONTINUE): writes to db 3 before and after a killed link land in db 3.
+#[test]
+fn partial_resync_keeps_the_streams_database() {
+    let primary = Server::start_threads(2, &[]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    wait_caught_up(&primary, &replica);
+    let mut p = primary.client();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg(1)
+        .query(&mut p)
+        .unwrap();
+    wait_caught_up(&primary, &replica);
+    let mut r = replica.client();
+    let n: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("master")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(n, 1);
+    let _: () = redis::cmd("SET").arg("after").arg(2).query(&mut p).unwrap();
+    wait_caught_up(&primary, &replica);
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut r).unwrap();
+    let v: Option<i64> = redis::cmd("GET").arg("after").query(&mut r).unwrap();
+    assert_eq!(v, Some(2));
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut r).unwrap();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(n, 0, "nothing landed in db 0");
+    let ok = info_field(&mut p, "stats", "sync_partial_ok").unwrap();
+    assert_eq!(ok, "1");
 }

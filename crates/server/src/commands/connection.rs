@@ -384,7 +384,10 @@ enum ClientType {
 }
 
 fn type_of(h: &client::ClientHandle) -> ClientType {
-    if h.info.borrow().flags.contains('S') {
+    let flags = &h.info.borrow().flags;
+    if flags.contains('M') {
+        ClientType::Master
+    } else if flags.contains('S') {
         ClientType::Replica
     } else if h.subs.borrow().active() {
         ClientType::Pubsub
@@ -540,12 +543,6 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             }
         } else {
             cx.reply.error(ERR_SYNTAX);
-            return;
-        }
-        if f.ctype == Some(ClientType::Master) {
-            // The link to our primary: it drops and reconnects (continuing with PSYNC).
-            let n = crate::replication::replica::drop_link() as i64;
-            cx.reply.int(n);
             return;
         }
         let filter = f.clone();

@@ -37,6 +37,12 @@ const NO_ASYNC: u32 = 0;
 /// sync: a background snapshot whose point is where the replica's stream starts.
 fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        // A replica serves replicas only from a live link (its data is its primary's then).
+        if replica::is_replica() && !replica::link_is_up() {
+            cx.reply
+                .error("NOMASTERLINK Can't SYNC while not connected with my master");
+            return;
+        }
         let psync = eq_ic(args[0], "psync");
         if psync && args.len() != 3 {
             cx.reply
@@ -87,7 +93,14 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             // A replica of a replica (a chain): the stream is our primary's, forwarded. The
             // link stops between two batches, the replica attaches at the offset reached, and
             // the link goes on once the snapshot's point is taken.
-            replica::pause().await;
+            if !replica::pause().await {
+                replica::resume();
+                crate::log_warning!("Full sync refused: the link to our master did not pause");
+                cx.reply
+                    .error("ERR the link to the master is busy, try again");
+                cx.close = true;
+                return;
+            }
             repl::attach_now(attach, repl::backlog_size(&cx.shared().config));
             Box::new(replica::resume)
         } else {
@@ -253,20 +266,7 @@ async fn promote(cx: &mut ConnCtx) {
 }
 
 fn disconnect_replicas(cx: &ConnCtx) {
-    let ids: Vec<(u64, usize)> = repl::master()
-        .replicas
-        .iter()
-        .map(|r| (r.client, r.tid))
-        .collect();
-    for (id, tid) in ids {
-        cx.worker.post(tid, move |_| {
-            crate::net::client::with_local(id, |h| {
-                h.killed.set(true);
-                h.wake.notify_one();
-            });
-        });
-        repl::forget(id);
-    }
+    repl::disconnect_replicas(&cx.worker);
 }
 
 /// ROLE.

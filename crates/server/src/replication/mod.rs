@@ -279,6 +279,25 @@ pub fn attach_now(a: Attach, backlog_size: usize) {
     let _ = a.offset.send(m.offset);
 }
 
+/// Drops every replica's connection (our history changed: a full sync of our own, a new
+/// primary); they reconnect and resync.
+pub fn disconnect_replicas(w: &Rc<Worker>) {
+    let ids: Vec<(u64, usize)> = master()
+        .replicas
+        .iter()
+        .map(|r| (r.client, r.tid))
+        .collect();
+    for (id, tid) in ids {
+        w.post(tid, move |_| {
+            crate::net::client::with_local(id, |h| {
+                h.killed.set(true);
+                h.wake.notify_one();
+            });
+        });
+        forget(id);
+    }
+}
+
 /// A connection closed: if it was a replica, it is one no more.
 pub fn forget(client: u64) {
     if REPLICAS.load(Ordering::Relaxed) == 0 {

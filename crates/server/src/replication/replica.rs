@@ -115,22 +115,8 @@ pub fn stop() -> bool {
     true
 }
 
-/// Connections of the link dropped so far (CLIENT KILL TYPE master bumps it; the session
-/// whose count is gone ends, and the link reconnects).
-static DROPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// CLIENT KILL TYPE master: drops the link's connection (it reconnects and continues with
-/// PSYNC). Whether there was one.
-pub fn drop_link() -> bool {
-    if link()
-        .as_ref()
-        .is_some_and(|l| l.state != State::Connecting)
-    {
-        DROPS.fetch_add(1, Ordering::SeqCst);
-        return true;
-    }
-    false
-}
+/// The database the primary's stream is in (kept across the link's reconnections).
+static STREAM_DB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A replica of ours asks for a full sync: the link stops applying at a batch boundary until
 /// the snapshot's point is taken, so the snapshot and the forwarded offset agree.
@@ -139,17 +125,19 @@ static PAUSED: AtomicBool = AtomicBool::new(false);
 static PAUSE_WAKE: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
 static RESUME: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
 
-/// Stops the link between two batches (returns once it stopped, or at once when no link is
-/// applying). Pair with [`resume`].
-pub async fn pause() {
+/// Stops the link between two batches, outside a transaction of the stream (returns once it
+/// stopped, or at once when no link is applying). False when it did not stop within 10 s (the
+/// caller gives up; [`resume`] either way).
+pub async fn pause() -> bool {
     PAUSE_WANTED.store(true, Ordering::SeqCst);
     PAUSE_WAKE.notify_one();
-    for _ in 0..2000 {
+    for _ in 0..10_000 {
         if PAUSED.load(Ordering::SeqCst) || !link_is_up() {
-            return;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    false
 }
 
 pub fn resume() {
@@ -311,7 +299,10 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         let off: u64 = it.next().and_then(|o| o.parse().ok()).unwrap_or(0);
         set_state(gen, State::Sync);
         crate::log_notice!("Full resync from master: {id}:{off}");
+        // Our replicas followed the old history: they must resync from the new one.
+        super::disconnect_replicas(w);
         full_sync(w, &mut r).await?;
+        STREAM_DB.store(0, Ordering::Relaxed);
         let mut m = super::master();
         m.replid = id;
         m.replid2 = "0".repeat(40);
@@ -424,7 +415,38 @@ async fn apply_stream(
     use damselfly_protocol::{Parser, ParserLimits};
     let mut cx = ConnCtx::internal(w.clone());
     cx.is_master = true;
+    // The stream's database carries over a reconnection: a partial resync continues the
+    // stream where it was, without a SELECT (Redis keeps its cached master's db). A full sync's
+    // stream starts with one.
+    cx.db = STREAM_DB.load(Ordering::Relaxed);
     super::role::set_master_client(cx.client_id());
+    // The link is a client as Redis shows it: flag M, the primary's address; CLIENT KILL
+    // (by address, id or TYPE master) drops it and it reconnects.
+    {
+        let mut info = cx.client.info.borrow_mut();
+        info.addr = r
+            .get_ref()
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        info.laddr = r
+            .get_ref()
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        info.flags = "M".into();
+        info.name = String::new();
+        info.local = true;
+    }
+    crate::net::client::register(cx.client.clone());
+    struct Unregister(u64);
+    impl Drop for Unregister {
+        fn drop(&mut self) {
+            crate::net::client::unregister(self.0);
+        }
+    }
+    let _registered = Unregister(cx.client_id());
+    let killed = cx.client.clone();
     let mut parser = Parser::new(ParserLimits::default());
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     // Whatever the reader buffered past the handshake is stream already.
@@ -441,10 +463,9 @@ async fn apply_stream(
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(60);
     let mut last_read = std::time::Instant::now();
-    let drops = DROPS.load(Ordering::SeqCst);
     loop {
-        if DROPS.load(Ordering::SeqCst) != drops {
-            return Err("connection killed by CLIENT KILL TYPE master".into());
+        if killed.killed.get() {
+            return Err("connection with master killed (CLIENT KILL)".into());
         }
         // Apply every complete command buffered, pipelined as a client's commands are
         // (consecutive single-key commands squashed into one message per shard).
@@ -490,6 +511,7 @@ async fn apply_stream(
             cx.now_ms = crate::engine::clock::unix_ms();
             apply(&mut cx, &buf, &cmds).await;
             cx.reply.clear();
+            STREAM_DB.store(cx.db, Ordering::Relaxed);
             if let Some(at) = getack {
                 // Acknowledges what came before it (as Redis's replicas do).
                 super::emit_forwarded(w, &buf[start..at]);
@@ -501,9 +523,15 @@ async fn apply_stream(
             start = end;
         }
         buf.drain(..start);
-        honour_pause().await;
+        // (Never inside the stream's MULTI: a snapshot there would hold half a transaction.)
+        if !cx.in_multi() {
+            honour_pause().await;
+        }
         tokio::select! {
             _ = PAUSE_WAKE.notified() => {
+                continue;
+            }
+            _ = killed.wake.notified() => {
                 continue;
             }
             n = rd.read(&mut chunk) => {
@@ -534,7 +562,10 @@ fn stream_error(cx: &ConnCtx, args: &[&[u8]]) {
     let Some(err) = cx.reply.buf.strip_prefix(b"-") else {
         return;
     };
-    let end = err.windows(2).position(|w| w == b"\r\n").unwrap_or(err.len());
+    let end = err
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(err.len());
     let msg = String::from_utf8_lossy(&err[..end]);
     let name = String::from_utf8_lossy(args.first().copied().unwrap_or(b"")).to_lowercase();
     crate::log_warning!(
@@ -568,7 +599,11 @@ fn reply_len(b: &[u8]) -> Option<usize> {
         }
         b'*' | b'~' | b'>' | b'%' | b'|' => {
             let n = num()?;
-            let items = if matches!(b[0], b'%' | b'|') { n * 2 } else { n };
+            let items = if matches!(b[0], b'%' | b'|') {
+                n * 2
+            } else {
+                n
+            };
             for _ in 0..items.max(0) {
                 at += reply_len(&b[at..])?;
             }
@@ -609,7 +644,9 @@ async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
                     let replies = std::mem::take(&mut cx.reply.buf);
                     let mut at = 0;
                     for c in &run {
-                        let Some(n) = reply_len(&replies[at..]) else { break };
+                        let Some(n) = reply_len(&replies[at..]) else {
+                            break;
+                        };
                         if replies[at] == b'-' {
                             cx.reply.buf.clear();
                             cx.reply.buf.extend_from_slice(&replies[at..at + n]);
