@@ -43,7 +43,7 @@
 #   DFLY_BIN             damselfly binary (default: $CARGO_TARGET_DIR or target, release/damselfly;
 #                        built with `cargo build --release` when missing)
 #   REDIS_TESTS_DIR      cache for the Redis sources/tests (default: <repo>/.redis-tests)
-#   REDIS_SUITE_TAGS     --tags for runtest (default: "-slow -needs:repl -large-memory";
+#   REDIS_SUITE_TAGS     --tags for runtest (default: "-slow -large-memory";
 #                        DEBUG, snapshots and maxmemory exist, so needs:debug, needs:save and
 #                        needs:config-maxmemory tests run)
 #   REDIS_SUITE_THREADS  damselfly --proactor_threads (default 2)
@@ -59,7 +59,7 @@ export LC_ALL=C
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${REDIS_TESTS_DIR:-$ROOT/.redis-tests}"
 SUITE="$CACHE/src"
-DEFAULT_TAGS="-slow -needs:repl -large-memory"
+DEFAULT_TAGS="-slow -large-memory"
 TAGS="${REDIS_SUITE_TAGS:-$DEFAULT_TAGS}"
 THREADS="${REDIS_SUITE_THREADS:-2}"
 CLIENTS="${REDIS_SUITE_CLIENTS:-1}"

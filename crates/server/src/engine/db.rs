@@ -83,7 +83,7 @@ pub struct Db {
     now: u64,
     /// On a writable replica: keys its own clients gave a TTL. Only these expire here by
     /// themselves (Redis's `slaveKeysWithExpire`); the primary's keys wait for its DEL.
-    replica_ttl: Option<Box<std::collections::HashSet<Box<[u8]>>>>,
+    replica_ttl: Option<std::collections::HashSet<Box<[u8]>>>,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
