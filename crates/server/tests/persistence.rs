@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{run_to_exit, RedisServer, Server};
+use common::{run_to_exit, Gen, RedisServer, Server};
 use redis::{Connection, Value};
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -37,20 +37,6 @@ fn q(con: &mut Connection, args: &[&[u8]]) -> Value {
 fn qs(con: &mut Connection, args: &[&str]) -> Value {
     let b: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     q(con, &b)
-}
-
-/// A deterministic byte generator (no rand dependency).
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// Fills dbs 0, 1 and 5 with every type in every encoding Redis 7.0 has.

@@ -15,22 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{RedisServer, Server};
+use common::{Gen, RedisServer, Server};
 use redis::{Connection, Value};
-
-/// A small deterministic generator (no rand dependency).
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn cmd(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
     let mut c = redis::cmd(args[0]);
@@ -170,6 +156,9 @@ fn wait_caught_up(primary: &Server, replica: &Server) {
     let mut p = primary.client();
     let mut r = replica.client();
     let deadline = Instant::now() + Duration::from_secs(60);
+    // WAIT fences the primary's stream: every write acknowledged so far is counted in its
+    // offset afterwards (a damselfly primary feeds its journal asynchronously).
+    let _: Value = redis::cmd("WAIT").arg(0).arg(0).query(&mut p).unwrap();
     loop {
         let po = info_field(&mut p, "replication", "master_repl_offset");
         let ro = info_field(&mut r, "replication", "slave_repl_offset");

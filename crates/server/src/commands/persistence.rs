@@ -558,11 +558,7 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
     let (loaded, expired) = (ds.keys_loaded, ds.keys_expired);
     // Function libraries first (Redis's rdbLoad): without NOFLUSH they replace the current
     // ones; with it, a library that exists already fails the load (unless MERGE).
-    let codes: Vec<String> = ds
-        .functions
-        .iter()
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
+    let codes = library_codes(&ds.functions);
     if let Err(e) = crate::scripting::functions::load_all(&cx.worker, codes, !noflush, merge).await
     {
         cx.shared().persist.end();
@@ -581,11 +577,7 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
                     db.clear();
                 }
             }
-            let batch = std::mem::take(
-                &mut *batches[c.shard.id]
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()),
-            );
+            let batch = take_batch(&batches, c.shard.id);
             apply_batch(c, batch, merge)
         })
         .run()
@@ -607,6 +599,19 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
 }
 
+/// A loaded file's function libraries, as code.
+fn library_codes(functions: &[Vec<u8>]) -> Vec<String> {
+    functions
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect()
+}
+
+/// Shard `shard`'s part of a loaded file (each shard takes its own, once).
+fn take_batch(batches: &[Mutex<Vec<Entry>>], shard: usize) -> Vec<Entry> {
+    std::mem::take(&mut *batches[shard].lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// A replica's full sync: replaces the whole dataset (and the function libraries) with the
 /// snapshot at `path`, in every shard at once, under an exclusive lock of every shard.
 pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<(), String> {
@@ -617,11 +622,7 @@ pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<
         Ok(None) => return Err(format!("{} not found", path.display())),
         Err(e) => return Err(e.to_string()),
     };
-    let codes: Vec<String> = ds
-        .functions
-        .iter()
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
+    let codes = library_codes(&ds.functions);
     crate::scripting::functions::load_all(&cx.worker, codes, true, false)
         .await
         .map_err(|e| e.to_string())?;
@@ -635,12 +636,7 @@ pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<
                         for db in c.shard.dbs.iter_mut() {
                             db.clear();
                         }
-                        let batch = std::mem::take(
-                            &mut *batches[c.shard.id]
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner()),
-                        );
-                        load::apply(c.shard, batch)
+                        load::apply(c.shard, take_batch(&batches, c.shard.id))
                     })
                     .run()
                     .await

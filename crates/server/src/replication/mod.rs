@@ -206,6 +206,21 @@ impl Master {
         Some(b.tail(n))
     }
 
+    /// A full sync's replica joins at the stream's offset now (sent to it), receiving its
+    /// snapshot until it is online.
+    fn attach(&mut self, a: Attach) {
+        self.add_replica(ReplicaInfo {
+            client: a.client,
+            tid: a.tid,
+            ip: a.ip,
+            port: 0,
+            online: false,
+            ack_offset: 0,
+            ack_ms: crate::engine::clock::unix_ms(),
+        });
+        let _ = a.offset.send(self.offset);
+    }
+
     fn add_replica(&mut self, r: ReplicaInfo) {
         self.replicas.retain(|x| x.client != r.client);
         self.replicas.push(r);
@@ -267,16 +282,7 @@ pub fn attach_now(a: Attach, backlog_size: usize) {
     if m.backlog.is_none() {
         m.backlog = Some(Backlog::new(backlog_size));
     }
-    m.add_replica(ReplicaInfo {
-        client: a.client,
-        tid: a.tid,
-        ip: a.ip,
-        port: 0,
-        online: false,
-        ack_offset: 0,
-        ack_ms: crate::engine::clock::unix_ms(),
-    });
-    let _ = a.offset.send(m.offset);
+    m.attach(a);
 }
 
 /// Drops every replica's connection (our history changed: a full sync of our own, a new
@@ -498,16 +504,7 @@ pub async fn feed(w: Rc<Worker>) {
                     buf.clear();
                     // The new replica's stream starts here, in no known database.
                     m.seldb = None;
-                    m.add_replica(ReplicaInfo {
-                        client: a.client,
-                        tid: a.tid,
-                        ip: a.ip,
-                        port: 0,
-                        online: false,
-                        ack_offset: 0,
-                        ack_ms: crate::engine::clock::unix_ms(),
-                    });
-                    let _ = a.offset.send(m.offset);
+                    m.attach(*a);
                 }
             }
         }
