@@ -76,9 +76,10 @@ pub async fn serve_or_block(
         worker.unpark(id);
         return immediate;
     }
-    // Wait for the reply, the timeout, or the client going away (peer closed / CLIENT KILL,
-    // checked every 100 ms: Redis unblocks a client when it disconnects, so a closed client
-    // must not stay registered and consume the next element pushed).
+    // Wait for the reply, the timeout, or the client going away: Redis unblocks a client when it
+    // disconnects, so a closed client must not stay registered (and counted in
+    // `blocked_clients`) or consume the next element pushed. The peer's close is an event on the
+    // socket; CLIENT KILL (and a close the event missed) is checked every 100 ms.
     cx.flush_before_block();
     let fd = {
         let mut info = cx.client.info.borrow_mut();
@@ -87,6 +88,7 @@ pub async fn serve_or_block(
         info.fd
     };
     let deadline = timeout.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    let hangup = HangupWatch::new(fd);
     let got = loop {
         let tick = tokio::time::sleep(Duration::from_millis(100));
         tokio::select! {
@@ -97,6 +99,7 @@ pub async fn serve_or_block(
                     None => std::future::pending().await,
                 }
             } => break None,
+            _ = hangup.closed() => break None,
             _ = tick => {
                 if cx.client.killed.get() || peer_closed(fd) {
                     break None;
@@ -124,6 +127,55 @@ pub async fn serve_or_block(
     let r = rx.await.ok();
     worker.unpark(id);
     r.filter(|r| !r.is_empty())
+}
+
+/// Watches a blocked connection's socket for the peer's close while its connection task waits
+/// for a wake-up (nothing reads the socket then). Registers a duplicate of the descriptor, so
+/// the connection's own registration is untouched; dropped when the wait ends.
+struct HangupWatch(Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>);
+
+impl HangupWatch {
+    fn new(fd: i32) -> HangupWatch {
+        if fd < 0 {
+            return HangupWatch(None);
+        }
+        // SAFETY: `fd` is the connection's open socket for as long as its command runs;
+        // F_DUPFD_CLOEXEC returns a new descriptor we own (or -1).
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return HangupWatch(None);
+        }
+        // SAFETY: `dup` is a fresh descriptor owned by nothing else.
+        let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) };
+        // SAFETY: the OwnedFd stays open, and names the same descriptor, until the AsyncFd
+        // that owns it drops.
+        let afd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
+        }
+        .ok();
+        HangupWatch(afd)
+    }
+
+    /// Completes when the peer has closed (or reset) the connection; pending forever when no
+    /// watch could be set up (the 100 ms check still applies).
+    async fn closed(&self) {
+        let Some(afd) = &self.0 else {
+            return std::future::pending().await;
+        };
+        loop {
+            let Ok(mut guard) = afd.readable().await else {
+                return std::future::pending().await;
+            };
+            // Pipelined commands behind the blocking one make the socket readable without a
+            // close: only the read-closed flag (EPOLLRDHUP) or an EOF/error peek count.
+            if guard.ready().is_read_closed()
+                || peer_closed(std::os::fd::AsRawFd::as_raw_fd(afd.get_ref()))
+            {
+                return;
+            }
+            guard.clear_ready();
+        }
+    }
 }
 
 /// Has the peer of socket `fd` closed its side (a 1-byte MSG_PEEK reads EOF or fails)?
