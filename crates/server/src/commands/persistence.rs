@@ -69,23 +69,41 @@ pub async fn save_snapshot(
     keep_locks: bool,
     mode: SaveMode,
 ) -> Result<std::path::PathBuf, SaveError> {
-    save_snapshot_at(cx, keep_locks, mode, None).await
+    save_snapshot_at(cx, keep_locks, mode, None)
+        .await
+        .map(|p| p.unwrap_or_default())
 }
 
 /// What a full sync does at its snapshot's point (every shard held): starts the shards'
 /// journals and attaches the replica there (`replication`).
 pub type AtBarrier = Box<dyn FnOnce()>;
 
-/// [`save_snapshot`], running `at_barrier` (background saves only) while every shard holds
-/// the snapshot's point.
+/// A full sync's snapshot: the hook at its point, and where it goes.
+pub struct ForReplica {
+    pub at_barrier: AtBarrier,
+    /// Diskless (`repl-diskless-sync`): the RDB bytes go to this channel (the replica's
+    /// socket) instead of the snapshot file, which stays as it was.
+    pub stream: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    /// The database the replica's stream is in where it starts (`repl-stream-db`).
+    pub stream_db: usize,
+}
+
+/// [`save_snapshot`], for a replica (background saves only): runs its hook while every shard
+/// holds the snapshot's point, and writes to its stream when it has one. The file's path, None
+/// for a stream.
 pub async fn save_snapshot_at(
     cx: &mut ConnCtx,
     keep_locks: bool,
     mode: SaveMode,
-    at_barrier: Option<AtBarrier>,
-) -> Result<std::path::PathBuf, SaveError> {
+    replica: Option<ForReplica>,
+) -> Result<Option<std::path::PathBuf>, SaveError> {
     let shared = cx.shared();
     let path = persist::snapshot_path(&shared.config);
+    let (at_barrier, stream, repl_stream_db) = match replica {
+        Some(r) => (Some(r.at_barrier), r.stream, Some(r.stream_db)),
+        None => (None, None, None),
+    };
+    let to_file = stream.is_none();
     let header = Header {
         redis_ver: super::connection::REDIS_VERSION,
         used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
@@ -96,6 +114,7 @@ pub async fn save_snapshot_at(
             .iter()
             .map(|l| l.code.clone())
             .collect(),
+        repl_stream_db,
     };
     let lim = EncLimits::from_config(&shared.config);
     let key_delay = shared
@@ -104,7 +123,11 @@ pub async fn save_snapshot_at(
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let writes = shared.persist.writes();
-    let (sink, done) = snapshot::start_writer(&path, header).map_err(|e| e.to_string())?;
+    let (sink, done) = match stream {
+        Some(out) => snapshot::start_stream_writer(header, out),
+        None => snapshot::start_writer(&path, header),
+    }
+    .map_err(|e| e.to_string())?;
     shared.persist.keys_processed.store(0, Ordering::Relaxed);
     shared.persist.keys_total.store(0, Ordering::Relaxed);
     let job = snapshot::Job::new(
@@ -172,13 +195,21 @@ pub async fn save_snapshot_at(
         .map_err(|_| "the snapshot writer stopped".to_string())?
         .map_err(|e| e.to_string())?;
     let keys = keys.load(Ordering::Relaxed);
+    if !to_file {
+        // As Redis's socket saves: the dataset on disk did not change, nor did LASTSAVE.
+        crate::log_notice!(
+            "Snapshot for a replica sent ({keys} keys, {} bytes)",
+            saved.bytes
+        );
+        return Ok(None);
+    }
     let st = &cx.shared().persist;
     st.last_save
         .store(clock::unix_ms() / 1000, Ordering::Relaxed);
     st.saves.fetch_add(1, Ordering::Relaxed);
     st.writes_at_save.store(writes, Ordering::Relaxed);
     crate::log_notice!("DB saved on disk ({keys} keys, {} bytes)", saved.bytes);
-    Ok(path)
+    Ok(Some(path))
 }
 
 /// Share of a busy shard thread's time a background snapshot's walk takes: each step walks
@@ -314,11 +345,12 @@ pub fn start_background_save(worker: &Rc<Worker>) -> bool {
 }
 
 /// A full sync's snapshot (replication): waits for the save slot, then saves in the
-/// background as BGSAVE does, running `at_barrier` at the snapshot's point. The file's path.
+/// background as BGSAVE does, running the hook at the snapshot's point. The file's path (None
+/// when it went to the replica's stream).
 pub async fn save_for_replica(
     worker: &Rc<Worker>,
-    at_barrier: AtBarrier,
-) -> Result<std::path::PathBuf, SaveError> {
+    replica: ForReplica,
+) -> Result<Option<std::path::PathBuf>, SaveError> {
     let st = &worker.shared.persist;
     while !st.try_begin() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -326,8 +358,13 @@ pub async fn save_for_replica(
     st.bgsave_in_progress.store(true, Ordering::Relaxed);
     st.bgsave_started_ms
         .store(clock::unix_ms(), Ordering::Relaxed);
-    crate::log_notice!("Starting BGSAVE for SYNC with target: disk");
-    background_save(worker.clone(), Some(at_barrier)).await
+    let target = if replica.stream.is_some() {
+        "replicas sockets"
+    } else {
+        "disk"
+    };
+    crate::log_notice!("Starting BGSAVE for SYNC with target: {target}");
+    background_save(worker.clone(), Some(replica)).await
 }
 
 /// The save job of BGSAVE and of save points: a snapshot on an internal client, run as SAVE
@@ -335,18 +372,13 @@ pub async fn save_for_replica(
 /// server waits meanwhile: docs/design/snapshots.md), then the file is written and committed by the writer thread.
 async fn background_save(
     worker: Rc<Worker>,
-    at_barrier: Option<AtBarrier>,
-) -> Result<std::path::PathBuf, SaveError> {
+    replica: Option<ForReplica>,
+) -> Result<Option<std::path::PathBuf>, SaveError> {
     let started = clock::unix_ms();
     let mut cx = ConnCtx::internal(worker.clone());
     let res = cx
         .run_internal(&[b"save"], |cx| {
-            Box::pin(save_snapshot_at(
-                cx,
-                false,
-                SaveMode::Background,
-                at_barrier,
-            ))
+            Box::pin(save_snapshot_at(cx, false, SaveMode::Background, replica))
         })
         .await
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
@@ -614,7 +646,11 @@ fn take_batch(batches: &[Mutex<Vec<Entry>>], shard: usize) -> Vec<Entry> {
 
 /// A replica's full sync: replaces the whole dataset (and the function libraries) with the
 /// snapshot at `path`, in every shard at once, under an exclusive lock of every shard.
-pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<(), String> {
+/// The file's `repl-stream-db` when it has one.
+pub async fn load_replacing(
+    cx: &mut ConnCtx,
+    path: &std::path::Path,
+) -> Result<Option<usize>, String> {
     let shared = cx.shared();
     let lim = EncLimits::from_config(&shared.config);
     let ds = match load::load_path(path, cx.threads(), shared.config.dbnum(), cx.now_ms, &lim) {
@@ -623,6 +659,7 @@ pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<
         Err(e) => return Err(e.to_string()),
     };
     let codes = library_codes(&ds.functions);
+    let stream_db = ds.repl_stream_db;
     crate::scripting::functions::load_all(&cx.worker, codes, true, false)
         .await
         .map_err(|e| e.to_string())?;
@@ -645,7 +682,7 @@ pub async fn load_replacing(cx: &mut ConnCtx, path: &std::path::Path) -> Result<
         .await
         .ok_or_else(|| "internal error while loading".to_string())?;
     match results.into_iter().find_map(Result::err) {
-        None => Ok(()),
+        None => Ok(stream_db),
         Some(e) => Err(e.to_string()),
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::persistence::{save_for_replica, snapshot_plan, AtBarrier};
+use super::persistence::{save_for_replica, snapshot_plan, AtBarrier, ForReplica};
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};
@@ -57,7 +57,8 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .map(|(h, _)| h.to_string())
                 .unwrap_or(addr)
         };
-        let port = repl::announced_port(id);
+        let announced = repl::announced(id);
+        let port = announced.port;
         mark_replica(cx);
         if psync {
             let replid = String::from_utf8_lossy(args[1]).into_owned();
@@ -82,6 +83,12 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         repl::STATS.full.fetch_add(1, Ordering::Relaxed);
         crate::log_notice!("Replica asks for synchronization; starting a full resynchronization");
+        // As Redis: diskless only for replicas that read the EOF form (redis-cli --replica and
+        // a plain SYNC get the file), after `repl-diskless-sync-delay` for others to come.
+        let diskless = cx.shared().config.bool("repl-diskless-sync") && announced.capa_eof;
+        if diskless {
+            diskless_delay(cx).await;
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let attach = repl::Attach {
             client: id,
@@ -89,6 +96,9 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             ip,
             offset: tx,
         };
+        // Where the replica's stream starts: a primary's selects first (db 0 is as good as
+        // any); a forwarded one continues in the db our link applies in, paused below.
+        let mut stream_db = 0;
         let hook: AtBarrier = if replica::is_replica() {
             // A replica of a replica (a chain): the stream is our primary's, forwarded. The
             // link stops between two batches, the replica attaches at the offset reached, and
@@ -101,6 +111,7 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.close = true;
                 return;
             }
+            stream_db = replica::stream_db();
             repl::attach_now(attach, repl::backlog_size(&cx.shared().config));
             Box::new(replica::resume)
         } else {
@@ -108,30 +119,91 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
             Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))))
         };
-        let saved = save_for_replica(&cx.worker, hook).await;
-        let (path, offset) = match (saved, rx.await) {
-            (Ok(p), Ok(off)) => (p, off),
-            (Err(e), _) => {
+        if !diskless {
+            let saved = save_for_replica(
+                &cx.worker,
+                ForReplica {
+                    at_barrier: hook,
+                    stream: None,
+                    stream_db,
+                },
+            )
+            .await;
+            let (path, offset) = match (saved, rx.await) {
+                (Ok(Some(p)), Ok(off)) => (p, off),
+                (Err(e), _) => {
+                    crate::log_warning!("Full sync failed: {e}");
+                    cx.close = true;
+                    return;
+                }
+                _ => {
+                    cx.close = true;
+                    return;
+                }
+            };
+            repl::with_replica(id, |r| r.port = port);
+            if psync {
+                fullresync_line(cx, offset);
+            }
+            if let Err(e) = send_file(cx, &path).await {
+                crate::log_warning!("Sending the snapshot to the replica failed: {e}");
+                cx.close = true;
+                repl::forget(id);
+                return;
+            }
+        } else {
+            // Diskless: the snapshot goes straight from the shards to the socket, framed by
+            // Redis's EOF marks (the replica cannot know its length in advance).
+            let (tx, pieces) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+            let worker = cx.worker.clone();
+            let save = save_for_replica(
+                &worker,
+                ForReplica {
+                    at_barrier: hook,
+                    stream: Some(tx),
+                    stream_db,
+                },
+            );
+            let mark = repl::new_replid();
+            let send = async {
+                // Owned here, so a failed send drops it and the writer stops (it would wait
+                // for room forever otherwise).
+                let mut pieces = pieces;
+                // The offset is known at the snapshot's point, before any byte is sent.
+                let offset = rx.await.map_err(|_| std::io::Error::other("no snapshot"))?;
+                repl::with_replica(id, |r| r.port = port);
+                if psync {
+                    fullresync_line(cx, offset);
+                }
+                cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
+                while let Some(piece) = pieces.recv().await {
+                    cx.reply.raw(&piece);
+                    cx.flush_all().await?;
+                }
+                Ok::<(), std::io::Error>(())
+            };
+            let (saved, sent) = tokio::join!(save, send);
+            if let Err(e) = saved {
                 crate::log_warning!("Full sync failed: {e}");
                 cx.close = true;
+                repl::forget(id);
                 return;
             }
-            (_, Err(_)) => {
+            if let Err(e) = sent {
+                crate::log_warning!("Sending the snapshot to the replica failed: {e}");
                 cx.close = true;
+                repl::forget(id);
                 return;
             }
-        };
-        repl::with_replica(id, |r| r.port = port);
-        if psync {
-            let replid = repl::master().replid.clone();
-            cx.reply
-                .raw(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
-        }
-        if let Err(e) = send_file(cx, &path).await {
-            crate::log_warning!("Sending the snapshot to the replica failed: {e}");
-            cx.close = true;
-            repl::forget(id);
-            return;
+            // The stream waits for the replica's first ACK (it loaded the snapshot), as
+            // Redis's does after an EOF-marked transfer.
+            cx.client.hold_pushes.set(true);
+            cx.reply.raw(mark.as_bytes());
+            if cx.flush_all().await.is_err() {
+                cx.close = true;
+                repl::forget(id);
+                return;
+            }
         }
         repl::with_replica(id, |r| r.online = true);
         crate::log_notice!("Synchronization with replica succeeded");
@@ -145,6 +217,51 @@ fn mark_replica(cx: &mut ConnCtx) {
     if !info.flags.contains('S') {
         info.flags.push('S');
     }
+}
+
+/// Full syncs waiting in [`diskless_delay`].
+static DELAYED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Bumped when enough replicas waited: every waiter then goes.
+static RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Waits `repl-diskless-sync-delay` seconds before a diskless sync, as Redis does so that
+/// replicas arriving together share its transfer; cut short once
+/// `repl-diskless-sync-max-replicas` (when not 0) replicas are waiting. (Every replica gets its
+/// own snapshot here; the delay keeps Redis's timing, which its operators tune.)
+async fn diskless_delay(cx: &ConnCtx) {
+    let cfg = &cx.shared().config;
+    let secs: u64 = cfg
+        .get("repl-diskless-sync-delay")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if secs == 0 {
+        return;
+    }
+    let max: usize = cfg
+        .get("repl-diskless-sync-max-replicas")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let released = RELEASES.load(Ordering::Relaxed);
+    DELAYED.fetch_add(1, Ordering::Relaxed);
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while tokio::time::Instant::now() < until {
+        if max > 0 && DELAYED.load(Ordering::Relaxed) >= max {
+            RELEASES.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+        if RELEASES.load(Ordering::Relaxed) != released {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    DELAYED.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// `+FULLRESYNC <replid> <offset>` (PSYNC only: SYNC gets the snapshot alone).
+fn fullresync_line(cx: &mut ConnCtx, offset: u64) {
+    let replid = repl::master().replid.clone();
+    cx.reply
+        .raw(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
 }
 
 /// Writes `$<len>\r\n` and the file, a chunk at a time as the socket takes it.
@@ -178,7 +295,7 @@ fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
         if eq_ic(opt, "listening-port") {
             match parse_i64(val) {
                 Some(p) if (0..=65535).contains(&p) => {
-                    repl::announce_port(id, p as u16);
+                    repl::announce(id, |a| a.port = p as u16);
                     repl::with_replica(id, |r| r.port = p as u16);
                 }
                 _ => {
@@ -196,14 +313,20 @@ fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
                     }
                     r.ack_ms = now;
                 });
+                if cx.client.hold_pushes.replace(false) {
+                    cx.client.wake.notify_one();
+                }
             }
             // Never answered (the replica does not read replies).
             return;
         } else if eq_ic(opt, "getack") {
             // Only meaningful from our primary (the link answers it); ignored otherwise.
             return;
-        } else if eq_ic(opt, "capa")
-            || eq_ic(opt, "ip-address")
+        } else if eq_ic(opt, "capa") {
+            if eq_ic(val, "eof") {
+                repl::announce(id, |a| a.capa_eof = true);
+            }
+        } else if eq_ic(opt, "ip-address")
             || eq_ic(opt, "rdb-only")
             || eq_ic(opt, "rdb-filter-only")
         {

@@ -279,6 +279,10 @@ pub struct ClientHandle {
     pub monitor: Cell<bool>,
     /// QUIT: closing once its reply is written.
     pub closing: Cell<bool>,
+    /// Queued pushes wait (a diskless replica's stream until its first `REPLCONF ACK`: after
+    /// the `$EOF:` snapshot it cannot tell stream bytes from the end mark if both arrive in
+    /// one read). Cleared with a wake-up.
+    pub hold_pushes: Cell<bool>,
     /// CLIENT TRACKING state (client-side caching).
     pub tracking: RefCell<Tracking>,
     pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
@@ -314,6 +318,7 @@ impl ClientHandle {
             subs: RefCell::new(Subscriptions::default()),
             monitor: Cell::new(false),
             closing: Cell::new(false),
+            hold_pushes: Cell::new(false),
             tracking: RefCell::new(Tracking::default()),
             pushes: RefCell::new(std::collections::VecDeque::new()),
             wake: Notify::new(),

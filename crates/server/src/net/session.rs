@@ -290,7 +290,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
                     client_evict::account(&cx.client, mem.tot());
                     cx.client.info.borrow_mut().mem = mem;
                 }
-                if !client.pushes.borrow().is_empty() {
+                if !client.pushes.borrow().is_empty() && !client.hold_pushes.get() {
                     // Redis writes a subscriber once per event loop iteration, after every
                     // readable publisher ran. The same here: step aside until this thread has
                     // run its other ready tasks and polled for I/O (tokio defers a yielding
@@ -525,7 +525,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
 /// any.
 #[inline]
 pub(crate) fn drain_pushes(cx: &mut ConnCtx) -> bool {
-    if cx.client.pushes.borrow().is_empty() {
+    if cx.client.pushes.borrow().is_empty() || cx.client.hold_pushes.get() {
         return false;
     }
     let client = cx.client.clone();

@@ -34,6 +34,10 @@ pub struct Dataset {
     pub functions: Vec<Vec<u8>>,
     pub keys_loaded: u64,
     pub keys_expired: u64,
+    /// The `repl-stream-db` aux field: the database a replication stream that follows this
+    /// snapshot is in (a replica's snapshot for its own replica: the stream it forwards does
+    /// not start with a SELECT).
+    pub repl_stream_db: Option<usize>,
 }
 
 /// Why a file could not be loaded.
@@ -141,6 +145,7 @@ fn parse_inner(
         keys_loaded: 0,
         keys_expired: 0,
         functions: Vec::new(),
+        repl_stream_db: None,
     };
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
@@ -172,8 +177,14 @@ fn parse_inner(
             opcode::AUX => {
                 // redis-ver, ctime, used-mem, repl ids...: informational for a load; "lua"
                 // scripts of old files are not cached (SCRIPT LOAD them again).
-                r.read_string()?;
-                r.read_string()?;
+                let k = r.read_string()?;
+                let v = r.read_string()?;
+                if &k[..] == b"repl-stream-db" {
+                    out.repl_stream_db = std::str::from_utf8(&v)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .filter(|&d: &usize| d < dbnum);
+                }
             }
             opcode::EXPIRETIME_MS => expire_at = Some(r.read_millis()?.max(0) as u64),
             opcode::EXPIRETIME => expire_at = Some((r.read_secs()?.max(0) as u64) * 1000),

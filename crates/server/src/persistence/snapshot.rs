@@ -7,7 +7,8 @@
 //! and a shard never touches another's data. The writer owns the file: it writes header and aux
 //! fields, the chunks as they come, then EOF and the CRC64, and makes the file durable and
 //! visible atomically (temporary file, fsync, rename, fsync of the directory), so a crash at any
-//! moment leaves the previous snapshot intact.
+//! moment leaves the previous snapshot intact. A diskless full sync uses the same writer with a
+//! socket-bound channel instead of the file (`start_stream_writer`).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -99,6 +100,8 @@ pub struct Header {
     pub checksum: bool,
     /// Function libraries' code, saved after the aux fields as Redis 7 does (FUNCTION2).
     pub functions: Vec<std::sync::Arc<str>>,
+    /// A full sync's snapshot: the `repl-stream-db` aux field (see `load::Dataset`).
+    pub repl_stream_db: Option<usize>,
 }
 
 /// Starts the writer thread for a snapshot that will be renamed to `path` when complete. The
@@ -124,21 +127,94 @@ pub fn start_writer(
             ),
         )
     })?;
-    let mut w = Writer::new(BufWriter::with_capacity(1 << 20, file));
+    let target = path.to_path_buf();
+    let incremental = header.incremental_fsync;
+    spawn_writer(
+        BufWriter::with_capacity(1 << 20, file),
+        header,
+        move |w, rx| {
+            let res = write_file(w, rx, &tmp, &target, incremental);
+            if res.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            res
+        },
+    )
+}
+
+/// Starts the writer thread of a snapshot that goes to a socket instead of a file (diskless
+/// replication): the RDB bytes arrive on `out` in pieces of about a megabyte, header first;
+/// nothing touches the disk. The bounded channel makes the shards wait for a slow replica as
+/// they wait for a slow disk. Fails with `BrokenPipe` once `out`'s receiver is gone.
+pub fn start_stream_writer(
+    header: Header,
+    out: tokio::sync::mpsc::Sender<Vec<u8>>,
+) -> io::Result<(ChunkSink, tokio::sync::oneshot::Receiver<io::Result<Saved>>)> {
+    let pipe = ChannelWrite {
+        out,
+        buf: Vec::with_capacity(STREAM_PIECE),
+    };
+    spawn_writer(pipe, header, |mut w, rx| {
+        write_chunks(&mut w, rx, |_| Ok(()))?;
+        let bytes = w.bytes_written() + 9;
+        w.finish()?.flush()?;
+        Ok(Saved { bytes })
+    })
+}
+
+/// Bytes a stream writer hands on at a time.
+const STREAM_PIECE: usize = 1 << 20;
+
+/// `Write` into a bounded channel of byte buffers (the stream writer's output), for the writer
+/// thread only: it blocks while the channel is full.
+struct ChannelWrite {
+    out: tokio::sync::mpsc::Sender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl ChannelWrite {
+    fn hand_on(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let piece = std::mem::replace(&mut self.buf, Vec::with_capacity(STREAM_PIECE));
+        self.out
+            .blocking_send(piece)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the replica went away"))
+    }
+}
+
+impl Write for ChannelWrite {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= STREAM_PIECE {
+            self.hand_on()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.hand_on()
+    }
+}
+
+/// The writer thread, whatever the output: writes the header, then hands the chunk channel to
+/// `body`, whose result is the save's.
+fn spawn_writer<W: Write + Send + 'static>(
+    out: W,
+    header: Header,
+    body: impl FnOnce(Writer<W>, Receiver<Msg>) -> io::Result<Saved> + Send + 'static,
+) -> io::Result<(ChunkSink, tokio::sync::oneshot::Receiver<io::Result<Saved>>)> {
+    let mut w = Writer::new(out);
     w.set_compression(header.compression);
     w.set_checksum(header.checksum);
     let begun = write_header(&mut w, &header);
     let (tx, rx) = sync_channel(CHANNEL_CHUNKS);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    let target = path.to_path_buf();
-    let incremental = header.incremental_fsync;
     std::thread::Builder::new()
         .name("rdb-writer".into())
         .spawn(move || {
-            let res = begun.and_then(|_| write_all(w, rx, &tmp, &target, incremental));
-            if res.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
+            let res = begun.and_then(|_| body(w, rx));
             let _ = done_tx.send(res);
         })?;
     Ok((ChunkSink { tx }, done_rx))
@@ -160,6 +236,9 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
     w.write_aux_int(b"ctime", (crate::engine::clock::unix_ms() / 1000) as i64)?;
     w.write_aux_int(b"used-mem", h.used_mem as i64)?;
     w.write_aux_int(b"aof-base", 0)?;
+    if let Some(db) = h.repl_stream_db {
+        w.write_aux_int(b"repl-stream-db", db as i64)?;
+    }
     for code in &h.functions {
         w.write_u8(crate::persistence::rdb::wire::opcode::FUNCTION2)?;
         w.write_string(code.as_bytes())?;
@@ -167,7 +246,30 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
     Ok(())
 }
 
-fn write_all(
+/// Writes the shards' chunks as they come until every shard is done, calling `after_chunk`
+/// after each.
+fn write_chunks<W: Write>(
+    w: &mut Writer<W>,
+    rx: Receiver<Msg>,
+    mut after_chunk: impl FnMut(&mut Writer<W>) -> io::Result<()>,
+) -> io::Result<()> {
+    loop {
+        match rx.recv() {
+            Ok(Msg::Chunk(parts)) => {
+                for p in parts {
+                    w.write_raw(&p)?;
+                }
+                after_chunk(w)?;
+            }
+            Ok(Msg::Done) => return Ok(()),
+            // Every sender dropped without Done: the save was abandoned.
+            Err(_) => return Err(io::Error::other("snapshot abandoned")),
+        }
+    }
+}
+
+/// The file writer's body: chunks (with incremental fsync), trailer, then the commit.
+fn write_file(
     mut w: Writer<BufWriter<File>>,
     rx: Receiver<Msg>,
     tmp: &Path,
@@ -175,23 +277,14 @@ fn write_all(
     incremental_fsync: bool,
 ) -> io::Result<Saved> {
     let mut synced = 0u64;
-    loop {
-        match rx.recv() {
-            Ok(Msg::Chunk(parts)) => {
-                for p in parts {
-                    w.write_raw(&p)?;
-                }
-                if incremental_fsync && w.bytes_written() - synced >= INCREMENTAL_FSYNC_BYTES {
-                    w.get_mut().flush()?;
-                    w.get_mut().get_ref().sync_data()?;
-                    synced = w.bytes_written();
-                }
-            }
-            Ok(Msg::Done) => break,
-            // Every sender dropped without Done: the save was abandoned.
-            Err(_) => return Err(io::Error::other("snapshot abandoned")),
+    write_chunks(&mut w, rx, |w| {
+        if incremental_fsync && w.bytes_written() - synced >= INCREMENTAL_FSYNC_BYTES {
+            w.get_mut().flush()?;
+            w.get_mut().get_ref().sync_data()?;
+            synced = w.bytes_written();
         }
-    }
+        Ok(())
+    })?;
     let bytes = w.bytes_written() + 9;
     let buf = w.finish()?;
     let file = buf.into_inner().map_err(|e| e.into_error())?;

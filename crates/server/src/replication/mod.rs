@@ -326,24 +326,35 @@ pub fn with_replica(client: u64, f: impl FnOnce(&mut ReplicaInfo)) {
 }
 
 /// Ports replicas announced with REPLCONF listening-port before their SYNC.
-static PORTS: LazyLock<Mutex<std::collections::HashMap<u64, u16>>> =
+/// What a connection told us with REPLCONF before its SYNC/PSYNC.
+#[derive(Clone, Copy, Default)]
+pub struct Announced {
+    /// `listening-port` (0: not told).
+    pub port: u16,
+    /// `capa eof`: it reads the diskless `$EOF:` form.
+    pub capa_eof: bool,
+}
+
+static ANNOUNCED: LazyLock<Mutex<std::collections::HashMap<u64, Announced>>> =
     LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
 
-pub fn announce_port(client: u64, port: u16) {
-    let mut p = PORTS.lock().unwrap_or_else(|e| e.into_inner());
+/// Records what `client` announced (REPLCONF).
+pub fn announce(client: u64, f: impl FnOnce(&mut Announced)) {
+    let mut p = ANNOUNCED.lock().unwrap_or_else(|e| e.into_inner());
     // (Bounded: entries of connections that never synced are dropped past a few thousand.)
     if p.len() > 4096 {
         p.clear();
     }
-    p.insert(client, port);
+    f(p.entry(client).or_default());
 }
 
-pub fn announced_port(client: u64) -> u16 {
-    PORTS
+/// What `client` announced, consumed by its SYNC/PSYNC.
+pub fn announced(client: u64) -> Announced {
+    ANNOUNCED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&client)
-        .unwrap_or(0)
+        .unwrap_or_default()
 }
 
 /// The stream's offset once everything journaled so far is in it (WAIT's target).

@@ -162,6 +162,11 @@ fn current(gen: u64) -> bool {
     GEN.load(Ordering::SeqCst) == gen
 }
 
+/// The database the applied stream is in now (a paused link's is stable).
+pub fn stream_db() -> usize {
+    STREAM_DB.load(Ordering::Relaxed)
+}
+
 /// The link is up (one relaxed load for `replica-serve-stale-data no`).
 static UP: AtomicBool = AtomicBool::new(false);
 
@@ -301,8 +306,10 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         crate::log_notice!("Full resync from master: {id}:{off}");
         // Our replicas followed the old history: they must resync from the new one.
         super::disconnect_replicas(w);
-        full_sync(w, &mut r).await?;
-        STREAM_DB.store(0, Ordering::Relaxed);
+        // The stream starts in the snapshot's `repl-stream-db` (a replica primary's stream
+        // carries no SELECT where we join it), else in db 0 (a primary selects first).
+        let db = full_sync(w, &mut r).await?;
+        STREAM_DB.store(db.unwrap_or(0), Ordering::Relaxed);
         let mut m = super::master();
         m.replid = id;
         m.replid2 = "0".repeat(40);
@@ -334,7 +341,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
 async fn full_sync(
     w: &Rc<Worker>,
     r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
-) -> Result<(), LinkError> {
+) -> Result<Option<usize>, LinkError> {
     let head = read_line(r).await?;
     let Some(spec) = head.strip_prefix('$') else {
         return Err(format!(

@@ -566,58 +566,77 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
     }
     let on = OnShard::of(cx);
     match mode(cx, &steps, last) {
-        Mode::OneShard(shard) => {
-            value = run_one_shard(cx, on, shard, steps).await;
-        }
+        Mode::OneShard(shard) => match run_one_shard(cx, on, shard, steps).await {
+            Ok(v) => value = v,
+            // Journaling began on that shard while the message travelled: run the chain as
+            // a journaled transaction after all (nothing of it ran).
+            Err(steps) => {
+                let on = OnShard::of(cx);
+                return run_transaction(cx, on, steps, value, last).await;
+            }
+        },
         Mode::Unlocked => {
             for step in steps {
                 value = run_step(cx, on.clone(), step, value, &[]).await;
             }
         }
-        Mode::Transaction => {
-            if !cx.coord.in_transaction() {
-                // (Not while journaling: its shards conclude inside the hop, before the
-                // command's record could enter the journal.)
-                if last && single_fan(&steps) && !crate::replication::journal::active() {
-                    let Some(Step::Fan { .. }) = steps.first() else {
-                        unreachable!()
-                    };
-                    let mut steps = steps;
-                    let step = steps.pop().expect("one step");
-                    value = run_single_hop_fan(cx, on, step, value).await;
-                    cx.coord.finish_command(&cx.worker);
-                    return value;
-                }
-                let w = cx.worker.clone();
-                Box::pin(cx.coord.begin_transaction(&w)).await;
-            }
-            // A shard concludes inside its last hop of a final chain (saves a message per
-            // shard); inside EXEC, EXEC concludes.
-            // A journaled command keeps them until its record is in (`execute`).
-            let conclude_at: Vec<(usize, usize)> =
-                if last && cx.coord.owns_transaction() && !cx.coord.journaled() {
-                    let mut at: Vec<(usize, usize)> = Vec::new();
-                    for (i, st) in steps.iter().enumerate() {
-                        for s in st.shards() {
-                            match at.iter_mut().find(|(x, _)| *x == s) {
-                                Some(e) => e.1 = i,
-                                None => at.push((s, i)),
-                            }
-                        }
-                    }
-                    at
-                } else {
-                    Vec::new()
-                };
-            for (i, step) in steps.into_iter().enumerate() {
-                let conclude: SmallVec<[usize; 4]> = conclude_at
-                    .iter()
-                    .filter(|(_, j)| *j == i)
-                    .map(|(s, _)| *s)
-                    .collect();
-                value = run_step(cx, on.clone(), step, value, &conclude).await;
-            }
+        Mode::Transaction => return run_transaction(cx, on, steps, value, last).await,
+    }
+    if last {
+        cx.coord.finish_command(&cx.worker);
+    }
+    value
+}
+
+/// A chain as (part of) the command's transaction, scheduled now when it has none yet.
+async fn run_transaction(
+    cx: &mut ConnCtx,
+    on: OnShard,
+    steps: Vec<Step<'_>>,
+    mut value: Erased,
+    last: bool,
+) -> Erased {
+    if !cx.coord.in_transaction() {
+        // (Not while journaling: its shards conclude inside the hop, before the
+        // command's record could enter the journal.)
+        if last && single_fan(&steps) && !crate::replication::journal::active() {
+            let Some(Step::Fan { .. }) = steps.first() else {
+                unreachable!()
+            };
+            let mut steps = steps;
+            let step = steps.pop().expect("one step");
+            value = run_single_hop_fan(cx, on, step, value).await;
+            cx.coord.finish_command(&cx.worker);
+            return value;
         }
+        let w = cx.worker.clone();
+        Box::pin(cx.coord.begin_transaction(&w)).await;
+    }
+    // A shard concludes inside its last hop of a final chain (saves a message per
+    // shard); inside EXEC, EXEC concludes.
+    // A journaled command keeps them until its record is in (`execute`).
+    let conclude_at: Vec<(usize, usize)> =
+        if last && cx.coord.owns_transaction() && !cx.coord.journaled() {
+            let mut at: Vec<(usize, usize)> = Vec::new();
+            for (i, st) in steps.iter().enumerate() {
+                for s in st.shards() {
+                    match at.iter_mut().find(|(x, _)| *x == s) {
+                        Some(e) => e.1 = i,
+                        None => at.push((s, i)),
+                    }
+                }
+            }
+            at
+        } else {
+            Vec::new()
+        };
+    for (i, step) in steps.into_iter().enumerate() {
+        let conclude: SmallVec<[usize; 4]> = conclude_at
+            .iter()
+            .filter(|(_, j)| *j == i)
+            .map(|(s, _)| *s)
+            .collect();
+        value = run_step(cx, on.clone(), step, value, &conclude).await;
     }
     if last {
         cx.coord.finish_command(&cx.worker);
@@ -653,27 +672,34 @@ fn single_fan(steps: &[Step<'_>]) -> bool {
 }
 
 /// The whole chain on one shard: inline when it is this thread's and nothing there holds the
-/// command's keys, otherwise one message that waits there for them.
+/// command's keys, otherwise one message that waits there for them. Hands the steps back,
+/// unrun, when that shard began journaling after the chain was sent unjournaled (a full sync's
+/// point passed there: the write must be journaled, by a transaction holding its keys).
 async fn run_one_shard(
     cx: &mut ConnCtx,
     on: OnShard,
     shard: usize,
     steps: Vec<Step<'_>>,
-) -> Erased {
+) -> Result<Erased, Vec<Step<'static>>> {
     let plan = cx.coord.plan();
     let locks: Locks = plan.locks_for(shard);
     let sl = plan.shard_lock();
     let w = cx.worker.clone();
     if shard == w.id && w.vll().quick_ok(&locks, sl) {
+        // (No race here: the decision and the run are one synchronous step of this thread.)
         let v = on.run(&w, steps, Box::new(()));
         w.serve_blocked();
-        return v;
+        return Ok(v);
     }
     let steps: Vec<Step<'static>> = steps.into_iter().map(Step::into_owned).collect();
     w.call_deferred(shard, move |w, resp| {
         vll::quick(w, locks, sl, move |w| {
+            if on.dirty.is_none() && crate::replication::journal::here() {
+                resp.send(w, Err::<Erased, Vec<Step<'static>>>(steps));
+                return;
+            }
             let v = on.run(w, steps, Box::new(()));
-            resp.send(w, v);
+            resp.send(w, Ok::<Erased, Vec<Step<'static>>>(v));
         })
     })
     .await
