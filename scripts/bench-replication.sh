@@ -13,7 +13,10 @@
 # the load generator on $LOAD_CPU (default 0), and the replica on $LOAD_CPU too (a replica
 # needs a core; both servers' replicas get the same one).
 #
-# Usage: scripts/bench-replication.sh [KEYS] (default 5000000); ROUNDS, N, PIPE in the env.
+# Both servers sync the same way: SYNC=disk (default: the snapshot file, then `$<len>`) or
+# SYNC=diskless (`$EOF:` straight to the socket); no diskless delay either way.
+#
+# Usage: scripts/bench-replication.sh [KEYS] (default 5000000); ROUNDS, N, PIPE, SYNC in the env.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench/lib.sh
@@ -22,6 +25,12 @@ KEYS=${1:-5000000}
 ROUNDS=${ROUNDS:-3}
 N=${N:-2000000}
 PIPE=${PIPE:-16}
+SYNC=${SYNC:-disk}
+case "$SYNC" in
+  disk) DISKLESS=no ;;
+  diskless) DISKLESS=yes ;;
+  *) echo "SYNC must be disk or diskless" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d /tmp/bench-repl.XXXXXX)
 trap 'pkill -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
@@ -31,8 +40,8 @@ trap 'pkill -f "$WORK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 start_at() {
   mkdir -p "$4"
   case "$1" in
-    damselfly) taskset -c "$3" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$4" --dbfilename dump.rdb --enable-debug-command yes >"$4/log" 2>&1 & ;;
-    redis) taskset -c "$3" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no --dir "$4" --enable-debug-command yes --repl-diskless-sync no >"$4/log" 2>&1 & ;;
+    damselfly) taskset -c "$3" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$4" --dbfilename dump.rdb --enable-debug-command yes --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 >"$4/log" 2>&1 & ;;
+    redis) taskset -c "$3" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no --dir "$4" --enable-debug-command yes --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 >"$4/log" 2>&1 & ;;
   esac
   echo $!
 }
