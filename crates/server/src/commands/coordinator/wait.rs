@@ -31,6 +31,13 @@ pub async fn serve_or_block(
     serve: Arc<dyn Serve>,
     timeout: Option<Duration>,
 ) -> Option<Vec<u8>> {
+    // A client that already closed never blocks: its pipelined commands still run here after
+    // the peer is gone (Redis frees a closed client with its unread commands), and a parked
+    // one would count in `blocked_clients` until its close is noticed.
+    let fd = cx.client.info.borrow().fd;
+    if peer_closed(fd) {
+        return None;
+    }
     let worker = cx.worker.clone();
     // The client id doubles as the wait id (a client blocks once at a time; ids are unique
     // server-wide), so CLIENT UNBLOCK can find the waiter from the id it is given.
@@ -81,12 +88,8 @@ pub async fn serve_or_block(
     // `blocked_clients`) or consume the next element pushed. The peer's close is an event on the
     // socket; CLIENT KILL (and a close the event missed) is checked every 100 ms.
     cx.flush_before_block();
-    let fd = {
-        let mut info = cx.client.info.borrow_mut();
-        // CLIENT LIST flag 'b': blocked in a blocking command.
-        info.flags.push('b');
-        info.fd
-    };
+    // CLIENT LIST flag 'b': blocked in a blocking command.
+    cx.client.info.borrow_mut().flags.push('b');
     let deadline = timeout.and_then(|d| tokio::time::Instant::now().checked_add(d));
     let hangup = HangupWatch::new(fd);
     let got = loop {
