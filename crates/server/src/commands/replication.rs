@@ -119,91 +119,27 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
             Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))))
         };
-        if !diskless {
-            let saved = save_for_replica(
-                &cx.worker,
-                ForReplica {
-                    at_barrier: hook,
-                    stream: None,
-                    stream_db,
-                },
-            )
-            .await;
-            let (path, offset) = match (saved, rx.await) {
-                (Ok(Some(p)), Ok(off)) => (p, off),
-                (Err(e), _) => {
-                    crate::log_warning!("Full sync failed: {e}");
-                    cx.close = true;
-                    return;
-                }
-                _ => {
-                    cx.close = true;
-                    return;
-                }
-            };
-            repl::with_replica(id, |r| r.port = port);
-            if psync {
-                fullresync_line(cx, offset);
-            }
-            if let Err(e) = send_file(cx, &path).await {
-                crate::log_warning!("Sending the snapshot to the replica failed: {e}");
-                cx.close = true;
-                repl::forget(id);
-                return;
-            }
+        let replica = ForReplica {
+            at_barrier: hook,
+            stream: None,
+            stream_db,
+        };
+        let to = Transfer {
+            offset: rx,
+            id,
+            port,
+            psync,
+        };
+        let sent = if diskless {
+            send_diskless(cx, replica, to).await
         } else {
-            // Diskless: the snapshot goes straight from the shards to the socket, framed by
-            // Redis's EOF marks (the replica cannot know its length in advance).
-            let (tx, pieces) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-            let worker = cx.worker.clone();
-            let save = save_for_replica(
-                &worker,
-                ForReplica {
-                    at_barrier: hook,
-                    stream: Some(tx),
-                    stream_db,
-                },
-            );
-            let mark = repl::new_replid();
-            let send = async {
-                // Owned here, so a failed send drops it and the writer stops (it would wait
-                // for room forever otherwise).
-                let mut pieces = pieces;
-                // The offset is known at the snapshot's point, before any byte is sent.
-                let offset = rx.await.map_err(|_| std::io::Error::other("no snapshot"))?;
-                repl::with_replica(id, |r| r.port = port);
-                if psync {
-                    fullresync_line(cx, offset);
-                }
-                cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
-                while let Some(piece) = pieces.recv().await {
-                    cx.reply.raw(&piece);
-                    cx.flush_all().await?;
-                }
-                Ok::<(), std::io::Error>(())
-            };
-            let (saved, sent) = tokio::join!(save, send);
-            if let Err(e) = saved {
-                crate::log_warning!("Full sync failed: {e}");
-                cx.close = true;
-                repl::forget(id);
-                return;
-            }
-            if let Err(e) = sent {
-                crate::log_warning!("Sending the snapshot to the replica failed: {e}");
-                cx.close = true;
-                repl::forget(id);
-                return;
-            }
-            // The stream waits for the replica's first ACK (it loaded the snapshot), as
-            // Redis's does after an EOF-marked transfer.
-            cx.client.hold_pushes.set(true);
-            cx.reply.raw(mark.as_bytes());
-            if cx.flush_all().await.is_err() {
-                cx.close = true;
-                repl::forget(id);
-                return;
-            }
+            send_from_disk(cx, replica, to).await
+        };
+        if let Err(e) = sent {
+            crate::log_warning!("Full sync failed: {e}");
+            cx.close = true;
+            repl::forget(id);
+            return;
         }
         repl::with_replica(id, |r| r.online = true);
         crate::log_notice!("Synchronization with replica succeeded");
@@ -257,11 +193,79 @@ async fn diskless_delay(cx: &ConnCtx) {
     DELAYED.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// `+FULLRESYNC <replid> <offset>` (PSYNC only: SYNC gets the snapshot alone).
-fn fullresync_line(cx: &mut ConnCtx, offset: u64) {
-    let replid = repl::master().replid.clone();
-    cx.reply
-        .raw(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+/// A full sync's snapshot on its way to one replica.
+struct Transfer {
+    /// The stream's offset at the snapshot's point (from the barrier's hook).
+    offset: tokio::sync::oneshot::Receiver<u64>,
+    id: u64,
+    port: u16,
+    psync: bool,
+}
+
+/// The offset is known: the replica's port, and `+FULLRESYNC` for PSYNC.
+fn begin_transfer(cx: &mut ConnCtx, to: &Transfer, offset: u64) {
+    repl::with_replica(to.id, |r| r.port = to.port);
+    if to.psync {
+        let replid = repl::master().replid.clone();
+        cx.reply
+            .raw(format!("+FULLRESYNC {replid} {offset}\r\n").as_bytes());
+    }
+}
+
+/// Disk-based: the snapshot file, then `$<len>` and its bytes.
+async fn send_from_disk(
+    cx: &mut ConnCtx,
+    replica: ForReplica,
+    mut to: Transfer,
+) -> Result<(), String> {
+    let path = save_for_replica(&cx.worker, replica)
+        .await?
+        .ok_or("the snapshot went nowhere")?;
+    let offset = (&mut to.offset).await.map_err(|_| "no snapshot point")?;
+    begin_transfer(cx, &to, offset);
+    send_file(cx, &path)
+        .await
+        .map_err(|e| format!("sending the snapshot to the replica: {e}"))
+}
+
+/// Diskless: the snapshot goes straight from the shards to the socket, framed by Redis's EOF
+/// marks (the replica cannot know its length in advance).
+async fn send_diskless(
+    cx: &mut ConnCtx,
+    mut replica: ForReplica,
+    mut to: Transfer,
+) -> Result<(), String> {
+    let (tx, pieces) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    replica.stream = Some(tx);
+    let worker = cx.worker.clone();
+    let save = save_for_replica(&worker, replica);
+    let mark = repl::new_replid();
+    let send = async {
+        // Owned here, so a failed send drops it and the writer stops (it would wait for room
+        // forever otherwise).
+        let mut pieces = pieces;
+        // The offset is known at the snapshot's point, before any byte is sent.
+        let offset = (&mut to.offset)
+            .await
+            .map_err(|_| std::io::Error::other("no snapshot point"))?;
+        begin_transfer(cx, &to, offset);
+        cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
+        while let Some(piece) = pieces.recv().await {
+            cx.reply.raw(&piece);
+            cx.flush_all().await?;
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    let (saved, sent) = tokio::join!(save, send);
+    saved?;
+    sent.map_err(|e| format!("sending the snapshot to the replica: {e}"))?;
+    // The stream waits for the replica's first ACK (it loaded the snapshot), as Redis's does
+    // after an EOF-marked transfer.
+    cx.client.hold_pushes.set(true);
+    cx.reply.raw(mark.as_bytes());
+    cx.flush_all()
+        .await
+        .map_err(|e| format!("sending the snapshot to the replica: {e}"))
 }
 
 /// Writes `$<len>\r\n` and the file, a chunk at a time as the socket takes it.
