@@ -20,6 +20,8 @@
 //!   hashtag groups (`{a}`, `{b}`, `{t}`); some commands draw all their keys from one group so
 //!   multi-key commands on a single shard occur too;
 //! - MULTI/EXEC/DISCARD/WATCH/UNWATCH anywhere (a transaction can span pipelines);
+//! - the replication commands a client may send a primary (WAIT, REPLCONF, ROLE, REPLICAOF NO
+//!   ONE and bad REPLICAOF/SYNC/PSYNC forms), see `misc`;
 //! - blocking commands with timeout 0 (BLPOP/BRPOP/BLMOVE/BRPOPLPUSH/BLMPOP/BZPOPMIN/BZPOPMAX/
 //!   BZMPOP) only where they cannot block: right after a push/add to their first key in the
 //!   same pipeline, or inside a MULTI ... EXEC/DISCARD unit (queued commands never block).
@@ -724,7 +726,35 @@ fn multi_unit(g: &mut G, specs: &Specs) -> Vec<Cmd> {
 /// Unknown commands and subcommands, connection commands (squashing barriers). Their error
 /// texts echo the arguments byte for byte.
 fn misc(g: &mut G) -> Vec<Cmd> {
-    let a = match g.below(8) {
+    let a = match g.below(10) {
+        // Replication commands a client may send a primary without becoming a replica (SYNC
+        // and PSYNC only with wrong arities; REPLCONF ACK has no reply).
+        8 | 9 => {
+            let line = g.pk(&[
+                "WAIT 0 0",
+                "WAIT 1 1",
+                "WAIT -1 0",
+                "WAIT x 0",
+                "WAIT 0 -1",
+                "WAIT 0 x",
+                "REPLCONF",
+                "REPLCONF a",
+                "REPLCONF listening-port 6380",
+                "REPLCONF listening-port x",
+                "REPLCONF capa eof capa psync2",
+                "REPLCONF bogus x",
+                "ROLE",
+                "ROLE x",
+                "REPLICAOF NO ONE",
+                "SLAVEOF no one",
+                "REPLICAOF 127.0.0.1 notaport",
+                "REPLICAOF 127.0.0.1 70000",
+                "REPLICAOF a",
+                "PSYNC a",
+                "SYNC x",
+            ]);
+            line.split(|&c| c == b' ').map(|w| w.to_vec()).collect()
+        }
         0..=3 => {
             let name = g.pk(&[
                 "NOSUCHCMD",

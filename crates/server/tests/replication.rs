@@ -688,3 +688,21 @@ fn partial_resync_keeps_the_streams_database() {
     let ok = info_field(&mut p, "stats", "sync_partial_ok").unwrap();
     assert_eq!(ok, "1");
 }
+
+/// A primary without replicas or backlog counts no stream (Redis's replicationFeedSlaves):
+/// WAIT's GETACK leaves the offset where redis-server's stays, at 0.
+#[test]
+fn no_stream_counted_without_replicas() {
+    let ours = Server::start_threads(2, DISKLESS_NOW);
+    let theirs = redis(&[]);
+    for s in [&ours, &theirs] {
+        let mut c = s.client();
+        let n: i64 = redis::cmd("WAIT").arg(1).arg(1).query(&mut c).unwrap();
+        assert_eq!(n, 0);
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+        assert_eq!(
+            info_field(&mut c, "replication", "master_repl_offset").as_deref(),
+            Some("0")
+        );
+    }
+}

@@ -229,7 +229,9 @@ impl Master {
 
     /// Stream bytes produced: count them, keep them, and send them to every replica.
     fn emit(&mut self, w: &Rc<Worker>, bytes: &[u8]) {
-        if bytes.is_empty() {
+        // Nobody to keep or send them for (no backlog, no replica): as Redis's
+        // replicationFeedSlaves, the offset does not move either.
+        if bytes.is_empty() || (self.backlog.is_none() && self.replicas.is_empty()) {
             return;
         }
         self.offset += bytes.len() as u64;
