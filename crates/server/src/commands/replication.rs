@@ -60,6 +60,9 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let announced = repl::announced(id);
         let port = announced.port;
         mark_replica(cx);
+        if cx.shared().config.bool("repl-disable-tcp-nodelay") {
+            disable_nodelay(cx.client.info.borrow().fd);
+        }
         if psync {
             let replid = String::from_utf8_lossy(args[1]).into_owned();
             let offset = parse_i64(args[2]).unwrap_or(-1);
@@ -144,6 +147,25 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         repl::with_replica(id, |r| r.online = true);
         crate::log_notice!("Synchronization with replica succeeded");
     })
+}
+
+/// `repl-disable-tcp-nodelay yes`: the replica's socket batches small writes (Redis turns
+/// TCP_NODELAY off on it in SYNC).
+fn disable_nodelay(fd: i32) {
+    if fd < 0 {
+        return;
+    }
+    let off: libc::c_int = 0;
+    // SAFETY: `fd` is this connection's open socket; the option value outlives the call.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            &off as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }
 
 /// The connection is a replica's: CLIENT LIST shows `S`; its stream is never cut by the

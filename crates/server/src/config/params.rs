@@ -846,7 +846,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "no",
         true,
-        "replication knob",
+        "a replica's connection to us sends without TCP_NODELAY (fewer, larger packets; more lag), set when it asks for SYNC/PSYNC",
     ),
     p(
         "replica-priority",
@@ -862,7 +862,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Bool,
         "no",
         true,
-        "replication knob",
+        "accepted: a full sync replaces the dataset at once either way (the old one is freed by its shards)",
     ),
     p(
         "repl-backlog-size",
