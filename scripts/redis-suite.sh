@@ -73,7 +73,8 @@ UNIT_TIMEOUT="${UNIT_TIMEOUT:-600}"
 DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
     unit/type/hash unit/type/set unit/type/zset unit/sort unit/expire unit/keyspace unit/bitops
     unit/protocol unit/auth unit/info-command unit/quit unit/multi unit/scan unit/pubsub
-    unit/tracking unit/scripting unit/functions unit/hyperloglog unit/geo)
+    unit/tracking unit/scripting unit/functions unit/hyperloglog unit/geo unit/type/stream
+    unit/type/stream-cgroups)
 
 # Units that have a normal-mode list but are left out of the default normal-mode run (the one CI
 # does): each spends most of its time waiting - a 60 s runtest TIMEOUT after a hang or a refused

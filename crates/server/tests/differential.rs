@@ -185,7 +185,7 @@ fn run_seed(
         exchange(&[b("DBSIZE")], Norm::Exact, step, &mut history)
             .map_err(|m| (m, history.clone()))?;
         step += 1;
-        for k in KEYS {
+        for k in KEYS.iter().chain(gen::stream::STREAM_KEYS) {
             let k = k.as_bytes().to_vec();
             // The reference says the type; both sides are then dumped by that type.
             let a = vec![b("TYPE"), k.clone()];

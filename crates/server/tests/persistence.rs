@@ -141,6 +141,78 @@ fn populate(con: &mut Connection) {
             });
         }
         q(con, &args.iter().map(|a| a.as_slice()).collect::<Vec<_>>());
+        // Streams: several nodes (fields like and unlike the master entry, integer-looking and
+        // binary values), deleted entries, groups with pending entries and consumers, an empty
+        // stream that only has a group.
+        let sk = k("stream");
+        for i in 1..=250u64 {
+            let id = format!("{}-{}", 1000 + i / 3, i % 3);
+            let v = g.bytes(1 + (i as usize) % 40);
+            if i % 7 == 0 {
+                q(
+                    con,
+                    &[
+                        b"XADD",
+                        sk.as_bytes(),
+                        id.as_bytes(),
+                        b"other",
+                        &v,
+                        b"n",
+                        b"12",
+                    ],
+                );
+            } else {
+                q(
+                    con,
+                    &[
+                        b"XADD",
+                        sk.as_bytes(),
+                        id.as_bytes(),
+                        b"f",
+                        &v,
+                        b"n",
+                        i.to_string().as_bytes(),
+                    ],
+                );
+            }
+        }
+        qs(con, &["XDEL", &sk, "1001-0", "1010-2", "1050-1"]);
+        qs(con, &["XGROUP", "CREATE", &sk, "g1", "0"]);
+        qs(con, &["XGROUP", "CREATE", &sk, "g2", "$"]);
+        qs(
+            con,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "alice",
+                "COUNT",
+                "5",
+                "STREAMS",
+                &sk,
+                ">",
+            ],
+        );
+        qs(
+            con,
+            &[
+                "XREADGROUP",
+                "GROUP",
+                "g1",
+                "bob",
+                "COUNT",
+                "3",
+                "STREAMS",
+                &sk,
+                ">",
+            ],
+        );
+        qs(con, &["XACK", &sk, "g1", "1001-1"]);
+        qs(con, &["XGROUP", "CREATECONSUMER", &sk, "g2", "carol"]);
+        qs(
+            con,
+            &["XGROUP", "CREATE", &k("stream:empty"), "g", "$", "MKSTREAM"],
+        );
         // Expiries on every type.
         for t in [
             "int",
@@ -168,6 +240,19 @@ fn bulk(v: &Value) -> Vec<u8> {
         Value::Int(i) => i.to_string().into_bytes(),
         Value::Nil => b"(nil)".to_vec(),
         other => panic!("not a bulk: {other:?}"),
+    }
+}
+
+/// Every leaf of a reply, in order (nested arrays flattened, nil as "(nil)").
+fn flatten(v: &Value, out: &mut Vec<Vec<u8>>) {
+    match v {
+        Value::Array(a) => {
+            out.push(format!("[{}", a.len()).into_bytes());
+            for x in a {
+                flatten(x, out);
+            }
+        }
+        other => out.push(bulk(other)),
     }
 }
 
@@ -204,6 +289,51 @@ fn snapshot(con: &mut Connection, db: &str) -> Snapshot {
                 m
             }
             "zset" => items(q(con, &[b"ZRANGE", &key, b"0", b"-1", b"WITHSCORES"])),
+            // Entries, the stream's IDs and counters, groups and their pending entries (times
+            // left out: a restore keeps them, a comparison across servers cannot).
+            "stream" => {
+                let mut out = Vec::new();
+                flatten(&q(con, &[b"XRANGE", &key, b"-", b"+"]), &mut out);
+                let info = q(con, &[b"XINFO", b"STREAM", &key]);
+                let Value::Array(kv) = info else {
+                    panic!("XINFO STREAM: {info:?}")
+                };
+                for pair in kv.chunks(2) {
+                    let name = bulk(&pair[0]);
+                    if [
+                        &b"length"[..],
+                        b"last-generated-id",
+                        b"max-deleted-entry-id",
+                        b"entries-added",
+                        b"recorded-first-entry-id",
+                        b"groups",
+                    ]
+                    .contains(&&name[..])
+                    {
+                        out.push(name);
+                        flatten(&pair[1], &mut out);
+                    }
+                }
+                flatten(&q(con, &[b"XINFO", b"GROUPS", &key]), &mut out);
+                let groups = q(con, &[b"XINFO", b"GROUPS", &key]);
+                if let Value::Array(gs) = groups {
+                    for g in gs {
+                        let Value::Array(f) = g else { continue };
+                        let name = bulk(&f[1]);
+                        flatten(&q(con, &[b"XPENDING", &key, &name]), &mut out);
+                        let Value::Array(cs) = q(con, &[b"XINFO", b"CONSUMERS", &key, &name])
+                        else {
+                            panic!("XINFO CONSUMERS")
+                        };
+                        for c in cs {
+                            let Value::Array(cf) = c else { continue };
+                            out.push(bulk(&cf[1]));
+                            out.push(bulk(&cf[3]));
+                        }
+                    }
+                }
+                out
+            }
             other => panic!("unexpected type {other}"),
         };
         val.shrink_to_fit();

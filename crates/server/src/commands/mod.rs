@@ -29,6 +29,7 @@ pub mod scripting;
 pub mod set;
 pub mod sort;
 pub mod spec;
+pub mod stream;
 pub mod string;
 pub mod util;
 pub mod zset;

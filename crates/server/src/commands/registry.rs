@@ -112,6 +112,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::zset::COMMANDS,
         super::geo::COMMANDS,
         super::hll::COMMANDS,
+        super::stream::COMMANDS,
         super::sort::COMMANDS,
         super::pubsub::COMMANDS,
     ];

@@ -84,10 +84,14 @@ pub enum EncLimit {
     ZsetMaxListpackValue,
     /// Bytes a sparse HyperLogLog may grow to before it turns dense.
     HllSparseMaxBytes,
+    /// A stream node's bytes (as Redis's listpack would have them) before a new node starts.
+    StreamNodeMaxBytes,
+    /// A stream node's entries (deleted ones too) before a new node starts.
+    StreamNodeMaxEntries,
 }
 
 impl EncLimit {
-    const COUNT: usize = 9;
+    const COUNT: usize = 11;
     const ALL: [(EncLimit, &'static str); EncLimit::COUNT] = [
         (EncLimit::ListMaxListpackSize, "list-max-listpack-size"),
         (
@@ -104,6 +108,8 @@ impl EncLimit {
         ),
         (EncLimit::ZsetMaxListpackValue, "zset-max-listpack-value"),
         (EncLimit::HllSparseMaxBytes, "hll-sparse-max-bytes"),
+        (EncLimit::StreamNodeMaxBytes, "stream-node-max-bytes"),
+        (EncLimit::StreamNodeMaxEntries, "stream-node-max-entries"),
     ];
 }
 

@@ -729,6 +729,13 @@ impl Db {
         self.prime.at_mut(pos).1
     }
 
+    /// Offers `key` to its blocked clients without counting as a modification for WATCH
+    /// (Redis's `signalKeyAsReady` alone: XGROUP DESTROY wakes XREADGROUP waiters).
+    #[inline]
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        self.wrote(key);
+    }
+
     /// Marks `key` modified for WATCH (after an `at_mut_quiet` update).
     #[inline]
     pub fn touch_key(&mut self, key: &[u8]) {
@@ -856,6 +863,8 @@ impl Db {
         if !self.watched.is_empty() {
             self.watched.touch(kv.0.key(), false);
         }
+        // A deletion is news for a client blocked in XREADGROUP (its group went with the key).
+        self.wrote(kv.0.key());
         tracking::modified(kv.0.key());
         kv
     }
@@ -885,6 +894,8 @@ impl Db {
         self.expire_cursor = 0;
         self.hfe = Default::default();
         self.replica_ttl = None;
+        // Every waited-on key is gone (XREADGROUP waiters answer that).
+        self.blocking.mark_all_ready();
     }
 
     /// Swaps contents with another db (SWAPDB within a shard).

@@ -26,6 +26,17 @@ use std::rc::Rc;
 
 use super::worker::Worker;
 
+/// One lock per key: an EXEC of 4000 writes to one key asks for its lock 4000 times, and
+/// holder lists that long made every hop's conflict check quadratic. The merged lock is
+/// exclusive when any request was.
+fn merge_locks(mut locks: Locks) -> Locks {
+    if locks.len() > 1 {
+        locks.sort_unstable_by_key(|l| (l.db, l.hash, !l.excl));
+        locks.dedup_by(|later, kept| later.db == kept.db && later.hash == kept.hash);
+    }
+    locks
+}
+
 /// One key lock request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyLock {
@@ -282,6 +293,7 @@ impl TxShard {
             self.retries += 1;
             return Sched::TooOld;
         }
+        let locks = merge_locks(locks);
         // Conflict check and lock acquisition in one lookup per key.
         let mut granted = !self.shard_conflicts(s);
         let shard_held = self.shard;
@@ -567,6 +579,17 @@ mod tests {
     }
     /// The per-key holder lists give the same answer as comparing lock sets pairwise with every
     /// earlier queued transaction (the definition), over random schedules and conclusions.
+    #[test]
+    fn repeated_key_locks_merge() {
+        let k = |hash, excl| KeyLock { db: 0, hash, excl };
+        let m = merge_locks(
+            [k(1, false), k(2, false), k(1, true), k(1, false)]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(m.as_slice(), &[k(1, true), k(2, false)]);
+    }
+
     #[test]
     fn runnable_matches_pairwise_definition() {
         let mut seed = 0x1234_5678_u64;

@@ -22,6 +22,12 @@ pub trait Serve: Send + Sync {
     fn ready(&self, db: &mut Db, key: &[u8], now: u64) -> bool;
     /// Serve it (e.g. pop) and return the encoded reply. Called right after `ready` said yes.
     fn take(&self, db: &mut Db, key: &[u8], now: u64) -> Vec<u8>;
+    /// Whether readiness is the waiter's own (XREAD past its own ID) rather than the key's
+    /// (a non-empty list): a waiter that is not ready then does not mean the ones behind it
+    /// are not either.
+    fn own_readiness(&self) -> bool {
+        false
+    }
 }
 
 pub struct Waiter {
@@ -134,23 +140,30 @@ pub fn serve_ready(db: &mut Db, now: u64, locked: &dyn Fn(&[u8]) -> bool, out: &
             deferred.push(key);
             continue;
         }
+        // A waiter that this key cannot serve (an XREAD waiting past the new entries) does
+        // not hold up the ones behind it.
+        let mut i = 0;
         loop {
             let Some(w) = db
                 .blocking
                 .waiters
                 .get(&key)
-                .and_then(|q| q.front().cloned())
+                .and_then(|q| q.get(i).cloned())
             else {
                 break;
             };
             if w.is_claimed() {
-                pop_front(db, &key);
+                remove_at(db, &key, i);
                 continue;
             }
             if !w.serve.ready(db, &key, now) {
-                break;
+                if !w.serve.own_readiness() {
+                    break;
+                }
+                i += 1;
+                continue;
             }
-            pop_front(db, &key);
+            remove_at(db, &key, i);
             if w.claim() {
                 let reply = w.serve.take(db, &key, now);
                 out.push(Served {
@@ -164,9 +177,9 @@ pub fn serve_ready(db: &mut Db, now: u64, locked: &dyn Fn(&[u8]) -> bool, out: &
     db.blocking.ready = deferred;
 }
 
-fn pop_front(db: &mut Db, key: &[u8]) {
+fn remove_at(db: &mut Db, key: &[u8], i: usize) {
     if let Some(q) = db.blocking.waiters.get_mut(key) {
-        q.pop_front();
+        q.remove(i);
         if q.is_empty() {
             db.blocking.waiters.remove(key);
         }

@@ -789,6 +789,8 @@ fn elements(v: &crate::types::Value) -> usize {
         ValueRef::Hash(h) => h.len(),
         ValueRef::Set(s) => s.len(),
         ValueRef::ZSet(z) => z.len(),
+        // Written whole (node by node) by `write_object`.
+        ValueRef::Stream(_) => 0,
     }
 }
 
@@ -1048,7 +1050,8 @@ mod tests {
                         crate::types::value::ValueRef::ZSet(_) => {
                             v.as_zset_mut().unwrap().insert(b"new", -1.0, &lim);
                         }
-                        crate::types::value::ValueRef::Str(_) => unreachable!(),
+                        crate::types::value::ValueRef::Str(_)
+                        | crate::types::value::ValueRef::Stream(_) => unreachable!(),
                     }
                 }
             }

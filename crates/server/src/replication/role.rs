@@ -52,6 +52,12 @@ pub fn begin_work(client: u64) -> bool {
     APPLYING.with(|a| a.replace(from_master))
 }
 
+/// Is the shard work running now the primary's stream (Redis's `mustObeyClient`)?
+#[inline]
+pub fn applying() -> bool {
+    APPLYING.with(|a| a.get())
+}
+
 #[inline]
 pub fn end_work(prev: bool) {
     APPLYING.with(|a| a.set(prev));

@@ -8,7 +8,9 @@ pub mod key;
 pub mod list;
 pub mod oatable;
 pub mod set;
+pub mod stream;
 pub mod value;
+pub mod varint;
 pub mod zset;
 
 pub use compact::CompactStr;

@@ -9,11 +9,11 @@
 //! | `4` | `Box<List>` |
 //! | `5` | `Box<Hash>` |
 //! | `6` | `Box<Set>` |
-//! | `7` | `Box<ZSet>` |
+//! | `7` | `Box<ZSet>` (bit 3 clear) or `Box<Stream>` (bit 3 set: the word is pointer + 15) |
 //!
-//! Collection objects are 8-aligned heap boxes, so their pointer leaves the tag bits free. Further
-//! kinds (streams, JSON...) will need a 16-aligned pointee and the fourth low bit, or a header in
-//! one of the boxes; that is the extension point.
+//! Collection objects are 8-aligned heap boxes, so their pointer leaves the tag bits free. Sorted
+//! sets and streams are 16-aligned, so tag 7 has a fourth bit to tell them apart; a further
+//! kind (JSON...) would do the same with another 16-aligned pointee.
 //!
 //! Access goes through [`Value::view`] / [`Value::view_mut`], which return borrowed enums, so a
 //! family's command matches on its own kind and answers WRONGTYPE for anything else.
@@ -25,6 +25,7 @@ use super::compact::{tag, CompactStr};
 use super::hash::Hash;
 use super::list::List;
 use super::set::Set;
+use super::stream::Stream;
 use super::zset::ZSet;
 
 /// See the module docs.
@@ -42,12 +43,15 @@ const _: () = assert!(std::mem::size_of::<Option<Value>>() == 8);
 const _: () = assert!(std::mem::align_of::<List>() >= 8);
 const _: () = assert!(std::mem::align_of::<Hash>() >= 8);
 const _: () = assert!(std::mem::align_of::<Set>() >= 8);
-const _: () = assert!(std::mem::align_of::<ZSet>() >= 8);
+const _: () = assert!(std::mem::align_of::<ZSet>() >= 16);
+const _: () = assert!(std::mem::align_of::<Stream>() >= 16);
 
 const TAG_LIST: usize = 4;
 const TAG_HASH: usize = 5;
 const TAG_SET: usize = 6;
 const TAG_ZSET: usize = 7;
+/// Tag 7 with the fourth bit set.
+const TAG_STREAM: usize = 15;
 
 /// Borrowed view of a value.
 pub enum ValueRef<'a> {
@@ -56,6 +60,7 @@ pub enum ValueRef<'a> {
     Hash(&'a Hash),
     Set(&'a Set),
     ZSet(&'a ZSet),
+    Stream(&'a Stream),
 }
 
 /// Mutable view of a value.
@@ -65,6 +70,7 @@ pub enum ValueMut<'a> {
     Hash(&'a mut Hash),
     Set(&'a mut Set),
     ZSet(&'a mut ZSet),
+    Stream(&'a mut Stream),
 }
 
 /// Owned value taken apart (for moving a collection out of the table).
@@ -74,6 +80,7 @@ pub enum Owned {
     Hash(Box<Hash>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 /// The kind of a value (TYPE, SCAN TYPE).
@@ -84,6 +91,7 @@ pub enum Kind {
     Hash,
     Set,
     ZSet,
+    Stream,
 }
 
 impl Kind {
@@ -95,6 +103,7 @@ impl Kind {
             Kind::Hash => "hash",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
@@ -107,6 +116,7 @@ impl Kind {
             b"hash" => Kind::Hash,
             b"set" => Kind::Set,
             b"zset" => Kind::ZSet,
+            b"stream" => Kind::Stream,
             _ => return None,
         })
     }
@@ -147,12 +157,23 @@ impl Value {
         boxed(Box::new(z), TAG_ZSET)
     }
 
-    #[inline]
-    fn tag(&self) -> usize {
-        self.w.as_ptr() as usize & tag::MASK
+    pub fn stream(s: Stream) -> Value {
+        boxed(Box::new(s), TAG_STREAM)
     }
 
-    /// The pointee of a collection word (tags 4..=7), provenance kept.
+    /// The low 3 bits, and for tag 7 the fourth (sorted set or stream).
+    #[inline]
+    fn tag(&self) -> usize {
+        let w = self.w.as_ptr() as usize;
+        let t = w & tag::MASK;
+        if t == TAG_ZSET {
+            w & 15
+        } else {
+            t
+        }
+    }
+
+    /// The pointee of a collection word (tags 4..=7 and 15), provenance kept.
     #[inline]
     fn obj<T>(&self) -> *mut T {
         self.w.as_ptr().wrapping_sub(self.tag()) as *mut T
@@ -165,6 +186,7 @@ impl Value {
             TAG_HASH => Kind::Hash,
             TAG_SET => Kind::Set,
             TAG_ZSET => Kind::ZSet,
+            TAG_STREAM => Kind::Stream,
             _ => Kind::Str,
         }
     }
@@ -178,6 +200,7 @@ impl Value {
                 TAG_HASH => ValueRef::Hash(&*self.obj::<Hash>()),
                 TAG_SET => ValueRef::Set(&*self.obj::<Set>()),
                 TAG_ZSET => ValueRef::ZSet(&*self.obj::<ZSet>()),
+                TAG_STREAM => ValueRef::Stream(&*self.obj::<Stream>()),
                 _ => ValueRef::Str(&*(self as *const Value as *const CompactStr)),
             }
         }
@@ -192,6 +215,7 @@ impl Value {
                 TAG_HASH => ValueMut::Hash(&mut *self.obj::<Hash>()),
                 TAG_SET => ValueMut::Set(&mut *self.obj::<Set>()),
                 TAG_ZSET => ValueMut::ZSet(&mut *self.obj::<ZSet>()),
+                TAG_STREAM => ValueMut::Stream(&mut *self.obj::<Stream>()),
                 _ => ValueMut::Str(&mut *(self as *mut Value as *mut CompactStr)),
             }
         }
@@ -207,6 +231,7 @@ impl Value {
                 TAG_HASH => Owned::Hash(Box::from_raw(me.obj::<Hash>())),
                 TAG_SET => Owned::Set(Box::from_raw(me.obj::<Set>())),
                 TAG_ZSET => Owned::ZSet(Box::from_raw(me.obj::<ZSet>())),
+                TAG_STREAM => Owned::Stream(Box::from_raw(me.obj::<Stream>())),
                 _ => Owned::Str(std::mem::transmute_copy::<NonNull<u8>, CompactStr>(&me.w)),
             }
         }
@@ -225,6 +250,7 @@ impl Value {
             ValueRef::Hash(h) => h.encoding_name(),
             ValueRef::Set(s) => s.encoding_name(),
             ValueRef::ZSet(z) => z.encoding_name(),
+            ValueRef::Stream(_) => "stream",
         }
     }
 
@@ -236,6 +262,7 @@ impl Value {
             ValueRef::Hash(h) => std::mem::size_of::<Hash>() + h.heap_size(),
             ValueRef::Set(s) => std::mem::size_of::<Set>() + s.heap_size(),
             ValueRef::ZSet(z) => std::mem::size_of::<ZSet>() + z.heap_size(),
+            ValueRef::Stream(x) => std::mem::size_of::<Stream>() + x.heap_size(),
         }
     }
 
@@ -243,7 +270,7 @@ impl Value {
     #[inline]
     pub fn prefetch(&self) {
         match self.tag() {
-            TAG_LIST | TAG_HASH | TAG_SET | TAG_ZSET => {
+            TAG_LIST | TAG_HASH | TAG_SET | TAG_ZSET | TAG_STREAM => {
                 damselfly_dash::prefetch(self.obj::<u8>() as *const u8)
             }
             _ => {
@@ -325,6 +352,18 @@ impl Value {
             _ => None,
         }
     }
+    pub fn as_stream(&self) -> Option<&Stream> {
+        match self.view() {
+            ValueRef::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn as_stream_mut(&mut self) -> Option<&mut Stream> {
+        match self.view_mut() {
+            ValueMut::Stream(s) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 impl From<CompactStr> for Value {
@@ -351,6 +390,7 @@ impl Clone for Value {
             ValueRef::Hash(h) => Value::hash(h.clone()),
             ValueRef::Set(s) => Value::set(s.clone()),
             ValueRef::ZSet(z) => Value::zset(z.clone()),
+            ValueRef::Stream(x) => Value::stream(x.clone()),
         }
     }
 }
@@ -388,9 +428,13 @@ mod tests {
             Value::hash(Hash::default()),
             Value::set(Set::default()),
             Value::zset(ZSet::default()),
+            Value::stream(Stream::default()),
         ];
         let kinds: Vec<Kind> = vals.iter().map(|v| v.kind()).collect();
-        assert_eq!(kinds, [Kind::List, Kind::Hash, Kind::Set, Kind::ZSet]);
+        assert_eq!(
+            kinds,
+            [Kind::List, Kind::Hash, Kind::Set, Kind::ZSet, Kind::Stream]
+        );
         for v in &vals {
             assert!(v.as_str().is_none());
             assert_eq!(v.clone().kind(), v.kind());

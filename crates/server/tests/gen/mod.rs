@@ -23,6 +23,7 @@ pub mod hash;
 pub mod hll;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 /// Every family's table.
@@ -34,6 +35,7 @@ pub fn all_specs() -> impl Iterator<Item = &'static Spec> {
         .chain(set::SPECS)
         .chain(zset::SPECS)
         .chain(hll::SPECS)
+        .chain(stream::SPECS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1131,6 +1133,7 @@ pub fn dump_cmd(ty: &[u8], key: &[u8]) -> (Vec<Vec<u8>>, Norm) {
             vec![b("ZRANGE"), k, b("0"), b("-1"), b("WITHSCORES")],
             Norm::Exact,
         ),
+        b"stream" => (vec![b("XRANGE"), k, b("-"), b("+")], Norm::Exact),
         _ => (vec![b("GET"), k], Norm::Exact),
     }
 }

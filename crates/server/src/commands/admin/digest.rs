@@ -7,6 +7,7 @@
 //! (sets, hashes, the keys of a database) are combined with XOR so that iteration order does
 //! not matter; an empty dataset and a missing key digest to forty zeros.
 
+use crate::types::stream::StreamId;
 use crate::types::{Value, ValueRef};
 
 /// 20 bytes, printed as 40 hex digits.
@@ -75,6 +76,30 @@ pub fn value_digest(v: &Value) -> Digest {
                 xor(&mut acc, &hash(&pair, 3));
             });
             mix(&mut d, &acc);
+        }
+        ValueRef::Stream(st) => {
+            mix(&mut d, b"stream");
+            st.range(StreamId::MIN, StreamId::MAX, false, |id, fields| {
+                mix(&mut d, &id.ms.to_be_bytes());
+                mix(&mut d, &id.seq.to_be_bytes());
+                for (f, v) in fields {
+                    mix(&mut d, f);
+                    mix(&mut d, v);
+                }
+                true
+            });
+            mix(&mut d, &st.last_id.ms.to_be_bytes());
+            mix(&mut d, &st.last_id.seq.to_be_bytes());
+            for (name, g) in &st.groups {
+                mix(&mut d, name);
+                mix(&mut d, &g.last_id.ms.to_be_bytes());
+                mix(&mut d, &g.last_id.seq.to_be_bytes());
+                for (id, n) in &g.pel {
+                    mix(&mut d, &id.ms.to_be_bytes());
+                    mix(&mut d, &id.seq.to_be_bytes());
+                    mix(&mut d, &n.consumer);
+                }
+            }
         }
     }
     d

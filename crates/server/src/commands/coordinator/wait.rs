@@ -21,6 +21,56 @@ impl Serve for Shared {
     fn take(&self, db: &mut crate::engine::db::Db, key: &[u8], now: u64) -> Vec<u8> {
         self.0.take(db, key, now)
     }
+    fn own_readiness(&self) -> bool {
+        self.0.own_readiness()
+    }
+}
+
+/// A client about to block: its waiter is parked on its thread (wake-ups, CLIENT UNBLOCK can
+/// find it) and can be registered on shards; [`wait`] then waits for it, or [`cancel`] drops it
+/// when the command was served after all.
+pub struct Parked {
+    pub waiter: Arc<Waiter>,
+    rx: tokio::sync::oneshot::Receiver<Vec<u8>>,
+    fd: i32,
+}
+
+/// Parks the client's waiter; None when the client already closed (it never blocks: its
+/// pipelined commands still run after the peer is gone, as Redis frees a closed client with
+/// its unread commands, and a parked one would count in `blocked_clients` until its close is
+/// noticed).
+pub fn park(cx: &mut ConnCtx, serve: Arc<dyn Serve>) -> Option<Parked> {
+    let fd = cx.client.info.borrow().fd;
+    if peer_closed(fd) {
+        return None;
+    }
+    let worker = cx.worker.clone();
+    // The client id doubles as the wait id (a client blocks once at a time; ids are unique
+    // server-wide), so CLIENT UNBLOCK can find the waiter from the id it is given.
+    let id = cx.client.id;
+    let (tx, rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
+    let waiter = Waiter::new(worker.id, id, Box::new(Shared(serve)));
+    worker.park(id, tx, waiter.clone());
+    Some(Parked { waiter, rx, fd })
+}
+
+/// Registers a parked waiter on `keys` of the shard running this hop (the hop that found
+/// them not ready: nothing can slip in between).
+pub fn register(c: &mut crate::commands::CmdCtx<'_>, keys: &[&[u8]], w: &Arc<Waiter>) {
+    if w.is_claimed() {
+        return;
+    }
+    let db = c.db();
+    for k in keys {
+        db.blocking.register(k, w.clone());
+    }
+    c.shard.block_waiters += 1;
+}
+
+/// The command was served without blocking: the waiter's registrations go stale.
+pub fn cancel(cx: &mut ConnCtx, p: Parked) {
+    p.waiter.claim();
+    cx.worker.unpark(cx.client.id);
 }
 
 /// Serves the client from the first ready key, or blocks until a write makes one ready.
@@ -31,25 +81,12 @@ pub async fn serve_or_block(
     serve: Arc<dyn Serve>,
     timeout: Option<Duration>,
 ) -> Option<Vec<u8>> {
-    // A client that already closed never blocks: its pipelined commands still run here after
-    // the peer is gone (Redis frees a closed client with its unread commands), and a parked
-    // one would count in `blocked_clients` until its close is noticed.
-    let fd = cx.client.info.borrow().fd;
-    if peer_closed(fd) {
-        return None;
-    }
+    let parked = park(cx, serve.clone())?;
     let worker = cx.worker.clone();
-    // The client id doubles as the wait id (a client blocks once at a time; ids are unique
-    // server-wide), so CLIENT UNBLOCK can find the waiter from the id it is given.
-    let id = cx.client.id;
-    let (tx, mut rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
-    let waiter = Waiter::new(worker.id, id, Box::new(Shared(serve.clone())));
-    worker.park(id, tx, waiter.clone());
-
     // The command's earlier hops (a non-blocking attempt) are over: this is a new round.
     cx.coord.new_round(&worker);
     // Each shard, in one step: serve from its first ready key (argument order) or register.
-    let w = waiter.clone();
+    let w = parked.waiter.clone();
     let sv = serve.clone();
     let parts = cx
         .hops()
@@ -68,10 +105,7 @@ pub async fn serve_or_block(
                     };
                 }
             }
-            for k in ks {
-                db.blocking.register(k, w.clone());
-            }
-            c.shard.block_waiters += 1;
+            register(c, ks, &w);
             None
         })
         .run()
@@ -80,9 +114,18 @@ pub async fn serve_or_block(
     // Whatever the command does after being served (BLMOVE's push) is a new round of hops.
     cx.coord.new_round(&worker);
     if immediate.is_some() {
-        worker.unpark(id);
+        worker.unpark(cx.client.id);
         return immediate;
     }
+    wait(cx, parked, timeout).await
+}
+
+/// Waits for a parked, registered client to be served: Some(reply), or None on timeout,
+/// CLIENT UNBLOCK or the client going away.
+pub async fn wait(cx: &mut ConnCtx, parked: Parked, timeout: Option<Duration>) -> Option<Vec<u8>> {
+    let Parked { waiter, mut rx, fd } = parked;
+    let worker = cx.worker.clone();
+    let id = cx.client.id;
     // Wait for the reply, the timeout, or the client going away: Redis unblocks a client when it
     // disconnects, so a closed client must not stay registered (and counted in
     // `blocked_clients`) or consume the next element pushed. The peer's close is an event on the

@@ -178,6 +178,55 @@ impl LpBuilder {
     }
 }
 
+/// Bytes an integer element takes in a listpack (encoding, data and back-length), as
+/// [`LpBuilder::push_int`] writes it.
+pub fn int_element_size(v: i64) -> usize {
+    let data = if (0..=127).contains(&v) {
+        1
+    } else if (-4096..=4095).contains(&v) {
+        2
+    } else if i16::try_from(v).is_ok() {
+        3
+    } else if (-(1 << 23)..(1 << 23)).contains(&v) {
+        4
+    } else if i32::try_from(v).is_ok() {
+        5
+    } else {
+        9
+    };
+    data + 1
+}
+
+/// Bytes a string element takes in a listpack, as [`LpBuilder::push_bytes`] writes it
+/// (canonical integers as integers). Lets a structure that is not a listpack (our stream
+/// nodes) cut itself where Redis's listpacks would be cut.
+pub fn element_size(s: &[u8]) -> usize {
+    if let Some(v) = parse_canonical_i64(s) {
+        return int_element_size(v);
+    }
+    let len = s.len();
+    let head = if len < 64 {
+        1
+    } else if len < 4096 {
+        2
+    } else {
+        5
+    };
+    let l = head + len;
+    let backlen = if l <= 127 {
+        1
+    } else if l < 16383 {
+        2
+    } else if l < 2097151 {
+        3
+    } else if l < 268435455 {
+        4
+    } else {
+        5
+    };
+    l + backlen
+}
+
 /// Encodes `items` into a listpack.
 pub fn encode<'a>(items: impl IntoIterator<Item = PackedEntry<'a>>) -> Vec<u8> {
     let mut b = LpBuilder::new();
@@ -346,6 +395,31 @@ mod tests {
 
     fn lp(items: &[&[u8]]) -> Vec<u8> {
         encode(items.iter().map(|s| PackedEntry::Str(s)))
+    }
+
+    #[test]
+    fn element_sizes_match_the_builder() {
+        let long = vec![b'x'; 5000];
+        let mid = vec![b'y'; 200];
+        let items: [&[u8]; 12] = [
+            b"",
+            b"0",
+            b"127",
+            b"128",
+            b"-4096",
+            b"40000",
+            b"-9000000",
+            b"3000000000",
+            b"12345678901234567890",
+            b"007",
+            &mid,
+            &long,
+        ];
+        for s in items {
+            let mut b = LpBuilder::new();
+            b.push_bytes(s);
+            assert_eq!(element_size(s), b.bytes_len() - HEADER_SIZE - 1, "{s:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`listpack`], [`ziplist`], [`intset`], [`zipmap`]: the packed blobs
 //!   embedded as strings in object payloads ([`PackedEntry`] is their
 //!   element type).
+//! - [`stream`]: stream objects (`RDB_TYPE_STREAM_LISTPACKS*`) to and from a neutral image.
 //!
 //! Decoders validate like Redis's `*ValidateIntegrity(deep=1)` and never
 //! allocate more than a bound derived from their input's length.
@@ -18,6 +19,8 @@ pub mod intset;
 pub mod listpack;
 pub mod lzf;
 pub mod object;
+pub mod stream;
+pub mod stream_value;
 pub mod wire;
 pub mod ziplist;
 pub mod zipmap;

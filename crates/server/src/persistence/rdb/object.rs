@@ -10,9 +10,9 @@
 //!
 //! Reading accepts every type Redis 7.0 loads (including the ziplist / zipmap encodings of older
 //! files, converted as Redis converts them), Redis 7.2's listpack sets and Redis 7.4's hashes
-//! with field TTLs, and rebuilds each value in the encoding our limits give it. Streams and
-//! module values are not supported yet: loading one is an error naming the type, never a
-//! silently dropped key.
+//! with field TTLs, Redis 7.0's streams (and 7.2's, and 5.0's), and rebuilds each value in the
+//! encoding our limits give it. Module values are not supported: loading one is an error
+//! naming the type, never a silently dropped key.
 
 use std::io::{self, Write};
 
@@ -129,6 +129,10 @@ pub fn write_object<W: Write>(
             });
             o.begin(RdbType::ZsetListpack)?.write_string(&lp.finish())
         }
+        ValueRef::Stream(st) => {
+            o.begin(RdbType::StreamListpacks2)?;
+            super::stream_value::write(o.w, st)
+        }
         // Lists are always written in pieces (Pieces::begin).
         ValueRef::List(_) => unreachable_list(),
     }
@@ -218,7 +222,7 @@ impl Pieces {
     ) -> io::Result<Option<Pieces>> {
         let mut buf: IntBuf = [0; 20];
         let at = match v.view() {
-            ValueRef::Str(_) => return Ok(None),
+            ValueRef::Str(_) | ValueRef::Stream(_) => return Ok(None),
             ValueRef::List(_) => {
                 let mut body = Writer::new(Parts::default());
                 body.set_compression(w.compression()).set_checksum(false);
@@ -639,14 +643,11 @@ pub fn read_object(r: &mut Reader<'_>, t: u8, lim: &EncLimits) -> Result<Option<
                 field_deadline: next,
             }));
         }
-        RdbType::StreamListpacks
-        | RdbType::StreamListpacks2
-        | RdbType::StreamListpacks3
-        | RdbType::ModulePreGa
-        | RdbType::Module2 => {
-            return Err(r.error(RdbErrorKind::Other(
-                "streams and module values are not supported yet",
-            )))
+        RdbType::StreamListpacks | RdbType::StreamListpacks2 | RdbType::StreamListpacks3 => {
+            Value::stream(super::stream_value::read(r, ty)?)
+        }
+        RdbType::ModulePreGa | RdbType::Module2 => {
+            return Err(r.error(RdbErrorKind::Other("module values are not supported")))
         }
     };
     if is_empty(&value) {
@@ -665,6 +666,8 @@ fn is_empty(v: &Value) -> bool {
         ValueRef::Hash(h) => h.is_empty(),
         ValueRef::Set(s) => s.is_empty(),
         ValueRef::ZSet(z) => z.is_empty(),
+        // An empty stream is a value of its own (groups, last ID): Redis keeps and loads it.
+        ValueRef::Stream(_) => false,
     }
 }
 

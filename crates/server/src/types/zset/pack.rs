@@ -9,6 +9,7 @@
 //! Like a listpack entry, an integral score is stored as an integer, so -0 reads back as 0 (Redis
 //! behaves the same way in this encoding).
 
+use crate::types::varint;
 use std::cmp::Ordering;
 
 /// One decoded entry and its byte span in the buffer.
@@ -31,37 +32,6 @@ pub fn cmp_entry(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
     s1.partial_cmp(&s2)
         .unwrap_or(Ordering::Equal)
         .then_with(|| m1.cmp(m2))
-}
-
-#[inline]
-fn put_varint(out: &mut [u8], mut v: u64) -> usize {
-    let mut i = 0;
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out[i] = b;
-            return i + 1;
-        }
-        out[i] = b | 0x80;
-        i += 1;
-    }
-}
-
-#[inline]
-fn get_varint(buf: &[u8], mut off: usize) -> (u64, usize) {
-    let mut v = 0u64;
-    let mut shift = 0;
-    while off < buf.len() {
-        let b = buf[off];
-        off += 1;
-        v |= ((b & 0x7f) as u64) << shift;
-        if b & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-    }
-    (v, off)
 }
 
 /// Encodes a score: (kind, bytes, len).
@@ -122,7 +92,7 @@ impl<'a> Iterator for Iter<'a> {
             return None;
         }
         let start = self.off;
-        let (h, p) = get_varint(self.buf, start);
+        let (h, p) = varint::get(self.buf, start);
         let len = (h >> 2) as usize;
         let kind = (h & 3) as u8;
         let member = &self.buf[p..p + len];
@@ -211,7 +181,7 @@ impl Pack {
         }
         let (kind, sb, slen) = enc_score(score);
         let mut hdr = [0u8; 10];
-        let hlen = put_varint(&mut hdr, ((member.len() as u64) << 2) | kind as u64);
+        let hlen = varint::put(&mut hdr, ((member.len() as u64) << 2) | kind as u64);
         let n = hlen + member.len() + slen;
         let old = self.buf.len();
         self.buf.reserve_exact(n);
