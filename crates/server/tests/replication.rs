@@ -57,7 +57,7 @@ fn one_write(con: &mut Connection, g: &mut Gen) {
             let ops: Vec<u64> = ops.split(',').filter_map(|o| o.parse().ok()).collect();
             ops[g.below(ops.len() as u64) as usize]
         }
-        Err(_) => g.below(34),
+        Err(_) => g.below(40),
     };
     let r = match op {
         0 => cmd(con, &["SET", &k("str", &n), &v]),
@@ -122,6 +122,14 @@ fn one_write(con: &mut Connection, g: &mut Gen) {
         30 => cmd(con, &["RENAME", &k("str", &n), &k("str", &m)]),
         31 => cmd(con, &["SUNIONSTORE", &k("u", &n), &s, &s2]),
         32 => cmd(con, &["GETEX", &k("str", &n), "PX", "700000"]),
+        // Streams: generated IDs and approximate trims are replicated as what they did, group
+        // reads and claims as their XCLAIM / XGROUP SETID effects.
+        33 => cmd(con, &["XADD", &k("x", &n), "MAXLEN", "~", "30", "*", "f", &v]),
+        34 => cmd(con, &["XGROUP", "CREATE", &k("x", &n), "g", "0", "MKSTREAM"]),
+        35 => cmd(con, &["XREADGROUP", "GROUP", "g", &m, "COUNT", "2", "STREAMS", &k("x", &n), ">"]),
+        36 => cmd(con, &["XAUTOCLAIM", &k("x", &n), "g", &m, "0", "0", "COUNT", "1"]),
+        37 => cmd(con, &["XTRIM", &k("x", &n), "MAXLEN", "=", "20"]),
+        38 => cmd(con, &["XREADGROUP", "GROUP", "g", &m, "NOACK", "STREAMS", &k("x", &n), ">"]),
         _ => {
             // Another database, so the stream selects.
             let _ = cmd(con, &["SELECT", "1"]);
@@ -229,6 +237,42 @@ fn key_state(con: &mut Connection, key: &str) -> (String, Vec<String>, i64) {
             let mut pairs: Vec<String> = flat.chunks(2).map(|p| p.join("=")).collect();
             pairs.sort();
             pairs
+        }
+        "stream" => {
+            let mut v = strs(
+                redis::cmd("XRANGE")
+                    .arg(key)
+                    .arg("-")
+                    .arg("+")
+                    .query(con)
+                    .unwrap(),
+            );
+            // Groups without entries-read and lag: Redis 7.0 replicates deliveries as XCLAIM,
+            // which does not carry entries_read (a redis-server replica of redis-server has
+            // other values there too).
+            let groups: Value = redis::cmd("XINFO")
+                .arg("GROUPS")
+                .arg(key)
+                .query(con)
+                .unwrap();
+            if let Value::Array(groups) = groups {
+                for g in groups {
+                    let f = strs(g);
+                    v.extend(
+                        f.chunks(2)
+                            .filter(|p| p[0] != "entries-read" && p[0] != "lag")
+                            .flat_map(|p| p.to_vec()),
+                    );
+                }
+            }
+            v.extend(strs(
+                redis::cmd("XPENDING")
+                    .arg(key)
+                    .arg("g")
+                    .query(con)
+                    .unwrap_or(Value::Nil),
+            ));
+            v
         }
         other => vec![format!("<{other}>")],
     };

@@ -169,9 +169,11 @@ fn write_value(v: &Value, reply: &mut Reply, script_resp3: bool, depth: usize) {
     }
 }
 
-/// Lua numbers become integers by C's truncating cast, as Redis's `(long long)lua_tonumber`.
+/// Lua numbers become integers by C's truncating cast, as Redis's `(long long)lua_tonumber`:
+/// on x86-64 a NaN or a value outside the i64 range (2^63, what INCR's 9223372036854775807
+/// becomes as a Lua number) gives i64::MIN, where Rust's `as` would saturate.
 fn number_to_int(n: f64) -> i64 {
-    if n.is_nan() {
+    if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
         i64::MIN
     } else {
         n as i64
@@ -263,6 +265,16 @@ fn sanitize_error(msg: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_truncate_like_a_c_cast() {
+        assert_eq!(number_to_int(3.9), 3);
+        assert_eq!(number_to_int(-3.9), -3);
+        assert_eq!(number_to_int(9_223_372_036_854_775_807.0), i64::MIN);
+        assert_eq!(number_to_int(-9_223_372_036_854_775_808.0), i64::MIN);
+        assert_eq!(number_to_int(1e300), i64::MIN);
+        assert_eq!(number_to_int(f64::NAN), i64::MIN);
+    }
 
     fn roundtrip(bytes: &[u8], resp3: bool) -> Vec<u8> {
         let lua = Lua::new();
