@@ -173,7 +173,7 @@ fn write_value(v: &Value, reply: &mut Reply, script_resp3: bool, depth: usize) {
 /// on x86-64 a NaN or a value outside the i64 range (2^63, what INCR's 9223372036854775807
 /// becomes as a Lua number) gives i64::MIN, where Rust's `as` would saturate.
 fn number_to_int(n: f64) -> i64 {
-    if n.is_nan() || n >= 9_223_372_036_854_775_808.0 || n < -9_223_372_036_854_775_808.0 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
         i64::MIN
     } else {
         n as i64
