@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use smallvec::SmallVec;
 
 use super::varint;
+use crate::persistence::rdb::listpack::int_element_size;
 use crate::persistence::rdb::stream::{
     redis_entry_lp_bytes, redis_needs_new_node, redis_node_header_lp_bytes,
 };
@@ -185,7 +186,7 @@ impl Node {
     }
 
     /// Redis's listpack bytes for this node's header and master entry at its current counts
-    /// (the counts are rewritten in place, so the size moves as they cross 127, 4095...).
+    /// (decodes the master fields: for building a node; updates use [`counts_bytes`]).
     fn master_lp_bytes(&self) -> usize {
         redis_node_header_lp_bytes(self.live as u64, self.deleted as u64, &self.master_fields())
     }
@@ -275,6 +276,12 @@ impl Node {
         );
         (buf[off], id)
     }
+}
+
+/// The part of a Redis node's size that moves with its counts: the live and deleted count
+/// elements of the master entry (rewritten in place, one byte more past 127...).
+fn counts_bytes(live: u32, deleted: u32) -> usize {
+    int_element_size(live as i64) + int_element_size(deleted as i64)
 }
 
 /// Bytes an entry adds to a Redis stream listpack (`streamAppendItem`'s appends).
@@ -490,14 +497,22 @@ impl Stream {
         if total > LISTPACK_MAX {
             return Err(AddError::TooLarge);
         }
-        let need_new = match self.nodes.iter().next_back() {
-            Some((_, tail)) => redis_needs_new_node(
-                tail.lp_bytes as usize,
-                (tail.live + tail.deleted) as u64,
-                total,
-                lim.max_bytes,
-                lim.max_entries as u64,
-            ),
+        let need_new = match self.nodes.last_entry() {
+            Some(mut tail) => {
+                let tail = tail.get_mut();
+                let full = redis_needs_new_node(
+                    tail.lp_bytes as usize,
+                    (tail.live + tail.deleted) as u64,
+                    total,
+                    lim.max_bytes,
+                    lim.max_entries as u64,
+                );
+                if full {
+                    // A sealed node never grows again (Redis's lpShrinkToFit).
+                    tail.buf.shrink_to_fit();
+                }
+                full
+            }
             None => true,
         };
         if need_new {
@@ -521,7 +536,7 @@ impl Stream {
             let mf = node.master_fields();
             mf.len() * 2 == fv.len() && mf.iter().zip(fv.iter().step_by(2)).all(|(a, b)| a == b)
         };
-        let before = node.master_lp_bytes();
+        let before = counts_bytes(node.live, node.deleted);
         let add = redis_entry_bytes(master_id, id, same, fv);
         let buf = &mut node.buf;
         buf.push(if same { F_SAME } else { 0 });
@@ -546,7 +561,7 @@ impl Stream {
             }
         }
         node.live += 1;
-        let after = node.master_lp_bytes();
+        let after = counts_bytes(node.live, node.deleted);
         node.lp_bytes = (node.lp_bytes as usize + add + after - before) as u32;
         self.length += 1;
         self.entries_added += 1;
@@ -650,11 +665,11 @@ impl Stream {
     /// Marks the entry at (node, offset) deleted; drops the node when nothing live is left.
     fn delete_at(&mut self, mid: StreamId, off: usize) {
         let node = self.nodes.get_mut(&mid).expect("node");
-        let before = node.master_lp_bytes();
+        let before = counts_bytes(node.live, node.deleted);
         node.buf[off] |= F_DELETED;
         node.live -= 1;
         node.deleted += 1;
-        let after = node.master_lp_bytes();
+        let after = counts_bytes(node.live, node.deleted);
         node.lp_bytes = (node.lp_bytes as usize + after - before) as u32;
         if node.live == 0 {
             self.nodes.remove(&mid);
@@ -930,6 +945,7 @@ impl Stream {
             }
         }
         node.lp_bytes = (node.master_lp_bytes() + add) as u32;
+        node.buf.shrink_to_fit();
         self.length += node.live as u64;
         if node.live > 0 {
             self.nodes.insert(mid, node);
