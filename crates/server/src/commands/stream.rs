@@ -43,63 +43,63 @@ const ERR_EXHAUSTED: &str =
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("xadd", -5, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(xadd))
-        .doc(G, "5.0.0", "Appends a new message to a stream. Creates the key if it doesn't exist."),
+        .doc(G, "5.0.0", "Appends a new entry to a stream"),
     cmd("xrange", -4, READONLY, range(1, 1, 1), Shard(xrange))
-        .doc(G, "5.0.0", "Returns the messages from a stream within a range of IDs."),
+        .doc(G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval"),
     cmd("xrevrange", -4, READONLY, range(1, 1, 1), Shard(xrevrange))
-        .doc(G, "5.0.0", "Returns the messages from a stream within a range of IDs in reverse order."),
+        .doc(G, "5.0.0", "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE"),
     cmd("xlen", 2, READONLY | FAST, range(1, 1, 1), Shard(xlen))
-        .doc(G, "5.0.0", "Return the number of messages in a stream."),
+        .doc(G, "5.0.0", "Return the number of entries in a stream"),
     cmd("xdel", -3, WRITE | FAST, range(1, 1, 1), Shard(xdel))
-        .doc(G, "5.0.0", "Returns the number of messages after removing them from a stream."),
+        .doc(G, "5.0.0", "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist."),
     cmd("xtrim", -4, WRITE, range(1, 1, 1), Shard(xtrim))
-        .doc(G, "5.0.0", "Deletes messages from the beginning of a stream."),
+        .doc(G, "5.0.0", "Trims the stream to (approximately if '~' is passed) a certain size"),
     cmd("xsetid", -3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(xsetid))
-        .doc(G, "5.0.0", "An internal command for replicating stream values."),
+        .doc(G, "5.0.0", "An internal command for replicating stream values"),
     cmd("xread", -4, READONLY | BLOCKING, keyword("STREAMS", 1, -1, 1, 2), Conn(xread))
-        .doc(G, "5.0.0", "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise."),
+        .doc(G, "5.0.0", "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block."),
     cmd("xreadgroup", -7, WRITE | BLOCKING | PROP_SELF, keyword("STREAMS", 4, -1, 1, 2), Conn(xreadgroup))
-        .doc(G, "5.0.0", "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise."),
+        .doc(G, "5.0.0", "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block."),
     container("xgroup", -2, XGROUP_SUBS)
-        .doc(G, "5.0.0", "A container for consumer groups commands."),
+        .doc(G, "5.0.0", "A container for consumer groups commands"),
     cmd("xack", -4, WRITE | FAST, range(1, 1, 1), Shard(xack))
-        .doc(G, "5.0.0", "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream."),
+        .doc(G, "5.0.0", "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group. Return value of the command is the number of messages successfully acknowledged, that is, the IDs we were actually able to resolve in the PEL."),
     cmd("xpending", -3, READONLY, range(1, 1, 1), Shard(xpending))
-        .doc(G, "5.0.0", "Returns the information and entries from a stream consumer group's pending entries list."),
+        .doc(G, "5.0.0", "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged."),
     cmd("xclaim", -6, WRITE | FAST, range(1, 1, 1), Shard(xclaim))
-        .doc(G, "5.0.0", "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member."),
+        .doc(G, "5.0.0", "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer."),
     cmd("xautoclaim", -6, WRITE | FAST, range(1, 1, 1), Shard(xautoclaim))
-        .doc(G, "6.2.0", "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member."),
+        .doc(G, "6.2.0", "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer."),
     container("xinfo", -2, XINFO_SUBS)
-        .doc(G, "5.0.0", "A container for stream introspection commands."),
+        .doc(G, "5.0.0", "A container for stream introspection commands"),
 ];
 
 #[rustfmt::skip]
 static XGROUP_SUBS: &[CommandSpec] = &[
     cmd("create", -5, WRITE | DENYOOM, range(2, 2, 1), Shard(xgroup_create))
-        .doc(G, "5.0.0", "Creates a consumer group."),
+        .doc(G, "5.0.0", "Create a consumer group."),
     cmd("setid", -5, WRITE, range(2, 2, 1), Shard(xgroup_setid))
-        .doc(G, "5.0.0", "Sets the last-delivered ID of a consumer group."),
+        .doc(G, "5.0.0", "Set a consumer group to an arbitrary last delivered ID value."),
     cmd("destroy", 4, WRITE, range(2, 2, 1), Shard(xgroup_destroy))
-        .doc(G, "5.0.0", "Destroys a consumer group."),
+        .doc(G, "5.0.0", "Destroy a consumer group."),
     cmd("createconsumer", 5, WRITE | DENYOOM, range(2, 2, 1), Shard(xgroup_createconsumer))
-        .doc(G, "6.2.0", "Creates a consumer in a consumer group."),
+        .doc(G, "6.2.0", "Create a consumer in a consumer group."),
     cmd("delconsumer", 5, WRITE, range(2, 2, 1), Shard(xgroup_delconsumer))
-        .doc(G, "5.0.0", "Deletes a consumer from a consumer group."),
+        .doc(G, "5.0.0", "Delete a consumer from a consumer group."),
     cmd("help", 2, LOADING | STALE, NOKEYS, Local(xgroup_help))
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+        .doc(G, "5.0.0", "Show helpful text about the different subcommands"),
 ];
 
 #[rustfmt::skip]
 static XINFO_SUBS: &[CommandSpec] = &[
     cmd("stream", -3, READONLY, range(2, 2, 1), Shard(xinfo_stream))
-        .doc(G, "5.0.0", "Returns information about a stream."),
+        .doc(G, "5.0.0", "Get information about a stream"),
     cmd("groups", 3, READONLY, range(2, 2, 1), Shard(xinfo_groups))
-        .doc(G, "5.0.0", "Returns a list of the consumer groups of a stream."),
+        .doc(G, "5.0.0", "List the consumer groups of a stream"),
     cmd("consumers", 4, READONLY, range(2, 2, 1), Shard(xinfo_consumers))
-        .doc(G, "5.0.0", "Returns a list of the consumers in a consumer group."),
+        .doc(G, "5.0.0", "List the consumers in a consumer group"),
     cmd("help", 2, LOADING | STALE, NOKEYS, Local(xinfo_help))
-        .doc(G, "5.0.0", "Returns helpful text about the different subcommands."),
+        .doc(G, "5.0.0", "Show helpful text about the different subcommands"),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -142,7 +142,8 @@ fn stream_mut(db: &mut Db, pos: Pos) -> &mut Stream {
 }
 
 fn reply_id(r: &mut Reply, id: StreamId) {
-    r.bulk(&id.to_bytes());
+    let mut b = [0u8; 41];
+    r.bulk(id.format(&mut b));
 }
 
 /// `[id, [field, value, ...]]`.

@@ -113,11 +113,26 @@ fn write_info(r: &mut Reply, e: &Entry) {
     r.array(10);
     r.bulk_str(&e.fullname);
     r.int(s.arity as i64);
-    let fl: Vec<&str> = flags::NAMES
+    let mut fl: Vec<&str> = flags::NAMES
         .iter()
         .filter(|(bit, _)| s.flags & bit != 0)
         .map(|(_, n)| *n)
         .collect();
+    // Redis's CMD_MOVABLE_KEYS: the keys are not a fixed range (a key count, a keyword, or
+    // options decide), listed just before allow_busy as Redis orders its flags.
+    let movable = s.keys.members().iter().any(|k| {
+        matches!(
+            k,
+            KeySpec::Keynum { .. } | KeySpec::Keyword { .. } | KeySpec::Custom { .. }
+        )
+    });
+    if movable {
+        let at = fl
+            .iter()
+            .position(|f| *f == "allow_busy")
+            .unwrap_or(fl.len());
+        fl.insert(at, "movablekeys");
+    }
     r.set(fl.len());
     for f in fl {
         r.simple(f);
