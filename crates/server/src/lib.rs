@@ -13,6 +13,7 @@
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod latency;
 pub mod log;
 pub mod net;
 pub mod persistence;

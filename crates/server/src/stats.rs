@@ -37,6 +37,9 @@ pub struct ThreadStats {
     pub obuf_limit_disconnections: u64,
     pub qbuf_limit_disconnections: u64,
     pub slowlog: std::collections::VecDeque<SlowEntry>,
+    /// Per-command latency histograms (LATENCY HISTOGRAM, INFO latencystats), indexed by
+    /// command id; created on a command's first call, as Redis does.
+    pub lat_hist: Vec<Option<Box<crate::latency::Hdr>>>,
 }
 
 impl ThreadStats {
@@ -48,7 +51,16 @@ impl ThreadStats {
         &mut self.cmd[id]
     }
 
+    #[inline]
+    pub fn hist_mut(&mut self, id: usize) -> &mut crate::latency::Hdr {
+        if self.lat_hist.len() <= id {
+            self.lat_hist.resize_with(id + 1, || None);
+        }
+        self.lat_hist[id].get_or_insert_with(Default::default)
+    }
+
     pub fn reset(&mut self) {
+        self.lat_hist.clear();
         self.commands_processed = 0;
         self.net_input_bytes = 0;
         self.net_output_bytes = 0;

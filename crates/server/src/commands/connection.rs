@@ -64,7 +64,7 @@ static CLIENT_SUBS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns the client ID to which the connection's tracking notifications are redirected."),
     cmd("pause", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_pause))
         .doc(G, "1.0.0", "Suspends commands processing."),
-    cmd("unpause", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_ok))
+    cmd("unpause", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Local(client_unpause))
         .doc(G, "1.0.0", "Resumes processing commands from paused clients."),
     cmd("unblock", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Conn(client_unblock))
         .doc(G, "1.0.0", "Unblocks a client blocked by a blocking command from a different connection."),
@@ -295,10 +295,6 @@ fn reset_state(cx: &mut ConnCtx) {
         info.db = 0;
     }
     cx.reply.simple("RESET");
-}
-
-fn client_ok(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.ok();
 }
 
 fn client_id(cx: &mut ConnCtx, _args: &[&[u8]]) {
@@ -898,14 +894,14 @@ fn client_trackinginfo(cx: &mut ConnCtx, _args: &[&[u8]]) {
     }
 }
 
-/// CLIENT PAUSE is validated and acknowledged; pausing is not implemented yet.
+/// CLIENT PAUSE timeout [WRITE|ALL] (`engine::pause`).
 fn client_pause(cx: &mut ConnCtx, args: &[&[u8]]) {
     if args.len() > 4 {
         cx.reply.error(ERR_SYNTAX);
         return;
     }
-    match parse_i64(args[2]) {
-        Some(v) if v >= 0 => {}
+    let timeout = match parse_i64(args[2]) {
+        Some(v) if v >= 0 => v as u64,
         Some(_) => {
             cx.reply.error("ERR timeout is negative");
             return;
@@ -915,11 +911,18 @@ fn client_pause(cx: &mut ConnCtx, args: &[&[u8]]) {
                 .error("ERR timeout is not an integer or out of range");
             return;
         }
-    }
+    };
     if args.len() == 4 && !eq_ic(args[3], "write") && !eq_ic(args[3], "all") {
         cx.reply.error(ERR_SYNTAX);
         return;
     }
+    let all = args.len() < 4 || eq_ic(args[3], "all");
+    crate::engine::pause::pause(crate::engine::clock::unix_ms(), timeout, all);
+    cx.reply.ok();
+}
+
+fn client_unpause(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    crate::engine::pause::unpause();
     cx.reply.ok();
 }
 

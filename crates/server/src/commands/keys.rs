@@ -38,7 +38,7 @@ const G: Group = Group::Generic;
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("del", -2, WRITE, range(1, -1, 1), Conn(del)).one_key(del_one)
         .doc(G, "1.0.0", "Delete a key"),
-    cmd("unlink", -2, WRITE | FAST, range(1, -1, 1), Conn(del)).one_key(del_one)
+    cmd("unlink", -2, WRITE | FAST, range(1, -1, 1), Conn(unlink)).one_key(unlink_one)
         .doc(G, "4.0.0", "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking."),
     cmd("exists", -2, READONLY | FAST, range(1, -1, 1), Conn(exists)).one_key(exists_one)
         .doc(G, "1.0.0", "Determine if a key exists"),
@@ -191,6 +191,22 @@ fn del_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
     gone
 }
 
+/// UNLINK: DEL whose big values are freed by the lazyfree thread (`engine::lazyfree`).
+fn unlink<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    count_keys(cx, args, unlink_key)
+}
+
+fn unlink_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+    match db.remove(k, now) {
+        Some((_, v, _)) => {
+            crate::engine::lazyfree::free(v);
+            ev::emit(ev::GENERIC, "del", db.index, k);
+            true
+        }
+        None => false,
+    }
+}
+
 /// EXISTS counts every argument that names a live key, duplicates included (no access recorded).
 fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     count_keys(cx, args, exists_key)
@@ -219,6 +235,10 @@ fn count_one(c: &mut CmdCtx<'_>, k: &[u8], f: fn(&mut crate::engine::db::Db, &[u
 
 fn del_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     count_one(c, args[1], del_key)
+}
+
+fn unlink_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    count_one(c, args[1], unlink_key)
 }
 
 fn exists_one(c: &mut CmdCtx<'_>, args: &[&[u8]]) {

@@ -70,6 +70,8 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 14;
     pub const ALLOW_BUSY: u32 = 1 << 15;
     pub const SENTINEL: u32 = 1 << 16;
+    /// COMMAND GETKEYS of a call naming no key is an empty list, not an error (EVAL ... 0).
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
     /// Not Redis flags (never printed): a global command that must see all shards at one point
     /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
     pub const TX_GLOBAL_READ: u32 = 1 << 24;
@@ -87,6 +89,10 @@ pub mod flags {
     /// pops of BLPOP, LMPOP, BZPOPMIN... as LPOP/ZPOPMIN) or its transaction's group (EVAL,
     /// FCALL), never from its own arguments.
     pub const PROP_SELF: u32 = 1 << 29;
+    /// Not a Redis flag: the command runs a script whose flags (shebang, function flags)
+    /// decide whether it writes, not the command's (CLIENT PAUSE WRITE, Redis's
+    /// `evalGetCommandFlags`): see `scripting::call_writes`.
+    pub const SCRIPT_CALL: u32 = 1 << 30;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -103,6 +109,7 @@ pub mod flags {
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
     ];
@@ -849,6 +856,19 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
+    // CLIENT PAUSE: a paused command waits here, after its checks (a syntax error answers at
+    // once), counted as a blocked client. Commands inside EXEC or a script run with it.
+    if crate::engine::pause::state(crate::engine::clock::unix_ms()).is_some()
+        && !cx.is_master
+        && !cx.in_script
+        && !cx.coord.in_exec()
+        && !cx.client.info.borrow().flags.contains('S')
+    {
+        let writes = pause_writes(cx, spec, args);
+        if crate::engine::pause::blocks(writes) {
+            crate::engine::pause::wait(writes).await;
+        }
+    }
     // A script's reads are tracked as its declared keys, once it ran (commands/scripting.rs).
     if special && !cx.in_script {
         track_reads(cx, spec, args);
@@ -929,6 +949,23 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             t.caching = false;
         }
     }
+}
+
+/// Does this call write, as CLIENT PAUSE WRITE judges it (Redis: write or may-replicate
+/// flags; EXEC by its queued commands; scripts by their own flags)?
+fn pause_writes(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    let one = |s: &CommandSpec, a: &[&[u8]]| {
+        if s.flags & flags::SCRIPT_CALL != 0 {
+            return scripting::call_writes(s, a);
+        }
+        s.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
+    };
+    if spec.flags & flags::REJECT_EXECABORT != 0 {
+        if let Some(m) = cx.multi.as_ref() {
+            return m.cmds.iter().any(|(a, s)| one(s, &a.slices()));
+        }
+    }
+    one(spec, args)
 }
 
 /// The replication record of a coordinator command (shard commands leave theirs on their
@@ -1030,6 +1067,19 @@ pub(crate) fn record_call(
     cs.usec += usec;
     if failed {
         cs.failed += 1;
+    }
+    if crate::latency::tracking() {
+        st.hist_mut(entry.id).record_ns(usec.saturating_mul(1000));
+    }
+    // Redis's "command" / "fast-command" latency events (a blocking command's wait is not
+    // the server's latency).
+    if usec >= 1000 && entry.spec.flags & flags::BLOCKING == 0 {
+        let event = if entry.spec.flags & flags::FAST != 0 {
+            "fast-command"
+        } else {
+            "command"
+        };
+        crate::latency::add_sample_if_needed(event, usec / 1000);
     }
     if failed && !counted {
         let code = error_code(&cx.reply.buf[start_len..]);

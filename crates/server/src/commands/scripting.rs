@@ -26,8 +26,16 @@ use super::{BoxFut, ConnCtx};
 use crate::scripting::{self, functions, Outcome, ScriptFlags, Sha};
 
 const G: Group = Group::Scripting;
-const EVAL: u32 = NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | STALE | TX_GLOBAL_WRITE | PROP_SELF;
-const EVAL_RO: u32 = NOSCRIPT | SKIP_MONITOR | STALE | READONLY | TX_GLOBAL_WRITE;
+const EVAL: u32 = NOSCRIPT
+    | SKIP_MONITOR
+    | MAY_REPLICATE
+    | STALE
+    | TX_GLOBAL_WRITE
+    | PROP_SELF
+    | NO_MANDATORY_KEYS
+    | SCRIPT_CALL;
+const EVAL_RO: u32 =
+    NOSCRIPT | SKIP_MONITOR | STALE | READONLY | TX_GLOBAL_WRITE | NO_MANDATORY_KEYS | SCRIPT_CALL;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
@@ -102,6 +110,34 @@ fn evalsha_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 /// The SHA1 hex of `arg` as Redis compares script ids (lower case; anything else is unknown).
+/// Does this script call write, as CLIENT PAUSE WRITE judges it (Redis's
+/// `evalGetCommandFlags`, `fcallGetCommandFlags`)? The _RO forms never; a script with a
+/// shebang unless it says `no-writes`; one without a shebang, or not found, may replicate;
+/// a function by its flags.
+pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+    if spec.flags & READONLY != 0 {
+        return false;
+    }
+    let Some(arg) = args.get(1) else {
+        return true;
+    };
+    let body = match spec.name {
+        "fcall" => {
+            return functions::find(&String::from_utf8_lossy(arg))
+                .is_none_or(|(_, info)| !info.flags.no_writes);
+        }
+        "evalsha" => match sha_arg(arg).and_then(|s| scripting::cached(&s)) {
+            Some(b) => b,
+            None => return true,
+        },
+        _ => Arc::from(*arg),
+    };
+    match scripting::parse_shebang(&body) {
+        Ok((f, _)) if f.shebang => !f.no_writes,
+        _ => true,
+    }
+}
+
 fn sha_arg(arg: &[u8]) -> Option<Sha> {
     if arg.len() != 40 {
         return None;

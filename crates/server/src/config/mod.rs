@@ -241,11 +241,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         "the append-only file is not implemented yet",
     ),
     (
-        "latency-monitor-threshold",
-        |v| v != "0",
-        "the latency monitor (LATENCY) is not implemented yet (only 0, off, is accepted)",
-    ),
-    (
         "supervised",
         |v| v != "no",
         "the supervision handshake (sd_notify / upstart) is not implemented yet",
@@ -482,6 +477,9 @@ impl Config {
                 .slowlog_slower_than
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
             "slowlog-max-len" => self.slowlog_max_len.store(num(), Ordering::Relaxed),
+            "latency-monitor-threshold" => crate::latency::set_threshold(num()),
+            "latency-tracking" => crate::latency::set_tracking(v == "yes"),
+            "latency-tracking-info-percentiles" => crate::latency::set_percentiles(v),
             "lua-time-limit" => self.lua_time_limit.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
             "dynamic-hz" => self.dynamic_hz.store(v == "yes", Ordering::Relaxed),

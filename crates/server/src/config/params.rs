@@ -398,6 +398,14 @@ pub static PARAMS: &[Param] = &[
         "per-command latency tracking",
     ),
     p(
+        "latency-tracking-info-percentiles",
+        &[],
+        Kind::Words(words::latency_tracking_info_percentiles),
+        "50 99 99.9",
+        true,
+        "percentiles of INFO latencystats",
+    ),
+    p(
         "lazyfree-lazy-user-del",
         &[],
         Kind::Bool,
@@ -596,7 +604,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Int(0, i64::MAX),
         "0",
         true,
-        "latency monitor threshold (ms); only 0 until LATENCY exists",
+        "latency monitor threshold (ms); 0 = off",
     ),
     p(
         "client-output-buffer-limit",
@@ -1078,6 +1086,23 @@ mod words {
     }
 
     /// `oom-score-adj-values <replica> <master> <bg-child>`, each -2000..2000.
+    /// Numbers 0..=100 (Redis's `setConfigLatencyTrackingInfoPercentilesOutputOption`); an
+    /// empty value is no percentile.
+    pub fn latency_tracking_info_percentiles(_: &str, args: &[&str]) -> Result<String, String> {
+        let mut out = Vec::new();
+        for a in args.iter().filter(|a| !a.is_empty()) {
+            match a.parse::<f64>() {
+                Ok(v) if (0.0..=100.0).contains(&v) => out.push(crate::latency::percentile_name(v)),
+                Ok(v) if v.is_finite() => return Err(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                        .into(),
+                ),
+                _ => return Err("Invalid latency-tracking-info-percentiles parameters".into()),
+            }
+        }
+        Ok(out.join(" "))
+    }
+
     pub fn oom_score_adj_values(_: &str, args: &[&str]) -> Result<String, String> {
         if args.len() != 3 {
             return Err("wrong number of arguments".into());

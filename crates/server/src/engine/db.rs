@@ -429,6 +429,10 @@ impl Db {
                             return None;
                         }
                     }
+                    // During CLIENT PAUSE nothing expires: the key reads as gone and stays.
+                    if crate::engine::pause::expiry_paused() {
+                        return None;
+                    }
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
                     journal::deleted(self.index, k.key());
@@ -940,6 +944,10 @@ impl Db {
             match self.expire_at(pos) {
                 Some(at) if at <= now && crate::replication::role::is_replica() => continue,
                 Some(at) if at <= now => {
+                    // During CLIENT PAUSE nothing expires: the key reads as gone and stays.
+                    if crate::engine::pause::expiry_paused() {
+                        return None;
+                    }
                     // The expiration is its own record, not the command's write.
                     let (k, _) = journal::quietly(|| self.remove_at(pos));
                     journal::deleted(self.index, k.key());

@@ -101,6 +101,18 @@ impl Shard {
             return;
         }
         self.expire_cycles += 1;
+        let started = std::time::Instant::now();
+        self.expire_cycle(now);
+        // Redis's latencyAddSampleIfNeeded("expire-cycle", ...) in activeExpireCycle.
+        crate::latency::add_sample_if_needed("expire-cycle", started.elapsed().as_millis() as u64);
+    }
+
+    /// One active expiry cycle over every db.
+    fn expire_cycle(&mut self, now: u64) {
+        // No active expiry while clients are paused (Redis's activeExpireCycle).
+        if crate::engine::pause::expiry_paused() {
+            return;
+        }
         let per_db = (EXPIRE_CHECKS_PER_TICK / self.dbs.len().max(1)).max(64);
         for db in self.dbs.iter_mut() {
             if !db.hfe.is_empty() {

@@ -551,10 +551,17 @@ impl Worker {
             return 0;
         };
         let now = clock::unix_ms();
-        guard::or_exit("eviction", || {
+        let started = std::time::Instant::now();
+        let keys = guard::or_exit("eviction", || {
             super::evict::run(&mut shard, Some(&tx), bytes, now)
         })
-        .keys
+        .keys;
+        // Redis's latencyAddSampleIfNeeded("eviction-cycle", ...) in performEvictions.
+        crate::latency::add_sample_if_needed(
+            "eviction-cycle",
+            started.elapsed().as_millis() as u64,
+        );
+        keys
     }
 }
 

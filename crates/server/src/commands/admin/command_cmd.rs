@@ -317,7 +317,8 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
         return None;
     }
     let pos = s.keys.positions(cmdargs);
-    if pos.is_empty() {
+    // A call naming no key is an error unless the command may name none (EVAL ... 0).
+    if pos.is_empty() && s.flags & flags::NO_MANDATORY_KEYS == 0 {
         cx.reply
             .error("ERR Invalid arguments specified for command");
         return None;

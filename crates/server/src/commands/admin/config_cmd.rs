@@ -109,6 +109,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
                 }
             })
             .await;
+        crate::engine::lazyfree::reset_stats();
         let shared = cx.shared();
         shared.total_connections.store(0, Ordering::Relaxed);
         shared.rejected_connections.store(0, Ordering::Relaxed);

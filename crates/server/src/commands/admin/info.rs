@@ -263,8 +263,12 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "mem_aof_buffer:0");
             line!(o, "mem_allocator:jemalloc-5.3.0");
             line!(o, "active_defrag_running:0");
-            line!(o, "lazyfree_pending_objects:0");
-            line!(o, "lazyfreed_objects:0");
+            line!(
+                o,
+                "lazyfree_pending_objects:{}",
+                crate::engine::lazyfree::pending()
+            );
+            line!(o, "lazyfreed_objects:{}", crate::engine::lazyfree::freed());
         }
         "persistence" => {
             o.push_str("# Persistence\r\n");
@@ -462,7 +466,24 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 line!(o, "errorstat_{code}:count={n}");
             }
         }
-        "latencystats" => o.push_str("# Latencystats\r\n"),
+        "latencystats" => {
+            o.push_str("# Latencystats\r\n");
+            let by_id = super::stats_snapshot::entries_by_id();
+            let ps = crate::latency::percentiles();
+            let mut rows: Vec<(&str, &crate::latency::Hdr)> = t
+                .lat_hist
+                .iter()
+                .filter_map(|(i, h)| by_id.get(*i).and_then(|e| *e).map(|e| (e.static_name, h)))
+                .collect();
+            rows.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, h) in rows {
+                line!(
+                    o,
+                    "latency_percentiles_usec_{name}:{}",
+                    crate::latency::percentiles_line(h, &ps)
+                );
+            }
+        }
         "cluster" => {
             o.push_str("# Cluster\r\n");
             line!(o, "cluster_enabled:0");
@@ -482,7 +503,10 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
 pub fn info<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let sections = select_sections(&args[1..]);
-        let t = gather(cx).await;
+        let mut t = gather(cx).await;
+        if sections.contains(&"latencystats") {
+            t.lat_hist = super::stats_snapshot::gather_hists(cx).await;
+        }
         let text = render_info(cx, &t, &sections);
         cx.reply.verbatim("txt", text.as_bytes());
     })

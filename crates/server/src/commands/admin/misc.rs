@@ -201,36 +201,127 @@ pub fn slowlog_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// LATENCY (latency monitoring is not implemented: no events are ever recorded).
+// LATENCY (crate::latency: the events are process-wide, the histograms per thread).
 
 pub fn latency_doctor(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.verbatim(
-        "txt",
-        b"I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this Redis instance. You may use \"CONFIG SET latency-monitor-threshold <milliseconds>.\" in order to enable it. If we weren't in a deep space mission I'd suggest to take a look at https://redis.io/topics/latency-monitor.\n",
-    );
+    let cfg = &cx.shared().config;
+    let hz = cfg.get("hz").and_then(|v| v.parse().ok()).unwrap_or(10);
+    let report = crate::latency::doctor_now(cfg.slowlog_slower_than(), hz);
+    cx.reply.verbatim("txt", report.as_bytes());
 }
 
-pub fn latency_empty(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.empty_array();
+pub fn latency_latest(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    let events = crate::latency::events();
+    let r = &mut cx.reply;
+    r.array(events.len());
+    for (name, ts) in &events {
+        let last = ts.last();
+        r.array(4);
+        r.bulk_str(name);
+        r.int(last.time);
+        r.int(last.latency as i64);
+        r.int(ts.max as i64);
+    }
 }
 
-pub fn latency_reset(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.int(0);
+pub fn latency_history(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let Some((_, ts)) = crate::latency::event(args[2]) else {
+        cx.reply.empty_array();
+        return;
+    };
+    let samples: Vec<_> = ts.samples().collect();
+    let r = &mut cx.reply;
+    r.array(samples.len());
+    for s in samples {
+        r.array(2);
+        r.int(s.time);
+        r.int(s.latency as i64);
+    }
+}
+
+pub fn latency_reset(cx: &mut ConnCtx, args: &[&[u8]]) {
+    let n = if args.len() == 2 {
+        crate::latency::reset(None)
+    } else {
+        args[2..]
+            .iter()
+            .map(|e| crate::latency::reset(Some(e)))
+            .sum()
+    };
+    cx.reply.int(n as i64);
 }
 
 pub fn latency_graph(cx: &mut ConnCtx, args: &[&[u8]]) {
-    error_parts(
-        &mut cx.reply,
-        &[
-            b"ERR No samples available for event '",
-            cstr(args[2], 128),
-            b"'",
-        ],
-    );
+    match crate::latency::event(args[2]) {
+        Some((name, ts)) => {
+            let g = crate::latency::graph_now(&name, &ts);
+            cx.reply.verbatim("txt", g.as_bytes());
+        }
+        None => error_parts(
+            &mut cx.reply,
+            &[
+                b"ERR No samples available for event '",
+                cstr(args[2], 128),
+                b"'",
+            ],
+        ),
+    }
 }
 
-pub fn latency_histogram(cx: &mut ConnCtx, _args: &[&[u8]]) {
-    cx.reply.map(0);
+/// LATENCY HISTOGRAM [command ...]: Redis's `latencyAllCommandsFillCDF` /
+/// `latencySpecificCommandsFillCDF` (a container names itself and its subcommands; unknown
+/// names are skipped).
+pub fn latency_histogram<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    Box::pin(async move {
+        let hists = super::stats_snapshot::gather_hists(cx).await;
+        let by_id = super::stats_snapshot::entries_by_id();
+        let hist_of = |id: usize| hists.iter().find(|(i, _)| *i == id).map(|(_, h)| h);
+        let mut rows: Vec<(&str, &crate::latency::Hdr)> = Vec::new();
+        if args.len() == 2 {
+            for (i, h) in &hists {
+                if let Some(e) = by_id.get(*i).and_then(|e| *e) {
+                    rows.push((e.static_name, h));
+                }
+            }
+        } else {
+            let reg = crate::commands::registry();
+            for name in &args[2..] {
+                let mut parts = name.splitn(2, |&c| c == b'|');
+                let base = parts.next().unwrap_or_default();
+                let entry = match (reg.lookup(base), parts.next()) {
+                    (Some(e), None) => Some(e),
+                    (Some(e), Some(sub)) if !e.subs.is_empty() => e.sub(sub),
+                    _ => None,
+                };
+                let Some(e) = entry else { continue };
+                if let Some(h) = hist_of(e.id) {
+                    rows.push((e.static_name, h));
+                }
+                let mut subs: Vec<_> = e.subs.values().collect();
+                subs.sort_by_key(|s| s.id);
+                for s in subs {
+                    if let Some(h) = hist_of(s.id) {
+                        rows.push((s.static_name, h));
+                    }
+                }
+            }
+        }
+        let r = &mut cx.reply;
+        r.map(rows.len());
+        for (name, h) in rows {
+            r.bulk_str(name);
+            r.map(2);
+            r.bulk_str("calls");
+            r.int(h.total as i64);
+            r.bulk_str("histogram_usec");
+            let cdf = h.cdf();
+            r.map(cdf.len());
+            for (usec, n) in cdf {
+                r.int(usec);
+                r.int(n as i64);
+            }
+        }
+    })
 }
 
 pub fn latency_help(cx: &mut ConnCtx, _args: &[&[u8]]) {

@@ -118,15 +118,15 @@ static SLOWLOG_SUBS: &[CommandSpec] = &[
 static LATENCY_SUBS: &[CommandSpec] = &[
     cmd("doctor", 2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_doctor))
         .doc(G, "1.0.0", "Returns a human-readable latency analysis report."),
-    cmd("latest", 2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_empty))
+    cmd("latest", 2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_latest))
         .doc(G, "1.0.0", "Returns the latest latency samples for all events."),
-    cmd("history", 3, ADMIN_FLAGS, NOKEYS, Local(misc::latency_empty))
+    cmd("history", 3, ADMIN_FLAGS, NOKEYS, Local(misc::latency_history))
         .doc(G, "1.0.0", "Returns timestamp-latency samples for an event."),
     cmd("graph", 3, ADMIN_FLAGS, NOKEYS, Local(misc::latency_graph))
         .doc(G, "1.0.0", "Returns a latency graph for an event."),
     cmd("reset", -2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_reset))
         .doc(G, "1.0.0", "Resets the latency data for one or more events."),
-    cmd("histogram", -2, ADMIN_FLAGS, NOKEYS, Local(misc::latency_histogram))
+    cmd("histogram", -2, ADMIN_FLAGS, NOKEYS, Conn(misc::latency_histogram))
         .doc(G, "1.0.0", "Returns the cumulative distribution of latencies of a subset or all commands."),
     cmd("help", 2, LOADING | STALE, NOKEYS, Local(misc::latency_help))
         .doc(G, "1.0.0", "Returns helpful text about the different subcommands."),

@@ -38,6 +38,9 @@ pub struct Totals {
     pub table_mem: u64,
     /// Process-wide, so not summed: [`gather`] sets it once.
     pub mem: MemStats,
+    /// Per-command latency histograms (id, histogram): filled by INFO only when it shows
+    /// `latencystats` ([`gather_hists`]).
+    pub lat_hist: Vec<(usize, crate::latency::Hdr)>,
 }
 
 impl Totals {
@@ -146,7 +149,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 obuf_limit_disconnections: st.obuf_limit_disconnections,
                 qbuf_limit_disconnections: st.qbuf_limit_disconnections,
                 clients: crate::net::client::local_count(),
-                blocked: w.parked(),
+                blocked: w.parked() + crate::engine::pause::waiting_here(),
                 ..Totals::default()
             };
             crate::net::client::for_each_local(|_, h| {
@@ -189,6 +192,32 @@ pub fn entries_by_id() -> Vec<Option<&'static Entry>> {
         }
     }
     out
+}
+
+/// Every thread's per-command latency histograms summed, as (id, histogram) in id order, of the
+/// commands that have one (LATENCY HISTOGRAM, INFO latencystats).
+pub async fn gather_hists(cx: &ConnCtx) -> Vec<(usize, crate::latency::Hdr)> {
+    let per = cx
+        .worker
+        .broadcast(|w| {
+            w.stats()
+                .lat_hist
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| h.as_ref().map(|h| (i, (**h).clone())))
+                .collect::<Vec<_>>()
+        })
+        .await;
+    let mut all: BTreeMap<usize, crate::latency::Hdr> = BTreeMap::new();
+    for (i, h) in per.into_iter().flatten() {
+        match all.get_mut(&i) {
+            Some(d) => d.add(&h),
+            None => {
+                all.insert(i, h);
+            }
+        }
+    }
+    all.into_iter().collect()
 }
 
 #[cfg(test)]
