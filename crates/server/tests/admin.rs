@@ -740,3 +740,30 @@ fn debug_digest_follows_contents_not_encodings() {
     let _: () = q(&mut con, &["FLUSHALL"]);
     assert_eq!(digest(&mut con), zeros);
 }
+
+#[test]
+fn lolwut_prints_the_version_and_art() {
+    let srv = start(&[]);
+    let mut c = srv.raw_conn();
+    assert_eq!(
+        c.cmd(&["LOLWUT"]),
+        common::Resp::Bulk(b"Redis ver. 7.0.15\n".to_vec())
+    );
+    let text = |r: common::Resp| match r {
+        common::Resp::Bulk(b) => String::from_utf8(b).unwrap(),
+        other => panic!("{other}"),
+    };
+    let five = text(c.cmd(&["LOLWUT", "VERSION", "5", "20", "2", "3"]));
+    assert!(five.ends_with("Georg Nees - schotter, plotter on paper, 1968. Redis ver. 7.0.15\n"));
+    // 20 columns of braille characters per line.
+    assert_eq!(five.lines().next().unwrap().chars().count(), 20);
+    let six = text(c.cmd(&["LOLWUT", "VERSION", "6", "10", "4"]));
+    assert!(six.contains("Plaguemon"));
+    assert_eq!(six.lines().next().unwrap().matches("\x1b[0m").count(), 10);
+    assert_eq!(
+        text(c.cmd(&["LOLWUT", "VERSION", "7"])),
+        "Redis ver. 7.0.15\n"
+    );
+    assert!(c.cmd(&["LOLWUT", "VERSION", "x"]).is_error());
+    assert!(c.cmd(&["LOLWUT", "VERSION", "5", "nan"]).is_error());
+}

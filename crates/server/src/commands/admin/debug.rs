@@ -180,13 +180,63 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.ok();
             }
             (b"reload", _) => crate::commands::persistence::reload(cx, &args[2..]).await,
-            (b"jmap", _) => cx.reply.error("ERR DEBUG JMAP not supported yet"),
             (b"error", 3) => cx.reply.error_bytes(args[2]),
             (b"log", 3) => {
                 crate::log_warning!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));
                 cx.reply.ok();
             }
-            (b"change-repl-id", 2) => cx.reply.ok(),
+            // A new history: new master_replid, no second id (Redis's changeReplicationId +
+            // clearReplicationId2), so replicas must resynchronize fully.
+            (b"change-repl-id", 2) => {
+                let mut m = crate::replication::master();
+                m.replid = crate::replication::new_replid();
+                m.replid2 = "0".repeat(40);
+                m.second_offset = -1;
+                drop(m);
+                cx.reply.ok();
+            }
+            (b"quicklist-packed-threshold", 3) => {
+                let ok = crate::config::parse_memory(&String::from_utf8_lossy(args[2]))
+                    .is_some_and(crate::persistence::rdb::object::set_list_packed_threshold);
+                if ok {
+                    cx.reply.ok();
+                } else {
+                    cx.reply.error(
+                        "ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                    );
+                }
+            }
+            (b"listpack", 3) | (b"quicklist", 3 | 4) => {
+                let key = args[2].to_vec();
+                let want_list = sub.as_slice() == b"quicklist";
+                let parts: Option<(String, String)> = cx
+                    .hops()
+                    .on_key(args[2], move |c, ()| {
+                        let now = c.now;
+                        let db = c.db();
+                        let pos = db.find_read_notouch(&key, now)?;
+                        let v = db.at(pos).1;
+                        Some((v.encoding_name().to_string(), describe_packed(v)))
+                    })
+                    .run()
+                    .await;
+                match parts {
+                    None => cx.reply.error(ERR_NO_KEY),
+                    Some((enc, text)) => {
+                        let (kind, done) = if want_list {
+                            ("quicklist", "Quicklist structure printed on stdout")
+                        } else {
+                            ("listpack", "Listpack structure printed on stdout")
+                        };
+                        if enc != kind {
+                            cx.reply.error(&format!("ERR Not a {kind} encoded object."));
+                        } else {
+                            crate::log_notice!("DEBUG {}: {}", kind.to_uppercase(), text);
+                            cx.reply.simple(done);
+                        }
+                    }
+                }
+            }
             (b"set-disable-deny-scripts", 3) => {
                 crate::scripting::DENY_SCRIPT_OFF.store(
                     parse_i64(args[2]).unwrap_or(0) != 0,
@@ -228,6 +278,13 @@ fn debug_help(cx: &mut ConnCtx) {
         &[
             "CHANGE-REPL-ID",
             "    Change the replication IDs of the instance.",
+            "LISTPACK <key>",
+            "    Show low level info about the listpack encoding of <key> (in the server log).",
+            "QUICKLIST <key> [<0|1>]",
+            "    Show low level info about the quicklist encoding of <key> (in the server log).",
+            "QUICKLIST-PACKED-THRESHOLD <size>",
+            "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+            "    (here: the list elements a snapshot writes as PLAIN quicklist nodes).",
             "CONFIG-REWRITE-FORCE-ALL",
             "    Like CONFIG REWRITE but writes all configuration options, including",
             "    keywords not listed in original configuration file or default values.",
@@ -389,6 +446,41 @@ fn rdb_len_bytes(len: usize) -> usize {
     } else {
         9
     }
+}
+
+/// DEBUG LISTPACK / QUICKLIST's text for the log: the encoding, the element count and the
+/// elements (at most 64, each cut at 64 bytes).
+fn describe_packed(v: &crate::types::Value) -> String {
+    use crate::types::ValueRef;
+    let mut items: Vec<String> = Vec::new();
+    let show = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
+    let n = match v.view() {
+        ValueRef::List(l) => {
+            for e in l.to_vecs().iter().take(64) {
+                items.push(show(e));
+            }
+            l.len()
+        }
+        ValueRef::Hash(h) => {
+            let mut buf = [0u8; 20];
+            h.for_each(|f, val| {
+                if items.len() < 64 {
+                    items.push(show(f));
+                    items.push(show(val.bytes(&mut buf)));
+                }
+            });
+            h.len()
+        }
+        ValueRef::ZSet(z) => {
+            z.range(0, z.len().min(32), false, |m, sc| {
+                items.push(show(m));
+                items.push(sc.to_string());
+            });
+            z.len()
+        }
+        _ => 0,
+    };
+    format!("{} entries: [{}]", n, items.join(", "))
 }
 
 fn debug_object(c: &mut CmdCtx<'_>, args: &[&[u8]]) {

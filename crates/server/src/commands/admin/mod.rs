@@ -15,6 +15,7 @@ pub mod console;
 pub mod debug;
 pub mod digest;
 pub mod info;
+pub mod lolwut;
 pub mod metrics;
 pub mod misc;
 pub mod stats_snapshot;
@@ -38,6 +39,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "2.0.0", "A container for server configuration commands."),
     cmd("command", -1, LOADING | STALE | SENTINEL, NOKEYS, Local(command_cmd::command)).subs(COMMAND_SUBS).acl(acl::CONNECTION)
         .doc(G, "2.8.13", "Returns detailed information about all commands."),
+    cmd("lolwut", -1, READONLY | FAST, NOKEYS, Local(lolwut::lolwut))
+        .doc(G, "5.0.0", "Display some computer art and the Redis version"),
     cmd("time", 1, LOADING | STALE | FAST, NOKEYS, Local(misc::time))
         .doc(G, "1.0.0", "Returns the server time."),
     cmd("lastsave", 1, LOADING | STALE | FAST, NOKEYS, Local(misc::lastsave)).acl(acl::ADMIN | acl::DANGEROUS)

@@ -181,6 +181,26 @@ fn write_compact<W: Write>(w: &mut Writer<W>, s: &CompactStr) -> io::Result<()> 
 /// and a listpack never holds one (a listpack's size field is 32 bits).
 const PACKED_THRESHOLD: usize = 1 << 30;
 
+/// The list elements that get a PLAIN quicklist node of their own (Redis's
+/// `packed_threshold`, 1 GiB unless `DEBUG QUICKLIST-PACKED-THRESHOLD` changed it).
+static LIST_PACKED_THRESHOLD: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(PACKED_THRESHOLD);
+
+/// `DEBUG QUICKLIST-PACKED-THRESHOLD bytes` (Redis's `quicklistisSetPackedThreshold`): 0
+/// restores the default; false past 4 GiB less 1 MiB.
+pub fn set_list_packed_threshold(bytes: u64) -> bool {
+    if bytes > (1 << 32) - (1 << 20) {
+        return false;
+    }
+    let v = if bytes == 0 {
+        PACKED_THRESHOLD
+    } else {
+        (bytes as usize).min(PACKED_THRESHOLD)
+    };
+    LIST_PACKED_THRESHOLD.store(v, std::sync::atomic::Ordering::Relaxed);
+    true
+}
+
 /// A collection written as a sequence of elements, possibly across many calls: lists (a
 /// quicklist of listpack nodes, each as big as `list-max-listpack-size` lets a node grow, what
 /// Redis's own quicklist would hold after the same pushes) and the plain forms of hashes, sets
@@ -375,7 +395,7 @@ fn push_list_entry(
     fill: Fill,
 ) -> io::Result<()> {
     if let Entry::Str(s) = e {
-        if s.len() >= PACKED_THRESHOLD {
+        if s.len() >= LIST_PACKED_THRESHOLD.load(std::sync::atomic::Ordering::Relaxed) {
             if !node.is_empty() {
                 let lp = std::mem::take(node).finish();
                 write_ql_node(body, nodes, quicklist_container::PACKED, &lp)?;
