@@ -989,28 +989,10 @@ fn xpending(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         consumer = args.get(at + 3).copied();
     }
     let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, true) {
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Missing => None,
-        Found::Stream(p) => Some(p),
-    };
-    let Some(g) = pos.and_then(|p| stream_at(db, p).groups.get(name)) else {
-        nogroup(
-            cx.reply,
-            &[
-                b"NOGROUP No such key '",
-                key,
-                b"' or consumer group '",
-                name,
-                b"'",
-            ],
-        );
+    let Some(pos) = group_stream_or_reply(cx, key, name) else {
         return;
     };
+    let g = &stream_at(&cx.shard.dbs[cx.db], pos).groups[name];
     let r = &mut *cx.reply;
     if justinfo {
         r.array(4);
@@ -1071,6 +1053,35 @@ fn xpending(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     r.end_array_deferred(h, n);
 }
 
+/// The stream at `key` when it has group `name`; otherwise replies WRONGTYPE or Redis's
+/// "No such key or consumer group" (XPENDING, XCLAIM, XAUTOCLAIM).
+fn group_stream_or_reply(cx: &mut CmdCtx<'_>, key: &[u8], name: &[u8]) -> Option<Pos> {
+    let now = cx.now;
+    let db = &mut cx.shard.dbs[cx.db];
+    let pos = match lookup(db, key, now, true) {
+        Found::WrongType => {
+            cx.reply.error(ERR_WRONGTYPE);
+            return None;
+        }
+        Found::Missing => None,
+        Found::Stream(p) => Some(p),
+    };
+    if let Some(p) = pos.filter(|p| stream_at(db, *p).groups.contains_key(name)) {
+        return Some(p);
+    }
+    nogroup(
+        cx.reply,
+        &[
+            b"NOGROUP No such key '",
+            key,
+            b"' or consumer group '",
+            name,
+            b"'",
+        ],
+    );
+    None
+}
+
 /// `XCLAIM key group consumer 0 id TIME ms RETRYCOUNT n FORCE JUSTID LASTID last`: how a
 /// delivery or claim is replicated (`streamPropagateXCLAIM`).
 fn prop_xclaim(
@@ -1117,29 +1128,10 @@ fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let dbi = cx.db;
     let (key, name, cname) = (args[1], args[2], args[3]);
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, true) {
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Missing => None,
-        Found::Stream(p) => Some(p),
-    };
-    if !pos.is_some_and(|p| stream_at(db, p).groups.contains_key(name)) {
-        nogroup(
-            cx.reply,
-            &[
-                b"NOGROUP No such key '",
-                key,
-                b"' or consumer group '",
-                name,
-                b"'",
-            ],
-        );
+    let Some(pos) = group_stream_or_reply(cx, key, name) else {
         return;
-    }
-    let pos = pos.expect("checked");
+    };
+    let db = &mut cx.shard.dbs[cx.db];
     let r = &mut *cx.reply;
     let Some(minidle) = int_arg_msg(r, args[4], "ERR Invalid min-idle-time argument for XCLAIM")
     else {
@@ -1349,30 +1341,12 @@ fn xautoclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         j += 1;
     }
     let now = cx.now;
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, true) {
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Missing => None,
-        Found::Stream(p) => Some(p),
-    };
-    if !pos.is_some_and(|p| stream_at(db, p).groups.contains_key(name)) {
-        nogroup(
-            cx.reply,
-            &[
-                b"NOGROUP No such key '",
-                key,
-                b"' or consumer group '",
-                name,
-                b"'",
-            ],
-        );
+    let Some(pos) = group_stream_or_reply(cx, key, name) else {
         return;
-    }
+    };
+    let db = &mut cx.shard.dbs[cx.db];
     let r = &mut *cx.reply;
-    let s = stream_mut(db, pos.expect("checked"));
+    let s = stream_mut(db, pos);
     let mut g = s.groups.remove(name).expect("checked");
     let mut attempts = count.saturating_mul(10);
     let mut left = count;

@@ -208,20 +208,39 @@ impl Node {
 
     /// Appends entry `id` (`fv`: field, value, ...), keeping the Redis size in step.
     fn push_entry(&mut self, master_id: StreamId, id: StreamId, fv: &[&[u8]]) {
+        let before = counts_bytes(self.live, self.deleted);
+        let add = self.encode_entry(master_id, id, false, fv);
+        self.live += 1;
+        let after = counts_bytes(self.live, self.deleted);
+        self.lp_bytes = (self.lp_bytes as usize + add + after - before) as u32;
+    }
+
+    /// Writes entry `id` (`fv`: field, value, ...) at the end of the buffer, field names
+    /// elided when they are the master's; returns the bytes it adds to Redis's listpack.
+    /// (Counts and sizes are the caller's.)
+    fn encode_entry(
+        &mut self,
+        master_id: StreamId,
+        id: StreamId,
+        deleted: bool,
+        fv: &[&[u8]],
+    ) -> usize {
         let same = {
             let mf = self.master_fields();
             mf.len() * 2 == fv.len() && mf.iter().zip(fv.iter().step_by(2)).all(|(a, b)| a == b)
         };
-        let before = counts_bytes(self.live, self.deleted);
-        let add = redis_entry_bytes(master_id, id, same, fv);
         let buf = &mut self.buf;
-        buf.push(if same { F_SAME } else { 0 });
-        let msd = id.ms - master_id.ms;
+        let mut flags = if same { F_SAME } else { 0 };
+        if deleted {
+            flags |= F_DELETED;
+        }
+        buf.push(flags);
+        let msd = id.ms.wrapping_sub(master_id.ms);
         varint::push(buf, msd);
         varint::push(
             buf,
             if msd == 0 {
-                id.seq - master_id.seq
+                id.seq.wrapping_sub(master_id.seq)
             } else {
                 id.seq
             },
@@ -236,9 +255,7 @@ impl Node {
                 push_str(buf, s);
             }
         }
-        self.live += 1;
-        let after = counts_bytes(self.live, self.deleted);
-        self.lp_bytes = (self.lp_bytes as usize + add + after - before) as u32;
+        redis_entry_bytes(master_id, id, same, fv)
     }
 
     /// Redis's listpack bytes for this node's header and master entry at its current counts
@@ -941,39 +958,11 @@ impl Stream {
         };
         let mut add = 0;
         for (id, deleted, fv) in entries {
-            let same = master_fields.len() * 2 == fv.len()
-                && master_fields
-                    .iter()
-                    .zip(fv.iter().step_by(2))
-                    .all(|(a, b)| a == b);
-            add += redis_entry_bytes(mid, *id, same, fv);
-            let mut flags = if same { F_SAME } else { 0 };
+            add += node.encode_entry(mid, *id, *deleted, fv);
             if *deleted {
-                flags |= F_DELETED;
                 node.deleted += 1;
             } else {
                 node.live += 1;
-            }
-            node.buf.push(flags);
-            let msd = id.ms.wrapping_sub(mid.ms);
-            varint::push(&mut node.buf, msd);
-            varint::push(
-                &mut node.buf,
-                if msd == 0 {
-                    id.seq.wrapping_sub(mid.seq)
-                } else {
-                    id.seq
-                },
-            );
-            if same {
-                for v in fv.iter().skip(1).step_by(2) {
-                    push_str(&mut node.buf, v);
-                }
-            } else {
-                varint::push(&mut node.buf, (fv.len() / 2) as u64);
-                for s in fv {
-                    push_str(&mut node.buf, s);
-                }
             }
         }
         node.lp_bytes = (node.master_lp_bytes() + add) as u32;
