@@ -132,6 +132,23 @@ fn lookup(db: &mut Db, key: &[u8], now: u64, read: bool) -> Found {
     }
 }
 
+/// The stream at `key` for a write, or the reply when there is none: `missing` for no key,
+/// WRONGTYPE for another type (XDEL, XTRIM, XSETID).
+fn write_target(cx: &mut CmdCtx<'_>, key: &[u8], missing: fn(&mut Reply)) -> Option<Pos> {
+    let now = cx.now;
+    match lookup(&mut cx.shard.dbs[cx.db], key, now, false) {
+        Found::Missing => {
+            missing(cx.reply);
+            None
+        }
+        Found::WrongType => {
+            cx.reply.error(ERR_WRONGTYPE);
+            None
+        }
+        Found::Stream(p) => Some(p),
+    }
+}
+
 fn stream_at(db: &Db, pos: Pos) -> &Stream {
     db.at(pos).1.as_stream().expect("a stream")
 }
@@ -449,20 +466,11 @@ fn xtrim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let Some(t) = parse_trim_args(cx, args, false) else {
         return;
     };
-    let now = cx.now;
     let key = args[1];
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, false) {
-        Found::Missing => {
-            cx.reply.int(0);
-            return;
-        }
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Stream(p) => p,
+    let Some(pos) = write_target(cx, key, |r| r.int(0)) else {
+        return;
     };
+    let db = &mut cx.shard.dbs[cx.db];
     let s = stream_mut(db, pos);
     let deleted = s.trim(t.trim.expect("checked"), t.approx, t.limit);
     if deleted > 0 {
@@ -542,20 +550,11 @@ fn xlen(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 }
 
 fn xdel(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let now = cx.now;
     let key = args[1];
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, false) {
-        Found::Missing => {
-            cx.reply.int(0);
-            return;
-        }
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Stream(p) => p,
+    let Some(pos) = write_target(cx, key, |r| r.int(0)) else {
+        return;
     };
+    let db = &mut cx.shard.dbs[cx.db];
     let mut ids = Vec::with_capacity(args.len() - 2);
     for a in &args[2..] {
         let Some(id) = strict_id(cx.reply, a) else {
@@ -619,20 +618,11 @@ fn xsetid(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             return;
         }
     }
-    let now = cx.now;
     let key = args[1];
-    let db = &mut cx.shard.dbs[cx.db];
-    let pos = match lookup(db, key, now, false) {
-        Found::Missing => {
-            cx.reply.error(ERR_NO_KEY);
-            return;
-        }
-        Found::WrongType => {
-            cx.reply.error(ERR_WRONGTYPE);
-            return;
-        }
-        Found::Stream(p) => p,
+    let Some(pos) = write_target(cx, key, |r| r.error(ERR_NO_KEY)) else {
+        return;
     };
+    let db = &mut cx.shard.dbs[cx.db];
     let s = stream_at(db, pos);
     if !s.is_empty() {
         let max = s.last_live().unwrap_or(StreamId::MIN);

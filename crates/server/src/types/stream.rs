@@ -195,6 +195,22 @@ fn push_str(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 impl Node {
+    /// An empty node whose master entry has these `n` field names.
+    fn new<'f>(fields: impl Iterator<Item = &'f [u8]>, n: usize) -> Node {
+        let mut master = Vec::new();
+        varint::push(&mut master, n as u64);
+        for f in fields {
+            push_str(&mut master, f);
+        }
+        Node {
+            master: master.into_boxed_slice(),
+            buf: Vec::new(),
+            live: 0,
+            deleted: 0,
+            lp_bytes: 0,
+        }
+    }
+
     fn master_fields(&self) -> SmallVec<[&[u8]; 4]> {
         let (n, mut o) = varint::get(&self.master, 0);
         let mut out = SmallVec::new();
@@ -595,18 +611,7 @@ impl Stream {
                 t.get_mut().push_entry(master_id, id, fv);
             }
             None => {
-                let mut master = Vec::new();
-                varint::push(&mut master, (fv.len() / 2) as u64);
-                for f in fv.iter().step_by(2) {
-                    push_str(&mut master, f);
-                }
-                let mut node = Node {
-                    master: master.into_boxed_slice(),
-                    buf: Vec::new(),
-                    live: 0,
-                    deleted: 0,
-                    lp_bytes: 0,
-                };
+                let mut node = Node::new(fv.iter().step_by(2).copied(), fv.len() / 2);
                 node.lp_bytes = node.master_lp_bytes() as u32;
                 node.push_entry(id, id, fv);
                 self.nodes.insert(id, node);
@@ -944,18 +949,7 @@ impl Stream {
         master_fields: &[&[u8]],
         entries: &[(StreamId, bool, Vec<&[u8]>)],
     ) {
-        let mut master = Vec::new();
-        varint::push(&mut master, master_fields.len() as u64);
-        for f in master_fields {
-            push_str(&mut master, f);
-        }
-        let mut node = Node {
-            master: master.into_boxed_slice(),
-            buf: Vec::new(),
-            live: 0,
-            deleted: 0,
-            lp_bytes: 0,
-        };
+        let mut node = Node::new(master_fields.iter().copied(), master_fields.len());
         let mut add = 0;
         for (id, deleted, fv) in entries {
             add += node.encode_entry(mid, *id, *deleted, fv);
