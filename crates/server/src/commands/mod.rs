@@ -858,7 +858,8 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
     // CLIENT PAUSE: a paused command waits here, after its checks (a syntax error answers at
     // once), counted as a blocked client. Commands inside EXEC or a script run with it.
-    if crate::engine::pause::state(crate::engine::clock::unix_ms()).is_some()
+    if crate::engine::pause::maybe_paused()
+        && crate::engine::pause::state(crate::engine::clock::unix_ms()).is_some()
         && !cx.is_master
         && !cx.in_script
         && !cx.coord.in_exec()

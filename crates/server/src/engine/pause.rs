@@ -68,6 +68,12 @@ pub fn state(now_ms: u64) -> Option<bool> {
     Some(ALL.load(Ordering::Acquire))
 }
 
+/// Might a pause be in effect? One relaxed load, no clock read: the per-command check.
+#[inline]
+pub fn maybe_paused() -> bool {
+    END_MS.load(Ordering::Relaxed) != 0
+}
+
 /// Is a pause in effect (no key may expire)?
 #[inline]
 pub fn expiry_paused() -> bool {
