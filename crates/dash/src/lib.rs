@@ -14,7 +14,7 @@
 //!   the directory bits). The key lives in its home bucket, the neighbour
 //!   (`home + 1`, wrapping) or one of the stash buckets. Every bucket keeps a
 //!   one-byte fingerprint per slot, a busy mask, a "probe" mask (slot holds an
-//!   entry whose home is the previous bucket), two user flag masks, a `u32`
+//!   entry whose home is the previous bucket), four user flag masks, a `u32`
 //!   version, and a user access byte per slot with a `u32` bucket clock it is
 //!   relative to (the server's LRU/LFU data); stashed entries remember their home bucket, and each bucket
 //!   counts how many of its entries live in the stash so lookups skip the
@@ -67,16 +67,18 @@ pub fn hash_key(key: &[u8]) -> u64 {
 /// Flag bits per slot.
 pub const FLAG_A: u8 = 1;
 pub const FLAG_B: u8 = 2;
+pub const FLAG_C: u8 = 4;
+pub const FLAG_D: u8 = 8;
 
 /// Slots per bucket.
 pub const SLOTS: usize = 14;
 /// Stash buckets per segment (any geometry).
 pub const STASH_BUCKETS: usize = 4;
-/// Buckets per segment of the default geometry (`DashTable<K, V>`): 53 regular + 4 stash. With
-/// 32-byte entries a segment is 28,336 bytes, just under jemalloc's 28 KiB size class (58
+/// Buckets per segment of the default geometry (`DashTable<K, V>`): 51 regular + 4 stash. With
+/// 32-byte entries a segment is 28,224 bytes, just under jemalloc's 28 KiB size class (56
 /// buckets would round up to 32 KiB and waste 12%). Tables with other entry sizes should use
 /// [`buckets_for`] as their `B` parameter so their segments fill their size class too.
-pub const DEFAULT_BUCKETS: usize = 57;
+pub const DEFAULT_BUCKETS: usize = 55;
 /// Regular buckets per segment (default geometry).
 pub const REGULAR_BUCKETS: usize = DEFAULT_BUCKETS - STASH_BUCKETS;
 /// All buckets per segment (default geometry).
@@ -237,6 +239,8 @@ struct Meta {
     busy: u16,
     flag_a: u16,
     flag_b: u16,
+    flag_c: u16,
+    flag_d: u16,
     /// Slot holds an entry whose home is the previous bucket (regular buckets only).
     probe: u16,
     /// Bytes `0..SLOTS`: one-byte fingerprint per slot. Byte `STASHED`: the
@@ -250,7 +254,7 @@ struct Meta {
     access: [u8; SLOTS],
 }
 
-const _: () = assert!(size_of::<Meta>() == 48);
+const _: () = assert!(size_of::<Meta>() == 64);
 
 /// Converts a slot's access byte from one bucket clock to another when an entry moves between
 /// buckets: `rebase(byte, from_clock, to_clock)`.
@@ -312,7 +316,10 @@ impl Meta {
 
     #[inline]
     fn flags(&self, slot: usize) -> u8 {
-        (((self.flag_a >> slot) & 1) as u8 * FLAG_A) | (((self.flag_b >> slot) & 1) as u8 * FLAG_B)
+        (((self.flag_a >> slot) & 1) as u8 * FLAG_A)
+            | (((self.flag_b >> slot) & 1) as u8 * FLAG_B)
+            | (((self.flag_c >> slot) & 1) as u8 * FLAG_C)
+            | (((self.flag_d >> slot) & 1) as u8 * FLAG_D)
     }
 
     #[inline]
@@ -320,6 +327,8 @@ impl Meta {
         let bit = 1u16 << slot;
         self.flag_a = (self.flag_a & !bit) | if flags & FLAG_A != 0 { bit } else { 0 };
         self.flag_b = (self.flag_b & !bit) | if flags & FLAG_B != 0 { bit } else { 0 };
+        self.flag_c = (self.flag_c & !bit) | if flags & FLAG_C != 0 { bit } else { 0 };
+        self.flag_d = (self.flag_d & !bit) | if flags & FLAG_D != 0 { bit } else { 0 };
     }
 }
 
@@ -390,6 +399,8 @@ impl<K, V, const B: usize> Segment<K, V, B> {
         m.access[slot] = 0;
         m.flag_a &= !bit;
         m.flag_b &= !bit;
+        m.flag_c &= !bit;
+        m.flag_d &= !bit;
         if probe {
             m.probe |= bit;
         } else {
@@ -412,6 +423,8 @@ impl<K, V, const B: usize> Segment<K, V, B> {
         m.busy &= bit;
         m.flag_a &= bit;
         m.flag_b &= bit;
+        m.flag_c &= bit;
+        m.flag_d &= bit;
         m.probe &= bit;
         // SAFETY: the slot was busy, hence initialised; it is now marked free
         // so the value is read out exactly once.
@@ -846,7 +859,7 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
         (&*k, v)
     }
 
-    /// `FLAG_A | FLAG_B` bits of the slot.
+    /// `FLAG_A..FLAG_D` bits of the slot.
     #[inline]
     pub fn flags(&self, pos: Pos) -> u8 {
         self.check(pos).flags(pos.slot as usize)
@@ -911,7 +924,7 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
         }
     }
 
-    /// Clears flag bits `flags` (`FLAG_A`, `FLAG_B`) of every slot of bucket `b`.
+    /// Clears flag bits `flags` (`FLAG_A`..`FLAG_D`) of every slot of bucket `b`.
     pub fn clear_bucket_flags(&mut self, b: BucketId, flags: u8) {
         let m = &mut self.segs[b.seg as usize].meta[b.bucket as usize];
         if flags & FLAG_A != 0 {
@@ -919,6 +932,12 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
         }
         if flags & FLAG_B != 0 {
             m.flag_b = 0;
+        }
+        if flags & FLAG_C != 0 {
+            m.flag_c = 0;
+        }
+        if flags & FLAG_D != 0 {
+            m.flag_d = 0;
         }
     }
 
@@ -931,6 +950,12 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
                 }
                 if flags & FLAG_B != 0 {
                     m.flag_b = 0;
+                }
+                if flags & FLAG_C != 0 {
+                    m.flag_c = 0;
+                }
+                if flags & FLAG_D != 0 {
+                    m.flag_d = 0;
                 }
             }
         }
@@ -1266,6 +1291,8 @@ impl<K: TableKey, V, const B: usize> DashTable<K, V, B> {
                 assert_eq!(bk.probe & !bk.busy, 0);
                 assert_eq!(bk.flag_a & !bk.busy, 0);
                 assert_eq!(bk.flag_b & !bk.busy, 0);
+                assert_eq!(bk.flag_c & !bk.busy, 0);
+                assert_eq!(bk.flag_d & !bk.busy, 0);
                 let mut m = bk.busy;
                 while m != 0 {
                     let s = m.trailing_zeros() as usize;

@@ -15,6 +15,7 @@ pub mod config;
 pub mod engine;
 pub mod latency;
 pub mod log;
+pub mod memcache;
 pub mod net;
 pub mod persistence;
 pub mod process;
@@ -79,6 +80,19 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
                 return Err(std::io::Error::new(
                     e.kind(),
                     format!("Failed listening on port {port} (TCP), aborting."),
+                ));
+            }
+        }
+    }
+    let mc_port = cfg.memcached_port();
+    if mc_port != 0 {
+        match net::listener::bind_all(&bind, mc_port, backlog) {
+            Ok(ls) => bound.extend(ls.into_iter().map(net::listener::Bound::Memcache)),
+            Err(e) => {
+                crate::log_warning!("Failed listening on memcached port {mc_port}: {e}");
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("Failed listening on memcached port {mc_port} (TCP), aborting."),
                 ));
             }
         }

@@ -53,7 +53,6 @@ fn run_briefly(args: &[&str]) -> Option<(std::process::ExitStatus, String)> {
 fn flags_needing_missing_features_stop_the_server_with_a_message() {
     let refused: &[(&[&str], &str)] = &[
         (&["--appendonly", "yes"], "appendonly"),
-        (&["--memcached_port", "11211"], "memcached_port"),
         (&["--activedefrag", "yes"], "activedefrag"),
     ];
     for (args, name) in refused {

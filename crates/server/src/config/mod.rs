@@ -231,11 +231,6 @@ type RefusedValue = fn(&str) -> bool;
 /// lands.
 const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
     (
-        "memcached_port",
-        |v| v != "0",
-        "the memcached protocol is not implemented yet (only 0, disabled, is accepted)",
-    ),
-    (
         "appendonly",
         |v| v == "yes",
         "the append-only file is not implemented yet",
@@ -774,6 +769,12 @@ impl Config {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
+    /// The largest memcache item value (memcached's `-I`).
+    pub fn memcached_max_item_size(&self) -> usize {
+        self.get("memcached_max_item_size")
+            .and_then(|v| parse_memory(&v))
+            .unwrap_or(1024 * 1024) as usize
+    }
     pub fn bool(&self, name: &str) -> bool {
         self.get(name).map(|v| v == "yes").unwrap_or(false)
     }
@@ -861,7 +862,7 @@ mod tests {
     /// the values that need nothing missing are accepted.
     #[test]
     fn missing_features_are_refused_not_ignored() {
-        let refused: &[(&str, &str)] = &[("memcached_port", "11211"), ("appendonly", "yes")];
+        let refused: &[(&str, &str)] = &[("appendonly", "yes")];
         for (name, value) in refused {
             let args = vec![format!("--{name}={value}")];
             match parse_args(&args, &[]) {

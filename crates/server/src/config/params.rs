@@ -145,7 +145,15 @@ pub static PARAMS: &[Param] = &[
         Kind::Int(0, 65535),
         "0",
         false,
-        "Memcached protocol port; only 0 (disabled) until the protocol exists",
+        "Memcached protocol (text and meta) port; 0 disables it",
+    ),
+    p(
+        "memcached_max_item_size",
+        &["memcached-max-item-size"],
+        Kind::MemAtLeast(1024),
+        "1048576",
+        false,
+        "largest memcache item value, as memcached's -I (larger ones: SERVER_ERROR object too large for cache)",
     ),
     p(
         "cache_mode",

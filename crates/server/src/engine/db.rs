@@ -11,6 +11,7 @@ use std::sync::{Arc, Weak};
 
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
+use super::mcstate::{McState, McTable, FLAG_FETCHED, FLAG_MC};
 use super::{access, notify, tracking};
 use crate::persistence::snapshot::DbSnap;
 use crate::replication::{journal, role};
@@ -84,6 +85,9 @@ pub struct Db {
     /// On a writable replica: keys its own clients gave a TTL. Only these expire here by
     /// themselves (Redis's `slaveKeysWithExpire`); the primary's keys wait for its DEL.
     replica_ttl: Option<std::collections::HashSet<Box<[u8]>>>,
+    /// Memcache item state (client flags, CAS) of the keys with `FLAG_MC`; allocated on first
+    /// use (engine/mcstate.rs).
+    mc: Option<Box<McTable>>,
 }
 
 /// A connection's WATCH dirty flag: set by any shard that modifies one of its watched keys.
@@ -175,6 +179,7 @@ impl Db {
             snap: None,
             now: 0,
             replica_ttl: None,
+            mc: None,
         }
     }
 
@@ -343,7 +348,86 @@ impl Db {
 
     /// Bytes used by table structures (not values).
     pub fn table_mem(&self) -> usize {
-        self.prime.mem_usage() + self.expire.mem_usage()
+        self.prime.mem_usage()
+            + self.expire.mem_usage()
+            + self.mc.as_ref().map_or(0, |t| t.mem_usage())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Memcache item state (engine/mcstate.rs)
+
+    /// The value at `pos` is about to change: its memcache state (CAS, flags, fetched) goes.
+    #[inline]
+    fn mc_changed(&mut self, pos: Pos) {
+        let f = self.prime.flags(pos);
+        if f & (FLAG_MC | FLAG_FETCHED) != 0 {
+            self.mc_drop(pos, f);
+        }
+    }
+
+    #[cold]
+    fn mc_drop(&mut self, pos: Pos, f: u8) {
+        if f & FLAG_MC != 0 {
+            if let Some(t) = self.mc.as_deref_mut() {
+                t.remove(self.prime.at(pos).0.key());
+            }
+        }
+        self.prime.set_flags(pos, f & !(FLAG_MC | FLAG_FETCHED));
+    }
+
+    /// The memcache state of the item at `pos` (all zero when it has none).
+    #[inline]
+    pub fn mc_state(&self, pos: Pos) -> McState {
+        if self.prime.flags(pos) & FLAG_MC == 0 {
+            return McState::default();
+        }
+        let key = self.prime.at(pos).0.key();
+        self.mc
+            .as_deref()
+            .and_then(|t| t.get(key))
+            .map(|(_, v)| *v)
+            .unwrap_or_default()
+    }
+
+    /// Replaces the memcache state of the item at `pos` (an empty state removes it). Not a
+    /// modification of the value: call it after the write it goes with.
+    pub fn set_mc_state(&mut self, pos: Pos, st: McState) {
+        let f = self.prime.flags(pos);
+        let key = self.prime.at(pos).0.key();
+        if st.is_empty() {
+            if f & FLAG_MC != 0 {
+                if let Some(t) = self.mc.as_deref_mut() {
+                    t.remove(key);
+                }
+                self.prime.set_flags(pos, f & !FLAG_MC);
+            }
+            return;
+        }
+        let t = self.mc.get_or_insert_with(|| Box::new(McTable::new()));
+        if f & FLAG_MC != 0 {
+            if let Some((_, v)) = t.get_mut(key) {
+                *v = st;
+                return;
+            }
+        }
+        t.insert(KeyStr::from_bytes(key), st);
+        self.prime.set_flags(pos, f | FLAG_MC);
+    }
+
+    /// Was the item at `pos` fetched since it was written?
+    #[inline]
+    pub fn mc_fetched(&self, pos: Pos) -> bool {
+        self.prime.flags(pos) & FLAG_FETCHED != 0
+    }
+
+    /// Marks the item at `pos` fetched; returns whether it already was (`mg ... h`).
+    #[inline]
+    pub fn mc_fetch(&mut self, pos: Pos) -> bool {
+        let f = self.prime.flags(pos);
+        if f & FLAG_FETCHED == 0 {
+            self.prime.set_flags(pos, f | FLAG_FETCHED);
+        }
+        f & FLAG_FETCHED != 0
     }
 
     pub fn prime(&self) -> &PrimeTable {
@@ -702,6 +786,7 @@ impl Db {
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         let pos = self.find(key, now)?;
         self.pre_write(pos);
+        self.mc_changed(pos);
         self.wrote(key);
         self.touch_at(pos);
         Some(self.prime.at_mut(pos).1)
@@ -716,6 +801,7 @@ impl Db {
     #[inline]
     pub fn at_mut(&mut self, pos: Pos) -> &mut Value {
         self.pre_write(pos);
+        self.mc_changed(pos);
         if !self.blocking.is_empty() {
             let key = self.prime.at(pos).0.key().to_vec();
             self.blocking.note_write(&key);
@@ -730,6 +816,9 @@ impl Db {
     #[inline]
     pub fn at_mut_quiet(&mut self, pos: Pos) -> &mut Value {
         self.pre_write(pos);
+        // (A memcache CAS taken before an update that turns out to change nothing stops
+        // matching: harmless, and it spares a lookup in `touch_key`.)
+        self.mc_changed(pos);
         self.prime.at_mut(pos).1
     }
 
@@ -804,6 +893,7 @@ impl Db {
         match self.find(key, now) {
             Some(pos) => {
                 self.pre_write(pos);
+                self.mc_changed(pos);
                 self.touch_at(pos);
                 *self.prime.at_mut(pos).1 = value;
                 match ttl {
@@ -859,9 +949,13 @@ impl Db {
     pub fn remove_at(&mut self, pos: Pos) -> (KeyStr, Value) {
         journal::touched();
         self.pre_write(pos);
-        if self.prime.flags(pos) & FLAG_EXPIRE != 0 {
+        let f = self.prime.flags(pos);
+        if f & FLAG_EXPIRE != 0 {
             let key = self.prime.at(pos).0.key();
             self.expire.remove(key);
+        }
+        if f & FLAG_MC != 0 {
+            self.mc_drop(pos, f);
         }
         let kv = self.prime.remove_at(pos);
         if !self.watched.is_empty() {
@@ -898,6 +992,7 @@ impl Db {
         self.expire_cursor = 0;
         self.hfe = Default::default();
         self.replica_ttl = None;
+        self.mc = None;
         // Every waited-on key is gone (XREADGROUP waiters answer that).
         self.blocking.mark_all_ready();
     }
@@ -915,6 +1010,7 @@ impl Db {
         std::mem::swap(&mut self.expire_cursor, &mut other.expire_cursor);
         std::mem::swap(&mut self.hfe, &mut other.hfe);
         std::mem::swap(&mut self.replica_ttl, &mut other.replica_ttl);
+        std::mem::swap(&mut self.mc, &mut other.mc);
         // A running snapshot's state follows its tables (it still writes them as the db
         // index they had when it began).
         std::mem::swap(&mut self.snap, &mut other.snap);

@@ -7,6 +7,7 @@ pub mod evict;
 pub mod guard;
 pub mod inbox;
 pub mod lazyfree;
+pub mod mcstate;
 pub mod memory;
 pub mod notify;
 pub mod pause;

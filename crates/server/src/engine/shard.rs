@@ -24,6 +24,8 @@ pub struct Shard {
     pub evictor: super::evict::Evictor,
     /// The access-data mode epoch this shard's bytes were set under (engine/access.rs).
     access_epoch: u64,
+    /// CAS uniques handed out by this shard (engine/mcstate.rs).
+    cas_count: u64,
 }
 
 impl Shard {
@@ -38,6 +40,7 @@ impl Shard {
                 })
                 .collect(),
             active_expire: true,
+            cas_count: 0,
             rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F)),
             expire_cycles: 0,
             block_waiters: 0,
@@ -45,6 +48,13 @@ impl Shard {
             evictor: Default::default(),
             access_epoch: super::access::epoch(),
         }
+    }
+
+    /// A new CAS unique: unique across the `threads` shards, never 0, increasing here.
+    #[inline]
+    pub fn next_cas(&mut self, threads: usize) -> u64 {
+        self.cas_count += 1;
+        self.cas_count * threads.max(1) as u64 + self.id as u64
     }
 
     #[inline]

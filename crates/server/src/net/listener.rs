@@ -91,6 +91,8 @@ pub fn bind_unix(path: &str, perm: u32, backlog: i32) -> std::io::Result<StdUnix
 pub enum Bound {
     Tcp(StdListener),
     Unix(StdUnixListener),
+    /// The memcache port (`--memcached_port`): its connections speak memcached's protocol.
+    Memcache(StdListener),
 }
 
 enum Listener {
@@ -131,8 +133,9 @@ impl Portable {
 
 /// Accept loop (runs on thread 0).
 pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
+    let memcache = matches!(bound, Bound::Memcache(_));
     let listener = match bound {
-        Bound::Tcp(l) => TcpListener::from_std(l).map(Listener::Tcp),
+        Bound::Tcp(l) | Bound::Memcache(l) => TcpListener::from_std(l).map(Listener::Tcp),
         Bound::Unix(l) => UnixListener::from_std(l).map(Listener::Unix),
     };
     let listener = match listener {
@@ -159,17 +162,24 @@ pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
             .fetch_add(1, Ordering::Relaxed)
             % threads;
         if target == worker.id {
-            tokio::task::spawn_local(crate::net::session::serve(worker.clone(), stream));
+            spawn_session(worker.clone(), stream, memcache);
         } else {
             match Portable::from(stream) {
                 Ok(p) => worker.post(target, move |w| match p.adopt() {
-                    Ok(s) => {
-                        tokio::task::spawn_local(crate::net::session::serve(w.clone(), s));
-                    }
+                    Ok(s) => spawn_session(w.clone(), s, memcache),
                     Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
                 }),
                 Err(e) => crate::log_warning!("cannot move connection: {e}"),
             }
         }
+    }
+}
+
+/// Starts serving a connection on this thread, in the protocol of the port it came in on.
+fn spawn_session(worker: Rc<Worker>, stream: Stream, memcache: bool) {
+    if memcache {
+        tokio::task::spawn_local(crate::memcache::session::serve(worker, stream));
+    } else {
+        tokio::task::spawn_local(crate::net::session::serve(worker, stream));
     }
 }

@@ -16,7 +16,7 @@ use crate::commands::{
 };
 use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
-use crate::engine::vll::{self, Locks, ShardLock};
+use crate::engine::vll::{self, KeyLock, Locks, ShardLock};
 
 /// A command admitted to a squashed run.
 pub struct Squashed<'a> {
@@ -94,42 +94,78 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
 
 /// Executes a run: one message per remote shard, local commands inline meanwhile.
 pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
+    let db = cx.db;
+    let calls: SmallVec<[Call<'_>; 16]> = run
+        .iter()
+        .map(|c| Call {
+            shard: c.how.shard,
+            lock: plan::key_lock(c.how.entry.spec, db, c.args[c.how.key_at]),
+            f: c.how.f,
+            name: c.how.entry.static_name,
+            key_at: c.how.key_at,
+            args: &c.args,
+        })
+        .collect();
+    let t0 = Ticks::now();
+    let mut ranges: SmallVec<[(usize, usize); 16]> = SmallVec::new();
+    run_calls(cx, &calls, |cx, _, bytes| {
+        let start = cx.reply.len();
+        cx.reply.raw(bytes);
+        ranges.push((start, cx.reply.len()));
+    })
+    .await;
+    let usec_each = Ticks::to_us(Ticks::now().wrapping_sub(t0)) / run.len().max(1) as u64;
+    for (c, &(start, _)) in run.iter().zip(ranges.iter()) {
+        cx.cmd_name = c.how.entry.static_name;
+        record_call(cx, c.how.entry, &c.args, start, usec_each);
+    }
+}
+
+/// One single-key shard command of a squashed run (RESP's, or a memcache request's).
+pub struct Call<'a> {
+    pub shard: usize,
+    /// The lock its key needs (`plan::key_lock`).
+    pub lock: KeyLock,
+    pub f: ShardFn,
+    /// Its name (fault reports, the replication journal's rewrites).
+    pub name: &'static str,
+    /// The argument index of its key.
+    pub key_at: usize,
+    pub args: &'a [&'a [u8]],
+}
+
+/// Runs `calls` with one message per remote shard (each runs its share in call order, under
+/// its keys' locks, no transaction) and this thread's share inline meanwhile; then hands each
+/// call's reply bytes to `each` in call order.
+pub async fn run_calls(
+    cx: &mut ConnCtx,
+    calls: &[Call<'_>],
+    mut each: impl FnMut(&mut ConnCtx, usize, &[u8]),
+) {
     let threads = cx.threads();
     let me = cx.worker.id;
     let mut groups: Vec<SmallVec<[usize; 16]>> = vec![SmallVec::new(); threads];
-    for (i, c) in run.iter().enumerate() {
-        groups[c.how.shard].push(i);
+    for (i, c) in calls.iter().enumerate() {
+        groups[c.shard].push(i);
     }
-    let t0 = Ticks::now();
     let (ver, db, now) = (cx.reply.ver, cx.db, cx.now_ms);
     let client = cx.client_id();
     // Remote shards first so they work while this thread runs its own part.
     let order = (0..threads).filter(|&s| s != me).chain(std::iter::once(me));
-    let mut calls = Vec::new();
+    let mut pending = Vec::new();
     for s in order {
         let idxs = &groups[s];
         if idxs.is_empty() {
             continue;
         }
         let owned = crate::commands::util::OwnedArgs::collect(
-            idxs.iter().flat_map(|&i| run[i].args.iter().copied()),
+            idxs.iter().flat_map(|&i| calls[i].args.iter().copied()),
         );
-        let counts: SmallVec<[usize; 16]> = idxs.iter().map(|&i| run[i].args.len()).collect();
-        let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| run[i].how.f).collect();
-        let names: SmallVec<[&'static str; 16]> =
-            idxs.iter().map(|&i| run[i].how.entry.static_name).collect();
-        let kpos: SmallVec<[usize; 16]> = idxs
-            .iter()
-            .map(|&i| run[i].how.entry.spec.first_key() as usize)
-            .collect();
-        // The same lock as every command's plan takes for its key (`plan::key_lock`).
-        let locks: Locks = idxs
-            .iter()
-            .map(|&i| {
-                let c = &run[i];
-                plan::key_lock(c.how.entry.spec, db, c.args[c.how.key_at])
-            })
-            .collect();
+        let counts: SmallVec<[usize; 16]> = idxs.iter().map(|&i| calls[i].args.len()).collect();
+        let fns: SmallVec<[ShardFn; 16]> = idxs.iter().map(|&i| calls[i].f).collect();
+        let names: SmallVec<[&'static str; 16]> = idxs.iter().map(|&i| calls[i].name).collect();
+        let kpos: SmallVec<[usize; 16]> = idxs.iter().map(|&i| calls[i].key_at).collect();
+        let locks: Locks = idxs.iter().map(|&i| calls[i].lock).collect();
         let call = cx.worker.call_deferred(s, move |w, resp| {
             vll::quick(w, locks, ShardLock::None, move |w| {
                 let all = owned.slices();
@@ -151,26 +187,21 @@ pub async fn execute_run(cx: &mut ConnCtx, run: &[Squashed<'_>]) {
                 resp.send(w, (reply.take(), ends));
             })
         });
-        calls.push((s, call));
+        pending.push((s, call));
     }
     let mut parts: Vec<ShardReplies> = (0..threads).map(|_| None).collect();
-    for (s, call) in calls {
+    for (s, call) in pending {
         parts[s] = Some(call.await);
     }
-    let usec_each = Ticks::to_us(Ticks::now().wrapping_sub(t0)) / run.len().max(1) as u64;
     let mut next = vec![0usize; threads];
-    for c in run {
-        let Some((buf, ends)) = &parts[c.how.shard] else {
+    for (i, c) in calls.iter().enumerate() {
+        let Some((buf, ends)) = &parts[c.shard] else {
             continue;
         };
-        let k = next[c.how.shard];
-        next[c.how.shard] += 1;
+        let k = next[c.shard];
+        next[c.shard] += 1;
         let from = if k == 0 { 0 } else { ends[k - 1] };
-        let to = ends[k];
-        let start = cx.reply.len();
-        cx.reply.raw(&buf[from..to]);
-        cx.cmd_name = c.how.entry.static_name;
-        record_call(cx, c.how.entry, &c.args, start, usec_each);
+        each(cx, i, &buf[from..ends[k]]);
     }
 }
 

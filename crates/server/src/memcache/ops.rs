@@ -1,0 +1,1209 @@
+//! What each memcache request does on the shard that owns its key (memcached 1.6.18's
+//! semantics: `do_store_item`, `do_add_delta`, the meta commands' flag handling).
+//!
+//! A request travels to its shard as the argument list of one squashed call
+//! (`coordinator::squash::run_calls`): `[name, key, params, data, meta flags...]`, where
+//! `params` is [`Params`] packed into bytes and each meta flag is its letter followed by its
+//! token. The handler writes the complete memcache reply (or nothing, for `noreply` / `q`) into
+//! the call's reply buffer, and, when a replica listens, journals the effect in Redis's terms
+//! (`SET key value [PXAT ms]` or `DEL key`), so replicas and snapshots see plain strings.
+
+use damselfly_dash::Pos;
+
+use super::proto::{deadline_ms, Cmd};
+use super::stats::count;
+use crate::commands::CmdCtx;
+use crate::engine::db::{Db, TtlMode};
+use crate::engine::mcstate::McState;
+use crate::engine::notify as ev;
+use crate::replication::journal;
+use crate::types::compact::IntBuf;
+use crate::types::{CompactStr, Value, ValueRef};
+
+/// A request's scalar fields, packed for the trip to the shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    pub cmd: Cmd,
+    pub flags: u32,
+    pub exptime: i64,
+    pub cas: u64,
+    pub num: u64,
+    pub noreply: bool,
+    /// Meta: the key arrived base64-encoded (`b`): echo it that way.
+    pub key_binary: bool,
+}
+
+const CMDS: [Cmd; 25] = [
+    Cmd::Get,
+    Cmd::Gets,
+    Cmd::Gat,
+    Cmd::Gats,
+    Cmd::Set,
+    Cmd::Add,
+    Cmd::Replace,
+    Cmd::Append,
+    Cmd::Prepend,
+    Cmd::Cas,
+    Cmd::Delete,
+    Cmd::Incr,
+    Cmd::Decr,
+    Cmd::Touch,
+    Cmd::FlushAll,
+    Cmd::Version,
+    Cmd::Verbosity,
+    Cmd::Stats,
+    Cmd::Quit,
+    Cmd::MetaGet,
+    Cmd::MetaSet,
+    Cmd::MetaDelete,
+    Cmd::MetaArithmetic,
+    Cmd::MetaNoop,
+    Cmd::MetaDebug,
+];
+
+/// Packed size of [`Params`].
+pub const PARAMS_LEN: usize = 31;
+
+impl Params {
+    pub fn encode(&self) -> [u8; PARAMS_LEN] {
+        let mut b = [0u8; PARAMS_LEN];
+        b[0] = CMDS.iter().position(|&c| c == self.cmd).unwrap_or(0) as u8;
+        b[1..5].copy_from_slice(&self.flags.to_le_bytes());
+        b[5..13].copy_from_slice(&self.exptime.to_le_bytes());
+        b[13..21].copy_from_slice(&self.cas.to_le_bytes());
+        b[21..29].copy_from_slice(&self.num.to_le_bytes());
+        b[29] = self.noreply as u8;
+        b[30] = self.key_binary as u8;
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Params> {
+        if b.len() != PARAMS_LEN {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Some(Params {
+            cmd: *CMDS.get(b[0] as usize)?,
+            flags: u32::from_le_bytes(b[1..5].try_into().ok()?),
+            exptime: u64_at(5) as i64,
+            cas: u64_at(13),
+            num: u64_at(21),
+            noreply: b[29] != 0,
+            key_binary: b[30] != 0,
+        })
+    }
+}
+
+/// The shard handler of every keyed memcache request (see the module docs for `args`).
+pub fn exec(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
+    let (Some(&key), Some(p), Some(&data)) = (
+        args.get(1),
+        args.get(2).and_then(|b| Params::decode(b)),
+        args.get(3),
+    ) else {
+        c.reply.raw(b"SERVER_ERROR internal request encoding\r\n");
+        return;
+    };
+    let meta = Meta(&args[4..]);
+    match p.cmd {
+        Cmd::Get | Cmd::Gets | Cmd::Gat | Cmd::Gats => retrieve(c, key, &p),
+        Cmd::Set | Cmd::Add | Cmd::Replace | Cmd::Append | Cmd::Prepend | Cmd::Cas => {
+            let r = store(
+                c,
+                key,
+                data,
+                &p,
+                Mode::of_text(p.cmd),
+                p.flags,
+                at(c, p.exptime),
+            );
+            count(|s| s.cmd_set += 1);
+            if !p.noreply {
+                c.reply.raw(r.text());
+            }
+        }
+        Cmd::Delete => {
+            let found = delete(c, key);
+            count(|s| {
+                if found {
+                    s.delete_hits += 1
+                } else {
+                    s.delete_misses += 1
+                }
+            });
+            if !p.noreply {
+                c.reply.raw(if found {
+                    b"DELETED\r\n"
+                } else {
+                    b"NOT_FOUND\r\n"
+                });
+            }
+        }
+        Cmd::Incr | Cmd::Decr => {
+            let r = delta(c, key, p.cmd == Cmd::Incr, p.num);
+            if !p.noreply {
+                match r {
+                    Delta::Done(v, _) => {
+                        let mut b = itoa(v);
+                        b.extend_from_slice(b"\r\n");
+                        c.reply.raw(&b);
+                    }
+                    Delta::NotFound => c.reply.raw(b"NOT_FOUND\r\n"),
+                    Delta::NonNumeric => c.reply.raw(NON_NUMERIC),
+                    Delta::CasMismatch => c.reply.raw(b"EXISTS\r\n"),
+                }
+            }
+        }
+        Cmd::Touch => {
+            let a = at(c, p.exptime);
+            let hit = touch(c, key, a);
+            count(|s| {
+                s.cmd_touch += 1;
+                if hit {
+                    s.touch_hits += 1
+                } else {
+                    s.touch_misses += 1
+                }
+            });
+            if !p.noreply {
+                c.reply.raw(if hit {
+                    b"TOUCHED\r\n"
+                } else {
+                    b"NOT_FOUND\r\n"
+                });
+            }
+        }
+        Cmd::MetaGet => meta_get(c, key, &p, &meta),
+        Cmd::MetaSet => meta_set(c, key, data, &p, &meta),
+        Cmd::MetaDelete => meta_delete(c, key, &p, &meta),
+        Cmd::MetaArithmetic => meta_arith(c, key, &p, &meta),
+        Cmd::MetaDebug => meta_debug(c, key),
+        _ => c.reply.raw(b"ERROR\r\n"),
+    }
+}
+
+const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+
+/// An expiration time as a deadline at this step's clock.
+fn at(c: &CmdCtx<'_>, exptime: i64) -> Option<u64> {
+    deadline_ms(exptime, c.now)
+}
+
+fn itoa(v: u64) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+/// A live string item's position (other types are not memcache items: a miss).
+fn find_item(db: &mut Db, key: &[u8], now: u64) -> Option<Pos> {
+    let pos = db.find(key, now)?;
+    matches!(db.at(pos).1.view(), ValueRef::Str(_)).then_some(pos)
+}
+
+/// The item's bytes.
+fn item_bytes(db: &Db, pos: Pos) -> Vec<u8> {
+    match db.at(pos).1.view() {
+        ValueRef::Str(s) => {
+            let mut b: IntBuf = [0u8; 20];
+            s.bytes(&mut b).to_vec()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn item_len(db: &Db, pos: Pos) -> usize {
+    match db.at(pos).1.view() {
+        ValueRef::Str(s) => s.len(),
+        _ => 0,
+    }
+}
+
+/// Seconds left to live as memcached's `t` flag prints them (-1: no expiry).
+fn ttl_secs(db: &Db, pos: Pos, now: u64) -> i64 {
+    match db.expire_at(pos) {
+        None => -1,
+        Some(at) => (at.saturating_sub(now) / 1000) as i64,
+    }
+}
+
+/// Journals the key's state after a write, as Redis commands.
+fn propagate(c: &mut CmdCtx<'_>, key: &[u8]) {
+    if !journal::here() {
+        return;
+    }
+    let now = c.now;
+    let db = &mut c.shard.dbs[c.db];
+    let cmd: Vec<Vec<u8>> = match find_item(db, key, now) {
+        Some(pos) => {
+            let mut v = vec![b"SET".to_vec(), key.to_vec(), item_bytes(db, pos)];
+            if let Some(at) = db.expire_at(pos) {
+                v.push(b"PXAT".to_vec());
+                v.push(at.to_string().into_bytes());
+            }
+            v
+        }
+        None => vec![b"DEL".to_vec(), key.to_vec()],
+    };
+    journal::rewrite(vec![cmd]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+/// How a store treats an existing item (memcached's `NREAD_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+    /// Append/prepend that stores the data as a new item on a miss (`ms ... MA N`).
+    AppendViv,
+    PrependViv,
+    Cas,
+}
+
+impl Mode {
+    fn of_text(cmd: Cmd) -> Mode {
+        match cmd {
+            Cmd::Add => Mode::Add,
+            Cmd::Replace => Mode::Replace,
+            Cmd::Append => Mode::Append,
+            Cmd::Prepend => Mode::Prepend,
+            Cmd::Cas => Mode::Cas,
+            _ => Mode::Set,
+        }
+    }
+}
+
+/// memcached's `store_item_type`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stored {
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+}
+
+impl Stored {
+    fn text(self) -> &'static [u8] {
+        match self {
+            Stored::Stored => b"STORED\r\n",
+            Stored::NotStored => b"NOT_STORED\r\n",
+            Stored::Exists => b"EXISTS\r\n",
+            Stored::NotFound => b"NOT_FOUND\r\n",
+        }
+    }
+
+    fn meta(self) -> &'static [u8] {
+        match self {
+            Stored::Stored => b"HD",
+            Stored::NotStored => b"NS",
+            Stored::Exists => b"EX",
+            Stored::NotFound => b"NF",
+        }
+    }
+}
+
+/// Options of a meta store beyond the text commands'.
+#[derive(Clone, Copy, Default)]
+struct StoreExtra {
+    /// `E`: the CAS value the stored item gets.
+    new_cas: Option<u64>,
+    /// `C` given: compare (also for append/prepend/add, as `ms` does).
+    compare: Option<u64>,
+    /// `I` with `C`: a CAS older than the item's stores the item marked stale instead of
+    /// failing.
+    invalidate: bool,
+}
+
+/// Stores `data` under `key` (memcached's `do_store_item`). Returns the outcome; on success
+/// the item's state holds `flags` and, when asked, a CAS.
+fn store(
+    c: &mut CmdCtx<'_>,
+    key: &[u8],
+    data: &[u8],
+    p: &Params,
+    mode: Mode,
+    flags: u32,
+    at: Option<u64>,
+) -> Stored {
+    let extra = StoreExtra {
+        compare: (mode == Mode::Cas).then_some(p.cas),
+        ..Default::default()
+    };
+    store_ex(c, key, data, mode, flags, at, extra).0
+}
+
+/// `store` with the meta options; also returns the item's position when stored.
+fn store_ex(
+    c: &mut CmdCtx<'_>,
+    key: &[u8],
+    data: &[u8],
+    mode: Mode,
+    flags: u32,
+    at: Option<u64>,
+    x: StoreExtra,
+) -> (Stored, Option<Pos>) {
+    let now = c.now;
+    let threads = c.shared.threads;
+    let db = &mut c.shard.dbs[c.db];
+    let old = db.find(key, now);
+    let old_is_str = old.is_some_and(|pos| matches!(db.at(pos).1.view(), ValueRef::Str(_)));
+    let st = old.map(|pos| db.mc_state(pos)).unwrap_or_default();
+    // The CAS comparison (memcached compares before the mode's own rule for cas/set/replace,
+    // after existence for append/prepend/add).
+    let mut stale = false;
+    if let Some(want) = x.compare {
+        if old.is_none() {
+            count(|s| s.cas_misses += 1);
+            return (Stored::NotFound, None);
+        }
+        if st.cas == 0 || st.cas != want {
+            if x.invalidate && st.cas != 0 && want < st.cas {
+                stale = true;
+            } else {
+                count(|s| s.cas_badval += 1);
+                return (Stored::Exists, None);
+            }
+        }
+        if mode == Mode::Cas {
+            count(|s| s.cas_hits += 1);
+        }
+    }
+    let value: Vec<u8>;
+    let (bytes, flags, keep_ttl): (&[u8], u32, bool) = match mode {
+        Mode::Set | Mode::Cas => (data, flags, false),
+        Mode::Add => {
+            if old.is_some() {
+                return (Stored::NotStored, None);
+            }
+            (data, flags, false)
+        }
+        Mode::Replace => {
+            if old.is_none() {
+                return (Stored::NotStored, None);
+            }
+            (data, flags, false)
+        }
+        Mode::Append | Mode::Prepend | Mode::AppendViv | Mode::PrependViv => match old {
+            Some(pos) if old_is_str => {
+                let cur = item_bytes(db, pos);
+                value = if matches!(mode, Mode::Append | Mode::AppendViv) {
+                    [cur.as_slice(), data].concat()
+                } else {
+                    [data, cur.as_slice()].concat()
+                };
+                // Appends keep the item's flags and expiry.
+                (&value, st.flags, true)
+            }
+            Some(_) => return (Stored::NotStored, None),
+            None if matches!(mode, Mode::AppendViv | Mode::PrependViv) => (data, flags, false),
+            None => return (Stored::NotStored, None),
+        },
+    };
+    let ttl = if keep_ttl {
+        TtlMode::Keep
+    } else {
+        match at {
+            Some(at) => TtlMode::At(at),
+            None => TtlMode::Clear,
+        }
+    };
+    let v = Value::str(CompactStr::from_value(bytes));
+    let pos = match old {
+        Some(pos) => {
+            *db.at_mut(pos) = v;
+            match ttl {
+                TtlMode::Keep => {}
+                TtlMode::Clear => db.set_expire(pos, None),
+                TtlMode::At(a) => db.set_expire(pos, Some(a)),
+            }
+            pos
+        }
+        None => db.insert_new(key, v, ttl),
+    };
+    let mut new = McState {
+        flags,
+        ..Default::default()
+    };
+    if let Some(cas) = x.new_cas {
+        new.cas = cas;
+    }
+    if stale {
+        new.marks |= McState::STALE;
+        if new.cas == 0 {
+            new.cas = c.shard.next_cas(threads);
+        }
+    }
+    let db = &mut c.shard.dbs[c.db];
+    db.set_mc_state(pos, new);
+    ev::emit(ev::STRING, "set", c.db, key);
+    count(|s| s.total_items += 1);
+    // An item stored already expired (negative or past exptime) is gone at once.
+    if let TtlMode::At(a) = ttl {
+        if a <= now {
+            db.remove_at(pos);
+            propagate(c, key);
+            return (Stored::Stored, None);
+        }
+    }
+    propagate(c, key);
+    (Stored::Stored, Some(pos))
+}
+
+/// The item's CAS, handing one out if it has none yet.
+fn cas_of(c: &mut CmdCtx<'_>, pos: Pos) -> u64 {
+    let threads = c.shared.threads;
+    let db = &mut c.shard.dbs[c.db];
+    let mut st = db.mc_state(pos);
+    if st.cas == 0 {
+        st.cas = c.shard.next_cas(threads);
+        c.shard.dbs[c.db].set_mc_state(pos, st);
+    }
+    st.cas
+}
+
+fn delete(c: &mut CmdCtx<'_>, key: &[u8]) -> bool {
+    let now = c.now;
+    let db = &mut c.shard.dbs[c.db];
+    match find_item(db, key, now) {
+        Some(pos) => {
+            db.remove_at(pos);
+            ev::emit(ev::GENERIC, "del", c.db, key);
+            propagate(c, key);
+            true
+        }
+        None => false,
+    }
+}
+
+fn touch(c: &mut CmdCtx<'_>, key: &[u8], at: Option<u64>) -> bool {
+    let now = c.now;
+    let db = &mut c.shard.dbs[c.db];
+    let Some(pos) = find_item(db, key, now) else {
+        return false;
+    };
+    db.set_expire(pos, at);
+    if at.is_some_and(|a| a <= now) {
+        db.remove_at(pos);
+    } else {
+        ev::emit(ev::GENERIC, "expire", c.db, key);
+    }
+    propagate(c, key);
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// incr / decr
+
+enum Delta {
+    /// The new value and the item's position.
+    Done(u64, Pos),
+    NotFound,
+    NonNumeric,
+    CasMismatch,
+}
+
+/// memcached's `safe_strtoull` on an item's data: optional leading whitespace and sign,
+/// digits, then the end or whitespace; no overflow, no negative values.
+pub fn parse_counter(b: &[u8]) -> Option<u64> {
+    let mut i = 0;
+    while i < b.len() && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let start = i;
+    let mut v: u64 = 0;
+    while i < b.len() && b[i].is_ascii_digit() {
+        v = v.checked_mul(10)?.checked_add((b[i] - b'0') as u64)?;
+        i += 1;
+    }
+    if i == start || (i < b.len() && !b[i].is_ascii_whitespace()) {
+        return None;
+    }
+    if neg {
+        let n = v.wrapping_neg();
+        // strtoull negates; memcached refuses what then looks negative.
+        if (n as i64) < 0 {
+            return None;
+        }
+        return Some(n);
+    }
+    Some(v)
+}
+
+/// memcached's `do_add_delta`: incr wraps at 2^64, decr stops at 0; a shorter result is
+/// written over the old digits padded with spaces (as memcached does in place).
+fn delta(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64) -> Delta {
+    delta_ex(c, key, incr, by, None)
+}
+
+fn delta_ex(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64, compare: Option<u64>) -> Delta {
+    let now = c.now;
+    let db = &mut c.shard.dbs[c.db];
+    let Some(pos) = find_item(db, key, now) else {
+        count(|s| {
+            if incr {
+                s.incr_misses += 1
+            } else {
+                s.decr_misses += 1
+            }
+        });
+        return Delta::NotFound;
+    };
+    let st = db.mc_state(pos);
+    if let Some(want) = compare {
+        if st.cas == 0 || st.cas != want {
+            return Delta::CasMismatch;
+        }
+    }
+    let cur = item_bytes(db, pos);
+    let Some(v) = parse_counter(&cur) else {
+        return Delta::NonNumeric;
+    };
+    let v = if incr {
+        v.wrapping_add(by)
+    } else {
+        v.saturating_sub(by)
+    };
+    count(|s| {
+        if incr {
+            s.incr_hits += 1
+        } else {
+            s.decr_hits += 1
+        }
+    });
+    let mut digits = itoa(v);
+    if digits.len() < cur.len() {
+        digits.resize(cur.len(), b' ');
+    }
+    *db.at_mut(pos) = Value::str(CompactStr::from_value(&digits));
+    // The value changed (new CAS on demand); the client flags stay.
+    db.set_mc_state(
+        pos,
+        McState {
+            flags: st.flags,
+            ..Default::default()
+        },
+    );
+    ev::emit(
+        ev::STRING,
+        if incr { "incrby" } else { "decrby" },
+        c.db,
+        key,
+    );
+    propagate(c, key);
+    Delta::Done(v, pos)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retrieval (text)
+
+fn retrieve(c: &mut CmdCtx<'_>, key: &[u8], p: &Params) {
+    let now = c.now;
+    let touch_too = matches!(p.cmd, Cmd::Gat | Cmd::Gats);
+    let with_cas = matches!(p.cmd, Cmd::Gets | Cmd::Gats);
+    let db = &mut c.shard.dbs[c.db];
+    let Some(pos) = find_item(db, key, now) else {
+        db.stats.misses += 1;
+        count(|s| {
+            s.cmd_get += 1;
+            s.get_misses += 1;
+            if touch_too {
+                s.cmd_touch += 1;
+                s.touch_misses += 1;
+            }
+        });
+        return;
+    };
+    if touch_too {
+        let a = deadline_ms(p.exptime, now);
+        db.set_expire(pos, a);
+        if a.is_some_and(|a| a <= now) {
+            db.remove_at(pos);
+            propagate(c, key);
+            count(|s| {
+                s.cmd_get += 1;
+                s.get_misses += 1;
+                s.cmd_touch += 1;
+                s.touch_misses += 1;
+            });
+            return;
+        }
+        propagate(c, key);
+    }
+    let db = &mut c.shard.dbs[c.db];
+    db.stats.hits += 1;
+    db.mc_fetch(pos);
+    let flags = db.mc_state(pos).flags;
+    let cas = if with_cas { Some(cas_of(c, pos)) } else { None };
+    let db = &c.shard.dbs[c.db];
+    let mut head = Vec::with_capacity(key.len() + 48);
+    head.extend_from_slice(b"VALUE ");
+    head.extend_from_slice(key);
+    head.push(b' ');
+    head.extend_from_slice(flags.to_string().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(item_len(db, pos).to_string().as_bytes());
+    if let Some(cas) = cas {
+        head.push(b' ');
+        head.extend_from_slice(cas.to_string().as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    c.reply.raw(&head);
+    match db.at(pos).1.view() {
+        ValueRef::Str(s) => {
+            let mut b: IntBuf = [0u8; 20];
+            c.reply.raw(s.bytes(&mut b));
+        }
+        _ => {}
+    }
+    c.reply.raw(b"\r\n");
+    count(|s| {
+        s.cmd_get += 1;
+        s.get_hits += 1;
+        if touch_too {
+            s.cmd_touch += 1;
+            s.touch_hits += 1;
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Meta commands
+
+/// The request's meta flags, as `[letter, token...]` arguments in request order.
+struct Meta<'a>(&'a [&'a [u8]]);
+
+impl<'a> Meta<'a> {
+    fn iter(&self) -> impl Iterator<Item = (u8, &'a [u8])> + '_ {
+        self.0
+            .iter()
+            .filter(|a| !a.is_empty())
+            .map(|a| (a[0], &a[1..]))
+    }
+
+    fn has(&self, c: u8) -> bool {
+        self.iter().any(|(l, _)| l == c)
+    }
+
+    fn tok(&self, c: u8) -> Option<&'a [u8]> {
+        self.iter().find(|&(l, _)| l == c).map(|(_, t)| t)
+    }
+
+    fn int(&self, c: u8) -> Option<i64> {
+        std::str::from_utf8(self.tok(c)?).ok()?.parse().ok()
+    }
+
+    fn uint(&self, c: u8) -> Option<u64> {
+        std::str::from_utf8(self.tok(c)?).ok()?.parse().ok()
+    }
+}
+
+/// Appends ` <letter><value>` to a meta reply line.
+fn flag(out: &mut Vec<u8>, c: u8, v: &[u8]) {
+    out.push(b' ');
+    out.push(c);
+    out.extend_from_slice(v);
+}
+
+/// The `k` return flag: the key as sent (base64 again when it came that way, then ` b`).
+fn key_flag(out: &mut Vec<u8>, key: &[u8], binary: bool) {
+    if binary {
+        flag(out, b'k', base64_encode(key).as_bytes());
+        out.extend_from_slice(b" b");
+    } else {
+        flag(out, b'k', key);
+    }
+}
+
+/// `O` and `k`, the only return flags of a reply without an item.
+fn echo_flags(out: &mut Vec<u8>, key: &[u8], p: &Params, meta: &Meta<'_>) {
+    for (l, t) in meta.iter() {
+        match l {
+            b'O' => {
+                out.push(b' ');
+                out.push(b'O');
+                out.extend_from_slice(t);
+            }
+            b'k' => key_flag(out, key, p.key_binary),
+            _ => {}
+        }
+    }
+}
+
+pub fn base64_encode(b: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(b.len().div_ceil(3) * 4);
+    for ch in b.chunks(3) {
+        let n = (ch[0] as u32) << 16
+            | (*ch.get(1).unwrap_or(&0) as u32) << 8
+            | *ch.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= ch.len() {
+                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn end_line(c: &mut CmdCtx<'_>, mut line: Vec<u8>) {
+    line.extend_from_slice(b"\r\n");
+    c.reply.raw(&line);
+}
+
+fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
+    let now = c.now;
+    let threads = c.shared.threads;
+    let quiet = meta.has(b'q');
+    let with_value = meta.has(b'v');
+    let db = &mut c.shard.dbs[c.db];
+    let mut pos = find_item(db, key, now);
+    let mut created = false;
+    if pos.is_none() {
+        if let Some(viv) = meta.int(b'N') {
+            // Autovivify: an empty item that the first client wins the right to fill.
+            let a = deadline_ms(viv, now);
+            let np = db.insert_new(key, Value::str(CompactStr::from_value(b"")), TtlMode::Clear);
+            let cas = c.shard.next_cas(threads);
+            let db = &mut c.shard.dbs[c.db];
+            db.set_mc_state(
+                np,
+                McState {
+                    cas,
+                    ..Default::default()
+                },
+            );
+            if let Some(a) = a {
+                db.set_expire(np, Some(a));
+            }
+            propagate(c, key);
+            pos = Some(np);
+            created = true;
+        }
+    }
+    let ttl_set = meta.has(b'T');
+    let Some(pos) = pos else {
+        count(|s| {
+            if ttl_set {
+                s.cmd_touch += 1;
+                s.touch_misses += 1;
+            } else {
+                s.cmd_get += 1;
+                s.get_misses += 1;
+            }
+        });
+        c.shard.dbs[c.db].stats.misses += 1;
+        if quiet {
+            return;
+        }
+        let mut line = b"EN".to_vec();
+        echo_flags(&mut line, key, p, meta);
+        end_line(c, line);
+        return;
+    };
+    let db = &mut c.shard.dbs[c.db];
+    db.stats.hits += 1;
+    let len = item_len(db, pos);
+    let mut line = if with_value {
+        format!("VA {len}").into_bytes()
+    } else {
+        b"HD".to_vec()
+    };
+    let mut won = created;
+    // Fetched is read before this request counts as a fetch (`u`: it does not count).
+    let fetched_before = if meta.has(b'u') {
+        db.mc_fetched(pos)
+    } else {
+        db.mc_fetch(pos)
+    };
+    let idle = db.idle_secs(pos, now);
+    let mut st = db.mc_state(pos);
+    for (l, t) in meta.iter() {
+        match l {
+            b'T' => {
+                let db = &mut c.shard.dbs[c.db];
+                let a = std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .and_then(|e| deadline_ms(e, now));
+                db.set_expire(pos, a);
+                propagate(c, key);
+            }
+            b'R' => {
+                let db = &c.shard.dbs[c.db];
+                if st.marks & McState::WIN_SENT == 0 && !created {
+                    if let (Some(at), Some(r)) = (db.expire_at(pos), meta.int(b'R')) {
+                        let left = at.saturating_sub(now) / 1000;
+                        if (left as i64) < r {
+                            won = true;
+                        }
+                    }
+                }
+            }
+            b's' => flag(&mut line, b's', len.to_string().as_bytes()),
+            b't' => {
+                let db = &c.shard.dbs[c.db];
+                flag(
+                    &mut line,
+                    b't',
+                    ttl_secs(db, pos, now).to_string().as_bytes(),
+                )
+            }
+            b'c' => {
+                let cas = cas_of(c, pos);
+                st.cas = cas;
+                flag(&mut line, b'c', cas.to_string().as_bytes())
+            }
+            b'f' => flag(&mut line, b'f', st.flags.to_string().as_bytes()),
+            b'l' => flag(&mut line, b'l', idle.to_string().as_bytes()),
+            b'h' => flag(&mut line, b'h', if fetched_before { b"1" } else { b"0" }),
+            b'O' => {
+                line.push(b' ');
+                line.push(b'O');
+                line.extend_from_slice(t);
+            }
+            b'k' => key_flag(&mut line, key, p.key_binary),
+            _ => {}
+        }
+    }
+    let db = &mut c.shard.dbs[c.db];
+    let mut st = db.mc_state(pos);
+    if st.marks & McState::WIN_SENT != 0 {
+        line.extend_from_slice(b" Z");
+    }
+    if st.marks & McState::STALE != 0 {
+        line.extend_from_slice(b" X");
+        if st.marks & McState::WIN_SENT == 0 {
+            won = true;
+        }
+    }
+    if won {
+        line.extend_from_slice(b" W");
+        st.marks |= McState::WIN_SENT;
+        db.set_mc_state(pos, st);
+    }
+    count(|s| {
+        if ttl_set {
+            s.cmd_touch += 1;
+            s.touch_hits += 1;
+        } else {
+            s.cmd_get += 1;
+            s.get_hits += 1;
+        }
+    });
+    end_line(c, line);
+    if with_value {
+        let db = &c.shard.dbs[c.db];
+        if let ValueRef::Str(s) = db.at(pos).1.view() {
+            let mut b: IntBuf = [0u8; 20];
+            c.reply.raw(s.bytes(&mut b));
+        }
+        c.reply.raw(b"\r\n");
+    }
+}
+
+fn meta_set(c: &mut CmdCtx<'_>, key: &[u8], data: &[u8], p: &Params, meta: &Meta<'_>) {
+    let now = c.now;
+    let vivify = meta.int(b'N');
+    let mut mode = match meta.tok(b'M').and_then(|t| t.first()) {
+        Some(b'E') | Some(b'e') => Mode::Add,
+        Some(b'A') | Some(b'a') => {
+            if vivify.is_some() {
+                Mode::AppendViv
+            } else {
+                Mode::Append
+            }
+        }
+        Some(b'P') | Some(b'p') => {
+            if vivify.is_some() {
+                Mode::PrependViv
+            } else {
+                Mode::Prepend
+            }
+        }
+        Some(b'R') | Some(b'r') => Mode::Replace,
+        _ => Mode::Set,
+    };
+    let compare = meta.uint(b'C');
+    if compare.is_some() && matches!(mode, Mode::Set | Mode::Replace) {
+        mode = Mode::Cas;
+    }
+    let exptime = match mode {
+        Mode::AppendViv | Mode::PrependViv => vivify.unwrap_or(0),
+        _ => meta.int(b'T').unwrap_or(0),
+    };
+    let x = StoreExtra {
+        new_cas: meta.uint(b'E'),
+        compare,
+        invalidate: meta.has(b'I'),
+    };
+    let flags = meta.uint(b'F').unwrap_or(0) as u32;
+    let (r, pos) = store_ex(c, key, data, mode, flags, deadline_ms(exptime, now), x);
+    count(|s| s.cmd_set += 1);
+    if r == Stored::Stored && meta.has(b'q') {
+        return;
+    }
+    let mut line = r.meta().to_vec();
+    for (l, t) in meta.iter() {
+        match l {
+            b'O' => {
+                line.push(b' ');
+                line.push(b'O');
+                line.extend_from_slice(t);
+            }
+            b'k' => key_flag(&mut line, key, p.key_binary),
+            b'c' => {
+                if let Some(pos) = pos {
+                    let cas = cas_of(c, pos);
+                    flag(&mut line, b'c', cas.to_string().as_bytes());
+                } else if r == Stored::Stored {
+                    // Stored already expired: memcached still reports the CAS it assigned.
+                    let threads = c.shared.threads;
+                    let cas = c.shard.next_cas(threads);
+                    flag(&mut line, b'c', cas.to_string().as_bytes());
+                } else {
+                    flag(&mut line, b'c', b"0");
+                }
+            }
+            _ => {}
+        }
+    }
+    end_line(c, line);
+}
+
+fn meta_delete(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
+    let now = c.now;
+    let threads = c.shared.threads;
+    let quiet = meta.has(b'q');
+    let db = &mut c.shard.dbs[c.db];
+    let code: &[u8] = match find_item(db, key, now) {
+        None => {
+            count(|s| s.delete_misses += 1);
+            b"NF"
+        }
+        Some(pos) => {
+            let st = db.mc_state(pos);
+            match meta.uint(b'C') {
+                Some(want) if st.cas == 0 || st.cas != want => {
+                    count(|s| s.delete_misses += 1);
+                    b"EX"
+                }
+                _ if meta.has(b'I') => {
+                    // Invalidate: keep the item, stale, with a new CAS (and TTL if given).
+                    if let Some(t) = meta.int(b'T') {
+                        db.set_expire(pos, deadline_ms(t, now));
+                    }
+                    let cas = c.shard.next_cas(threads);
+                    let db = &mut c.shard.dbs[c.db];
+                    db.set_mc_state(
+                        pos,
+                        McState {
+                            flags: st.flags,
+                            marks: McState::STALE,
+                            cas,
+                        },
+                    );
+                    propagate(c, key);
+                    b"HD"
+                }
+                _ => {
+                    db.remove_at(pos);
+                    ev::emit(ev::GENERIC, "del", c.db, key);
+                    propagate(c, key);
+                    count(|s| s.delete_hits += 1);
+                    b"HD"
+                }
+            }
+        }
+    };
+    if quiet && (code == b"HD" || code == b"NF") {
+        return;
+    }
+    let mut line = code.to_vec();
+    echo_flags(&mut line, key, p, meta);
+    end_line(c, line);
+}
+
+fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
+    let now = c.now;
+    let incr = !matches!(
+        meta.tok(b'M').and_then(|t| t.first()),
+        Some(b'D') | Some(b'd') | Some(b'-')
+    );
+    let by = meta.uint(b'D').unwrap_or(1);
+    let quiet = meta.has(b'q');
+    let mut created = false;
+    let r = match delta_ex(c, key, incr, by, meta.uint(b'C')) {
+        Delta::NotFound if meta.has(b'N') => {
+            let initial = meta.uint(b'J').unwrap_or(0);
+            let a = meta.int(b'N').and_then(|n| deadline_ms(n, now));
+            let (r, pos) = store_ex(
+                c,
+                key,
+                &itoa(initial),
+                Mode::Add,
+                0,
+                a,
+                StoreExtra::default(),
+            );
+            match (r, pos) {
+                (Stored::Stored, Some(pos)) => {
+                    created = true;
+                    Delta::Done(initial, pos)
+                }
+                _ => Delta::NotFound,
+            }
+        }
+        r => r,
+    };
+    let mut line: Vec<u8>;
+    match r {
+        Delta::NonNumeric => {
+            c.reply.raw(NON_NUMERIC);
+            return;
+        }
+        Delta::NotFound | Delta::CasMismatch => {
+            line = if matches!(r, Delta::NotFound) {
+                b"NF".to_vec()
+            } else {
+                b"EX".to_vec()
+            };
+            echo_flags(&mut line, key, p, meta);
+        }
+        Delta::Done(v, pos) => {
+            if quiet && !created {
+                return;
+            }
+            let digits = itoa(v);
+            line = if meta.has(b'v') {
+                format!("VA {}", digits.len()).into_bytes()
+            } else {
+                b"HD".to_vec()
+            };
+            for (l, t) in meta.iter() {
+                match l {
+                    b'c' => {
+                        let cas = cas_of(c, pos);
+                        flag(&mut line, b'c', cas.to_string().as_bytes());
+                    }
+                    b't' => {
+                        let db = &c.shard.dbs[c.db];
+                        flag(
+                            &mut line,
+                            b't',
+                            ttl_secs(db, pos, now).to_string().as_bytes(),
+                        );
+                    }
+                    b'T' => {
+                        let a = std::str::from_utf8(t)
+                            .ok()
+                            .and_then(|s| s.parse::<i64>().ok())
+                            .and_then(|e| deadline_ms(e, now));
+                        c.shard.dbs[c.db].set_expire(pos, a);
+                        propagate(c, key);
+                    }
+                    b'O' => {
+                        line.push(b' ');
+                        line.push(b'O');
+                        line.extend_from_slice(t);
+                    }
+                    b'k' => key_flag(&mut line, key, p.key_binary),
+                    _ => {}
+                }
+            }
+            if meta.has(b'v') {
+                line.extend_from_slice(b"\r\n");
+                line.extend_from_slice(&digits);
+            }
+        }
+    }
+    end_line(c, line);
+}
+
+/// `me <key>`: memcached's debug line, with the fields that have a meaning here.
+fn meta_debug(c: &mut CmdCtx<'_>, key: &[u8]) {
+    let now = c.now;
+    let db = &mut c.shard.dbs[c.db];
+    let Some(pos) = find_item(db, key, now) else {
+        c.reply.raw(b"EN\r\n");
+        return;
+    };
+    let exp = match db.expire_at(pos) {
+        None => -1,
+        Some(at) => (at.saturating_sub(now) / 1000) as i64,
+    };
+    let la = db.idle_secs(pos, now);
+    let fetched = db.mc_fetch(pos);
+    let len = item_len(db, pos);
+    let cas = cas_of(c, pos);
+    let mut line = b"ME ".to_vec();
+    line.extend_from_slice(key);
+    line.extend_from_slice(
+        format!(
+            " exp={exp} la={la} cas={cas} fetch={} cls=1 size={}",
+            if fetched { "yes" } else { "no" },
+            len + key.len() + 50
+        )
+        .as_bytes(),
+    );
+    end_line(c, line);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_round_trip() {
+        for &cmd in CMDS.iter() {
+            let p = Params {
+                cmd,
+                flags: u32::MAX,
+                exptime: -5,
+                cas: u64::MAX - 1,
+                num: 42,
+                noreply: true,
+                key_binary: false,
+            };
+            assert_eq!(Params::decode(&p.encode()), Some(p));
+        }
+        assert_eq!(Params::decode(b"short"), None);
+    }
+
+    #[test]
+    fn counters_parse_as_memcached() {
+        assert_eq!(parse_counter(b"12"), Some(12));
+        assert_eq!(parse_counter(b"99 "), Some(99));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"+5"), Some(5));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"-1"), None);
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"12x"), None);
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+    }
+
+    #[test]
+    fn base64_as_rfc4648() {
+        assert_eq!(base64_encode(b"key"), "a2V5");
+        assert_eq!(base64_encode(b"ke"), "a2U=");
+        assert_eq!(base64_encode(b"k"), "aw==");
+        assert_eq!(base64_encode(b""), "");
+    }
+}

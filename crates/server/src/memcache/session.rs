@@ -1,0 +1,460 @@
+//! A memcache connection: read → frame every complete request (`proto::parse`) → run the keyed
+//! ones as one squashed run (one message per shard, replies back in request order, the same
+//! path RESP pipelines take) → answer the keyless ones on this thread → write all replies once.
+//!
+//! A `get` of many keys becomes one call per key, so its keys are fetched on their shards in
+//! parallel, and `END` follows the last one. Keyless requests (`flush_all`, `stats`, `mn`,
+//! errors) are barriers: what came before them is answered first.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+use smallvec::SmallVec;
+use tokio::io::AsyncReadExt;
+
+use super::ops::{self, Params};
+use super::proto::{self, Cmd, Parse, Request};
+use super::stats;
+use crate::commands::coordinator::squash::{run_calls, Call};
+use crate::commands::ConnCtx;
+use crate::engine::vll::KeyLock;
+use crate::engine::Worker;
+use crate::net::client::{ClientHandle, ClientInfo};
+use crate::net::session::{write_all, Output};
+use crate::net::stream::{ReadHalf, Stream};
+
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 * 1024;
+/// Requests framed ahead of execution per batch.
+const MAX_BATCH: usize = 128;
+/// Flush replies mid-batch beyond this.
+const FLUSH_THRESHOLD: usize = 256 * 1024;
+/// The version `version` reports: the memcached protocol level we implement.
+pub const VERSION: &str = "1.6.18";
+
+/// Serves one accepted memcache socket until it closes.
+pub async fn serve(worker: Rc<Worker>, stream: Stream) {
+    let shared = worker.shared.clone();
+    stream.tune(shared.config.tcp_keepalive_secs());
+    let addrs = stream.addrs();
+    let fd = stream.raw_fd();
+    let (mut reader, writer) = stream.into_split();
+    let writer = Rc::new(writer);
+    stats::TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+    let connected = shared.connected_clients.fetch_add(1, Ordering::Relaxed) + 1;
+    if connected > shared.config.maxclients() {
+        let _ = write_all(&writer, b"SERVER_ERROR Too many open connections\r\n").await;
+        shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    stats::CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let handle = Rc::new(ClientHandle::new(ClientInfo {
+        addr: addrs.peer,
+        laddr: addrs.local,
+        local: addrs.is_local,
+        fd,
+        name: "memcache".into(),
+        ..ClientInfo::new(id, worker.id)
+    }));
+    crate::net::client::register(handle.clone());
+    struct Cleanup(Rc<Worker>, u64);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            crate::net::client::unregister(self.1);
+            stats::CURR_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
+            self.0
+                .shared
+                .connected_clients
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _cleanup = Cleanup(worker.clone(), id);
+    // Memcache has no AUTH in its text protocol: a memcache port is open to whoever reaches it
+    // (as memcached's and Dragonfly's); bind it to a trusted interface.
+    let mut cx = ConnCtx::new(worker, handle, Output::new(writer.clone()), true);
+    let _ = run(&mut cx, &mut reader, &writer).await;
+}
+
+/// One framed request and what its shard calls need to outlive the batch.
+struct Job<'a> {
+    req: Request<'a>,
+    params: [u8; ops::PARAMS_LEN],
+    /// Meta flags as `[letter, token...]`.
+    meta: SmallVec<[Vec<u8>; 4]>,
+}
+
+/// What a batch holds, in request order.
+enum Item<'a> {
+    /// A keyed request (its `get` keys included).
+    Keyed(Job<'a>),
+    /// A reply known without touching the keyspace (framing errors).
+    Reply(std::borrow::Cow<'static, [u8]>, bool),
+    /// A keyless request answered on this thread.
+    Local(Request<'a>),
+}
+
+async fn run(
+    cx: &mut ConnCtx,
+    reader: &mut ReadHalf,
+    writer: &Rc<crate::net::stream::WriteHalf>,
+) -> std::io::Result<()> {
+    let mut rbuf: Vec<u8> = Vec::new();
+    let mut start = 0usize;
+    // Bytes of a refused data block still to drop (they may not have arrived yet).
+    let mut swallow = 0usize;
+    let limits = proto::Limits {
+        max_item_size: cx.shared().config.memcached_max_item_size(),
+    };
+    let client = cx.client.clone();
+    let mut wake = std::pin::pin!(client.wake.notified());
+    loop {
+        let pending_out = cx.output.pending(&cx.reply);
+        let read = async {
+            if rbuf.capacity() == 0 {
+                reader.readable().await?;
+            }
+            if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+                rbuf.reserve(READ_CHUNK.max(rbuf.len() / 8));
+            }
+            reader.read_buf(&mut rbuf).await
+        };
+        let n = tokio::select! {
+            biased;
+            _ = &mut wake => {
+                wake.set(client.wake.notified());
+                if client.killed.get() {
+                    return Ok(());
+                }
+                continue;
+            }
+            r = writer.writable(), if pending_out => {
+                r?;
+                cx.try_flush()?;
+                continue;
+            }
+            r = read => r?,
+        };
+        if n == 0 || client.killed.get() {
+            return Ok(());
+        }
+        stats::count(|s| s.bytes_read += n as u64);
+        cx.worker.stats().net_input_bytes += n as u64;
+        if swallow > 0 {
+            let drop = swallow.min(rbuf.len() - start);
+            start += drop;
+            swallow -= drop;
+        }
+        cx.now_ms = crate::engine::clock::unix_ms();
+        let mut close = false;
+        while !close && swallow == 0 {
+            // Frame a batch.
+            let mut items: Vec<Item<'_>> = Vec::new();
+            let mut at = start;
+            while items.len() < MAX_BATCH {
+                match proto::parse(&rbuf[at..], &limits) {
+                    Parse::Incomplete => break,
+                    Parse::Request(req, used) => {
+                        at += used;
+                        items.push(classify(req));
+                        if matches!(items.last(), Some(Item::Local(_))) {
+                            break;
+                        }
+                    }
+                    Parse::Error {
+                        reply,
+                        consumed,
+                        close: c,
+                    } => {
+                        let avail = rbuf.len() - at;
+                        if consumed > avail {
+                            swallow = consumed - avail;
+                            at = rbuf.len();
+                        } else {
+                            at += consumed;
+                        }
+                        items.push(Item::Reply(reply, c));
+                        break;
+                    }
+                }
+            }
+            if items.is_empty() {
+                break;
+            }
+            let full = items.len() >= MAX_BATCH;
+            close = execute(cx, items).await;
+            start = at;
+            if cx.reply.len() >= FLUSH_THRESHOLD {
+                let before = cx.reply.len();
+                cx.try_flush()?;
+                stats::count(|s| s.bytes_written += (before - cx.reply.len()) as u64);
+            }
+            if !full && !close && swallow == 0 {
+                // The batch ended at a barrier, an error or the end of the input: go on
+                // framing what follows it.
+                continue;
+            }
+        }
+        if close {
+            cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
+            return Ok(());
+        }
+        let before = cx.reply.len();
+        cx.try_flush()?;
+        stats::count(|s| s.bytes_written += (before - cx.reply.len()) as u64);
+        if start >= rbuf.len() {
+            rbuf.clear();
+            start = 0;
+        } else if start > 0 {
+            rbuf.drain(..start);
+            start = 0;
+        }
+    }
+}
+
+/// Sorts a framed request into keyed (shard) work or local work.
+fn classify(req: Request<'_>) -> Item<'_> {
+    match req.cmd {
+        Cmd::FlushAll | Cmd::Version | Cmd::Verbosity | Cmd::Stats | Cmd::Quit | Cmd::MetaNoop => {
+            Item::Local(req)
+        }
+        _ => {
+            let p = Params {
+                cmd: req.cmd,
+                flags: req.flags,
+                exptime: req.exptime,
+                cas: req.cas,
+                num: req.num,
+                noreply: req.noreply,
+                key_binary: req.meta.iter().any(|f| f.c == b'b'),
+            };
+            let meta = req
+                .meta
+                .iter()
+                .map(|f| {
+                    let mut v = Vec::with_capacity(1 + f.tok.len());
+                    v.push(f.c);
+                    v.extend_from_slice(f.tok);
+                    v
+                })
+                .collect();
+            Item::Keyed(Job {
+                params: p.encode(),
+                meta,
+                req,
+            })
+        }
+    }
+}
+
+/// Is this request a write (an exclusive key lock, refused on a read-only replica or over
+/// maxmemory)?
+fn writes(cmd: Cmd) -> bool {
+    !matches!(cmd, Cmd::Get | Cmd::Gets | Cmd::MetaDebug)
+}
+
+/// Runs a batch in order; true when the connection must close after writing its replies.
+async fn execute(cx: &mut ConnCtx, items: Vec<Item<'_>>) -> bool {
+    let mut i = 0;
+    while i < items.len() {
+        // A run of keyed requests: one squashed run.
+        let run_end = items[i..]
+            .iter()
+            .position(|it| !matches!(it, Item::Keyed(_)))
+            .map_or(items.len(), |p| i + p);
+        if run_end > i {
+            run_keyed(cx, &items[i..run_end]).await;
+            i = run_end;
+            continue;
+        }
+        match &items[i] {
+            Item::Reply(r, close) => {
+                cx.reply.raw(r);
+                if *close {
+                    return true;
+                }
+            }
+            Item::Local(req) => {
+                if local(cx, req).await {
+                    return true;
+                }
+            }
+            Item::Keyed(_) => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// The replies of requests refused before reaching a shard.
+fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
+    if !writes(cmd) {
+        return None;
+    }
+    let shared = cx.shared();
+    if crate::replication::role::is_replica() && shared.config.bool("replica-read-only") {
+        return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
+    }
+    let spec = crate::commands::registry().lookup(b"set")?.spec;
+    if crate::commands::rejected_for_memory(cx, spec) {
+        stats::count(|s| s.store_no_memory += 1);
+        return Some(b"SERVER_ERROR out of memory storing object\r\n");
+    }
+    None
+}
+
+/// Runs keyed requests as one squashed run and appends their replies in order.
+async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
+    let threads = cx.threads();
+    let db = 0usize;
+    cx.db = db;
+    // Every call's argument list: [name, key, params, data, meta...].
+    let mut argv: Vec<SmallVec<[&[u8]; 6]>> = Vec::new();
+    // Per call: its request (for END after a retrieval's last key) and whether it is refused.
+    let mut owner: Vec<(usize, bool)> = Vec::new();
+    let mut refused: Vec<Option<&'static [u8]>> = Vec::new();
+    for (j, it) in jobs.iter().enumerate() {
+        let Item::Keyed(job) = it else { continue };
+        let r = refusal(cx, job.req.cmd);
+        refused.push(r);
+        let n = job.req.keys.len();
+        for (k, key) in job.req.keys.iter().enumerate() {
+            let mut a: SmallVec<[&[u8]; 6]> = SmallVec::new();
+            a.push(b"mc");
+            a.push(key);
+            a.push(&job.params);
+            a.push(job.req.data);
+            for m in &job.meta {
+                a.push(m);
+            }
+            argv.push(a);
+            owner.push((j, k + 1 == n));
+        }
+    }
+    let calls: Vec<Call<'_>> = argv
+        .iter()
+        .zip(owner.iter())
+        .filter(|(_, &(j, _))| refused[j].is_none())
+        .map(|(a, &(j, _))| {
+            let Item::Keyed(job) = &jobs[j] else {
+                unreachable!("only keyed jobs have calls")
+            };
+            let key = a[1];
+            Call {
+                shard: crate::engine::shard_of(key, threads),
+                lock: KeyLock::new(db, key, writes(job.req.cmd)),
+                f: ops::exec,
+                name: name_of(job.req.cmd),
+                key_at: 1,
+                args: a,
+            }
+        })
+        .collect();
+    // Map each call back to its request; refused requests answer in their place.
+    let call_owner: Vec<(usize, bool)> = owner
+        .iter()
+        .copied()
+        .filter(|&(j, _)| refused[j].is_none())
+        .collect();
+    let mut replies: Vec<Vec<u8>> = vec![Vec::new(); jobs.len()];
+    run_calls(cx, &calls, |_, i, bytes| {
+        let (j, last) = call_owner[i];
+        replies[j].extend_from_slice(bytes);
+        if last && is_retrieval(&jobs[j]) {
+            replies[j].extend_from_slice(b"END\r\n");
+        }
+    })
+    .await;
+    for (j, it) in jobs.iter().enumerate() {
+        if let Item::Keyed(job) = it {
+            match refused[j] {
+                Some(r) if !job.req.noreply => cx.reply.raw(r),
+                Some(_) => {}
+                None => {
+                    if job.req.keys.is_empty() && is_retrieval(it) {
+                        cx.reply.raw(b"END\r\n");
+                    }
+                    cx.reply.raw(&replies[j]);
+                }
+            }
+        }
+    }
+}
+
+fn is_retrieval(it: &Item<'_>) -> bool {
+    matches!(it, Item::Keyed(j) if matches!(j.req.cmd, Cmd::Get | Cmd::Gets | Cmd::Gat | Cmd::Gats))
+}
+
+fn name_of(cmd: Cmd) -> &'static str {
+    match cmd {
+        Cmd::Get => "mc.get",
+        Cmd::Gets => "mc.gets",
+        Cmd::Gat => "mc.gat",
+        Cmd::Gats => "mc.gats",
+        Cmd::Set => "mc.set",
+        Cmd::Add => "mc.add",
+        Cmd::Replace => "mc.replace",
+        Cmd::Append => "mc.append",
+        Cmd::Prepend => "mc.prepend",
+        Cmd::Cas => "mc.cas",
+        Cmd::Delete => "mc.delete",
+        Cmd::Incr => "mc.incr",
+        Cmd::Decr => "mc.decr",
+        Cmd::Touch => "mc.touch",
+        Cmd::MetaGet => "mc.mg",
+        Cmd::MetaSet => "mc.ms",
+        Cmd::MetaDelete => "mc.md",
+        Cmd::MetaArithmetic => "mc.ma",
+        Cmd::MetaDebug => "mc.me",
+        _ => "mc",
+    }
+}
+
+/// Keyless requests; true when the connection closes.
+async fn local(cx: &mut ConnCtx, req: &Request<'_>) -> bool {
+    match req.cmd {
+        Cmd::Quit => return true,
+        Cmd::MetaNoop => cx.reply.raw(b"MN\r\n"),
+        Cmd::Version => cx.reply.raw(format!("VERSION {VERSION}\r\n").as_bytes()),
+        Cmd::Verbosity => {
+            if !req.noreply {
+                cx.reply.raw(b"OK\r\n");
+            }
+        }
+        Cmd::FlushAll => {
+            stats::count(|s| s.cmd_flush += 1);
+            let delay = req.num;
+            if delay == 0 {
+                flush_db0(cx).await;
+            } else {
+                // memcached invalidates what exists when the delay ends.
+                let worker = cx.worker.clone();
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep(std::time::Duration::from_secs(delay)).await;
+                    let mut icx = ConnCtx::internal(worker);
+                    flush_db0(&mut icx).await;
+                });
+            }
+            if !req.noreply {
+                cx.reply.raw(b"OK\r\n");
+            }
+        }
+        Cmd::Stats => {
+            let text = super::stats::render(cx, &req.args).await;
+            cx.reply.raw(&text);
+        }
+        _ => cx.reply.raw(b"ERROR\r\n"),
+    }
+    false
+}
+
+/// `flush_all`: FLUSHDB of database 0, through the command itself (its locks, replication and
+/// notifications), its RESP reply dropped.
+async fn flush_db0(cx: &mut ConnCtx) {
+    let (db, mark) = (cx.db, cx.reply.len());
+    cx.db = 0;
+    crate::commands::execute(cx, &[b"flushdb"]).await;
+    cx.reply.buf.truncate(mark);
+    cx.db = db;
+}
