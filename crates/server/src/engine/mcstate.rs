@@ -28,7 +28,7 @@ pub const FLAG_FETCHED: u8 = FLAG_D;
 pub struct McState {
     /// The client flags stored with the item.
     pub flags: u32,
-    /// Meta protocol marks (`STALE`, `WIN_SENT`).
+    /// Meta protocol marks (`STALE`, `WIN_SENT`, `KEY_BINARY`).
     pub marks: u32,
     /// The CAS unique; 0 = none handed out since the item last changed.
     pub cas: u64,
@@ -39,6 +39,8 @@ impl McState {
     pub const STALE: u32 = 1;
     /// A client got the `W` (win) token for this item; later ones get `Z`.
     pub const WIN_SENT: u32 = 2;
+    /// Stored by `ms` with a base64 key (`b`): `mg ... k` echoes the key that way.
+    pub const KEY_BINARY: u32 = 4;
 
     /// Nothing worth keeping (the table holds only items with some state).
     #[inline]

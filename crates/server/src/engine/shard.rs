@@ -50,6 +50,12 @@ impl Shard {
         }
     }
 
+    /// The CAS unique `next_cas` would hand out now.
+    #[inline]
+    pub fn peek_cas(&self, threads: usize) -> u64 {
+        (self.cas_count + 1) * threads.max(1) as u64 + self.id as u64
+    }
+
     /// A new CAS unique: unique across the `threads` shards, never 0, increasing here.
     #[inline]
     pub fn next_cas(&mut self, threads: usize) -> u64 {

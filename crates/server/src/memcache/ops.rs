@@ -105,6 +105,12 @@ pub fn exec(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
         return;
     };
     let meta = Meta(&args[4..]);
+    if matches!(
+        p.cmd,
+        Cmd::MetaGet | Cmd::MetaSet | Cmd::MetaDelete | Cmd::MetaArithmetic | Cmd::MetaDebug
+    ) {
+        count(|s| s.cmd_meta += 1);
+    }
     match p.cmd {
         Cmd::Get | Cmd::Gets | Cmd::Gat | Cmd::Gats => retrieve(c, key, &p),
         Cmd::Set | Cmd::Add | Cmd::Replace | Cmd::Append | Cmd::Prepend | Cmd::Cas => {
@@ -189,6 +195,14 @@ fn at(c: &CmdCtx<'_>, exptime: i64) -> Option<u64> {
     deadline_ms(exptime, c.now)
 }
 
+/// A meta flag's TTL token as a deadline (`T30`, `N0`...).
+fn ttl_token(t: &[u8], now: u64) -> Option<u64> {
+    std::str::from_utf8(t)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .and_then(|e| deadline_ms(e, now))
+}
+
 fn itoa(v: u64) -> Vec<u8> {
     v.to_string().into_bytes()
 }
@@ -257,9 +271,6 @@ pub enum Mode {
     Replace,
     Append,
     Prepend,
-    /// Append/prepend that stores the data as a new item on a miss (`ms ... MA N`).
-    AppendViv,
-    PrependViv,
     Cas,
 }
 
@@ -315,6 +326,8 @@ struct StoreExtra {
     /// `I` with `C`: a CAS older than the item's stores the item marked stale instead of
     /// failing.
     invalidate: bool,
+    /// `ms` with a base64 key: the item remembers it (see `McState::KEY_BINARY`).
+    key_binary: bool,
 }
 
 /// Stores `data` under `key` (memcached's `do_store_item`). Returns the outcome; on success
@@ -351,24 +364,39 @@ fn store_ex(
     let old = db.find(key, now);
     let old_is_str = old.is_some_and(|pos| matches!(db.at(pos).1.view(), ValueRef::Str(_)));
     let st = old.map(|pos| db.mc_state(pos)).unwrap_or_default();
-    // The CAS comparison (memcached compares before the mode's own rule for cas/set/replace,
-    // after existence for append/prepend/add).
+    // memcached's CAS comparison. An item with no CAS handed out changed after every CAS a
+    // client holds, so for the stale rule its CAS counts as the next one to be handed out.
+    let item_cas = if st.cas != 0 {
+        st.cas
+    } else {
+        c.shard.peek_cas(threads)
+    };
+    let db = &mut c.shard.dbs[c.db];
+    let cas_ok = |want: u64| st.cas != 0 && st.cas == want;
     let mut stale = false;
-    if let Some(want) = x.compare {
+    if mode == Mode::Cas {
+        let want = x.compare.unwrap_or(0);
         if old.is_none() {
             count(|s| s.cas_misses += 1);
             return (Stored::NotFound, None);
         }
-        if st.cas == 0 || st.cas != want {
-            if x.invalidate && st.cas != 0 && want < st.cas {
+        if !cas_ok(want) {
+            if x.invalidate && want < item_cas {
                 stale = true;
             } else {
                 count(|s| s.cas_badval += 1);
                 return (Stored::Exists, None);
             }
         }
-        if mode == Mode::Cas {
-            count(|s| s.cas_hits += 1);
+        count(|s| s.cas_hits += 1);
+    } else if let (Some(want), Some(_), true) = (
+        x.compare.filter(|&w| w != 0),
+        old,
+        matches!(mode, Mode::Append | Mode::Prepend),
+    ) {
+        // Append and prepend check a non-zero CAS once the item is known to exist.
+        if !cas_ok(want) {
+            return (Stored::Exists, None);
         }
     }
     let value: Vec<u8>;
@@ -386,10 +414,10 @@ fn store_ex(
             }
             (data, flags, false)
         }
-        Mode::Append | Mode::Prepend | Mode::AppendViv | Mode::PrependViv => match old {
+        Mode::Append | Mode::Prepend => match old {
             Some(pos) if old_is_str => {
                 let cur = item_bytes(db, pos);
-                value = if matches!(mode, Mode::Append | Mode::AppendViv) {
+                value = if mode == Mode::Append {
                     [cur.as_slice(), data].concat()
                 } else {
                     [data, cur.as_slice()].concat()
@@ -398,7 +426,6 @@ fn store_ex(
                 (&value, st.flags, true)
             }
             Some(_) => return (Stored::NotStored, None),
-            None if matches!(mode, Mode::AppendViv | Mode::PrependViv) => (data, flags, false),
             None => return (Stored::NotStored, None),
         },
     };
@@ -429,6 +456,9 @@ fn store_ex(
     };
     if let Some(cas) = x.new_cas {
         new.cas = cas;
+    }
+    if x.key_binary {
+        new.marks |= McState::KEY_BINARY;
     }
     if stale {
         new.marks |= McState::STALE;
@@ -498,8 +528,8 @@ fn touch(c: &mut CmdCtx<'_>, key: &[u8], at: Option<u64>) -> bool {
 // incr / decr
 
 enum Delta {
-    /// The new value and the item's position.
-    Done(u64, Pos),
+    /// The new value and the item's position (None: stored already expired).
+    Done(u64, Option<Pos>),
     NotFound,
     NonNumeric,
     CasMismatch,
@@ -563,6 +593,12 @@ fn delta_ex(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64, compare: Option
         return Delta::NotFound;
     };
     let st = db.mc_state(pos);
+    // memcached refuses an empty or a chunked (over half a slab page) item before it compares
+    // the CAS, anything else after.
+    let len = item_len(db, pos);
+    if len == 0 || len + key.len() + 56 > 512 * 1024 {
+        return Delta::NonNumeric;
+    }
     if let Some(want) = compare {
         if st.cas == 0 || st.cas != want {
             return Delta::CasMismatch;
@@ -585,7 +621,11 @@ fn delta_ex(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64, compare: Option
         }
     });
     let mut digits = itoa(v);
-    if digits.len() < cur.len() {
+    // A result that fits is written over the old digits, padded with spaces, and the item
+    // keeps its marks (stale, win, fetched); a longer one is a new item.
+    let in_place = digits.len() <= cur.len();
+    let fetched = db.mc_fetched(pos);
+    if in_place {
         digits.resize(cur.len(), b' ');
     }
     *db.at_mut(pos) = Value::str(CompactStr::from_value(&digits));
@@ -594,9 +634,13 @@ fn delta_ex(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64, compare: Option
         pos,
         McState {
             flags: st.flags,
-            ..Default::default()
+            marks: if in_place { st.marks } else { 0 },
+            cas: 0,
         },
     );
+    if in_place && fetched {
+        db.mc_fetch(pos);
+    }
     ev::emit(
         ev::STRING,
         if incr { "incrby" } else { "decrby" },
@@ -604,7 +648,7 @@ fn delta_ex(c: &mut CmdCtx<'_>, key: &[u8], incr: bool, by: u64, compare: Option
         key,
     );
     propagate(c, key);
-    Delta::Done(v, pos)
+    Delta::Done(v, Some(pos))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -627,21 +671,15 @@ fn retrieve(c: &mut CmdCtx<'_>, key: &[u8], p: &Params) {
         });
         return;
     };
+    // gat with an expiration already past answers the item, then it is gone.
+    let mut gone = false;
     if touch_too {
         let a = deadline_ms(p.exptime, now);
         db.set_expire(pos, a);
-        if a.is_some_and(|a| a <= now) {
-            db.remove_at(pos);
+        gone = a.is_some_and(|a| a <= now);
+        if !gone {
             propagate(c, key);
-            count(|s| {
-                s.cmd_get += 1;
-                s.get_misses += 1;
-                s.cmd_touch += 1;
-                s.touch_misses += 1;
-            });
-            return;
         }
-        propagate(c, key);
     }
     let db = &mut c.shard.dbs[c.db];
     db.stats.hits += 1;
@@ -670,6 +708,10 @@ fn retrieve(c: &mut CmdCtx<'_>, key: &[u8], p: &Params) {
         _ => {}
     }
     c.reply.raw(b"\r\n");
+    if gone {
+        c.shard.dbs[c.db].remove_at(pos);
+        propagate(c, key);
+    }
     count(|s| {
         s.cmd_get += 1;
         s.get_hits += 1;
@@ -775,9 +817,10 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
     let mut pos = find_item(db, key, now);
     let mut created = false;
     if pos.is_none() {
-        if let Some(viv) = meta.int(b'N') {
-            // Autovivify: an empty item that the first client wins the right to fill.
-            let a = deadline_ms(viv, now);
+        if meta.has(b'N') {
+            // Autovivify: an empty item that the first client wins the right to fill (its
+            // TTL is set where `N` comes in the flags, as memcached does: a `t` before it
+            // still sees none).
             let np = db.insert_new(key, Value::str(CompactStr::from_value(b"")), TtlMode::Clear);
             let cas = c.shard.next_cas(threads);
             let db = &mut c.shard.dbs[c.db];
@@ -788,9 +831,7 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
                     ..Default::default()
                 },
             );
-            if let Some(a) = a {
-                db.set_expire(np, Some(a));
-            }
+            let _ = db;
             propagate(c, key);
             pos = Some(np);
             created = true;
@@ -837,11 +878,12 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
         match l {
             b'T' => {
                 let db = &mut c.shard.dbs[c.db];
-                let a = std::str::from_utf8(t)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .and_then(|e| deadline_ms(e, now));
-                db.set_expire(pos, a);
+                db.set_expire(pos, ttl_token(t, now));
+                propagate(c, key);
+            }
+            b'N' if created => {
+                let db = &mut c.shard.dbs[c.db];
+                db.set_expire(pos, ttl_token(t, now));
                 propagate(c, key);
             }
             b'R' => {
@@ -877,7 +919,7 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
                 line.push(b'O');
                 line.extend_from_slice(t);
             }
-            b'k' => key_flag(&mut line, key, p.key_binary),
+            b'k' => key_flag(&mut line, key, st.marks & McState::KEY_BINARY != 0),
             _ => {}
         }
     }
@@ -919,23 +961,12 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
 
 fn meta_set(c: &mut CmdCtx<'_>, key: &[u8], data: &[u8], p: &Params, meta: &Meta<'_>) {
     let now = c.now;
-    let vivify = meta.int(b'N');
     let mut mode = match meta.tok(b'M').and_then(|t| t.first()) {
         Some(b'E') | Some(b'e') => Mode::Add,
-        Some(b'A') | Some(b'a') => {
-            if vivify.is_some() {
-                Mode::AppendViv
-            } else {
-                Mode::Append
-            }
-        }
-        Some(b'P') | Some(b'p') => {
-            if vivify.is_some() {
-                Mode::PrependViv
-            } else {
-                Mode::Prepend
-            }
-        }
+        // (`N` is accepted, but memcached 1.6.18 does not vivify an append or prepend on a
+        // miss: NS, as it answers.)
+        Some(b'A') | Some(b'a') => Mode::Append,
+        Some(b'P') | Some(b'p') => Mode::Prepend,
         Some(b'R') | Some(b'r') => Mode::Replace,
         _ => Mode::Set,
     };
@@ -943,14 +974,12 @@ fn meta_set(c: &mut CmdCtx<'_>, key: &[u8], data: &[u8], p: &Params, meta: &Meta
     if compare.is_some() && matches!(mode, Mode::Set | Mode::Replace) {
         mode = Mode::Cas;
     }
-    let exptime = match mode {
-        Mode::AppendViv | Mode::PrependViv => vivify.unwrap_or(0),
-        _ => meta.int(b'T').unwrap_or(0),
-    };
+    let exptime = meta.int(b'T').unwrap_or(0);
     let x = StoreExtra {
         new_cas: meta.uint(b'E'),
         compare,
         invalidate: meta.has(b'I'),
+        key_binary: p.key_binary,
     };
     let flags = meta.uint(b'F').unwrap_or(0) as u32;
     let (r, pos) = store_ex(c, key, data, mode, flags, deadline_ms(exptime, now), x);
@@ -1031,7 +1060,7 @@ fn meta_delete(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
             }
         }
     };
-    if quiet && (code == b"HD" || code == b"NF") {
+    if quiet && code == b"HD" {
         return;
     }
     let mut line = code.to_vec();
@@ -1048,21 +1077,22 @@ fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
     let by = meta.uint(b'D').unwrap_or(1);
     let quiet = meta.has(b'q');
     let mut created = false;
-    let r = match delta_ex(c, key, incr, by, meta.uint(b'C')) {
+    // (A zero CAS compares nothing, as memcached's `do_add_delta`.)
+    let r = match delta_ex(c, key, incr, by, meta.uint(b'C').filter(|&w| w != 0)) {
         Delta::NotFound if meta.has(b'N') => {
+            // Created without a TTL: `N`'s applies where it comes in the flags.
             let initial = meta.uint(b'J').unwrap_or(0);
-            let a = meta.int(b'N').and_then(|n| deadline_ms(n, now));
             let (r, pos) = store_ex(
                 c,
                 key,
                 &itoa(initial),
                 Mode::Add,
                 0,
-                a,
+                None,
                 StoreExtra::default(),
             );
-            match (r, pos) {
-                (Stored::Stored, Some(pos)) => {
+            match r {
+                Stored::Stored => {
                     created = true;
                     Delta::Done(initial, pos)
                 }
@@ -1086,9 +1116,6 @@ fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
             echo_flags(&mut line, key, p, meta);
         }
         Delta::Done(v, pos) => {
-            if quiet && !created {
-                return;
-            }
             let digits = itoa(v);
             line = if meta.has(b'v') {
                 format!("VA {}", digits.len()).into_bytes()
@@ -1098,18 +1125,28 @@ fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
             for (l, t) in meta.iter() {
                 match l {
                     b'c' => {
-                        let cas = cas_of(c, pos);
+                        let cas = match pos {
+                            Some(pos) => cas_of(c, pos),
+                            None => {
+                                let threads = c.shared.threads;
+                                c.shard.next_cas(threads)
+                            }
+                        };
                         flag(&mut line, b'c', cas.to_string().as_bytes());
                     }
                     b't' => {
                         let db = &c.shard.dbs[c.db];
-                        flag(
-                            &mut line,
-                            b't',
-                            ttl_secs(db, pos, now).to_string().as_bytes(),
-                        );
+                        let t = pos.map_or(-1, |pos| ttl_secs(db, pos, now));
+                        flag(&mut line, b't', t.to_string().as_bytes());
+                    }
+                    b'N' if created => {
+                        if let Some(pos) = pos {
+                            c.shard.dbs[c.db].set_expire(pos, ttl_token(t, now));
+                            propagate(c, key);
+                        }
                     }
                     b'T' => {
+                        let Some(pos) = pos else { continue };
                         let a = std::str::from_utf8(t)
                             .ok()
                             .and_then(|s| s.parse::<i64>().ok())
@@ -1129,6 +1166,10 @@ fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
             if meta.has(b'v') {
                 line.extend_from_slice(b"\r\n");
                 line.extend_from_slice(&digits);
+            }
+            // Quiet: a counter updated says nothing (after its flags took effect).
+            if quiet && !created {
+                return;
             }
         }
     }

@@ -29,6 +29,8 @@ const READ_CHUNK: usize = 16 * 1024;
 const MAX_BATCH: usize = 128;
 /// Flush replies mid-batch beyond this.
 const FLUSH_THRESHOLD: usize = 256 * 1024;
+/// Unwritten reply bytes beyond which the connection is not read (see `run`).
+const MAX_UNWRITTEN: usize = 4 * 1024 * 1024;
 /// The version `version` reports: the memcached protocol level we implement.
 pub const VERSION: &str = "1.6.18";
 
@@ -111,6 +113,9 @@ async fn run(
     let mut wake = std::pin::pin!(client.wake.notified());
     loop {
         let pending_out = cx.output.pending(&cx.reply);
+        // Backpressure as memcached's: a client that does not read its replies stops being
+        // read once this much is unwritten, so its output cannot grow without bound.
+        let can_read = cx.output.unwritten(&cx.reply) < MAX_UNWRITTEN;
         let read = async {
             if rbuf.capacity() == 0 {
                 reader.readable().await?;
@@ -131,10 +136,10 @@ async fn run(
             }
             r = writer.writable(), if pending_out => {
                 r?;
-                cx.try_flush()?;
+                flush(cx)?;
                 continue;
             }
-            r = read => r?,
+            r = read, if can_read => r?,
         };
         if n == 0 || client.killed.get() {
             return Ok(());
@@ -186,9 +191,23 @@ async fn run(
             close = execute(cx, items).await;
             start = at;
             if cx.reply.len() >= FLUSH_THRESHOLD {
-                let before = cx.reply.len();
-                cx.try_flush()?;
-                stats::count(|s| s.bytes_written += (before - cx.reply.len()) as u64);
+                flush(cx)?;
+                // A few requests may ask for a lot (a line of gets of big items): go on only
+                // once the client has taken most of it.
+                while cx.output.unwritten(&cx.reply) >= MAX_UNWRITTEN {
+                    tokio::select! {
+                        _ = &mut wake => {
+                            wake.set(client.wake.notified());
+                            if client.killed.get() {
+                                return Ok(());
+                            }
+                        }
+                        r = writer.writable() => {
+                            r?;
+                            flush(cx)?;
+                        }
+                    }
+                }
             }
             if !full && !close && swallow == 0 {
                 // The batch ended at a barrier, an error or the end of the input: go on
@@ -200,9 +219,7 @@ async fn run(
             cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
             return Ok(());
         }
-        let before = cx.reply.len();
-        cx.try_flush()?;
-        stats::count(|s| s.bytes_written += (before - cx.reply.len()) as u64);
+        flush(cx)?;
         if start >= rbuf.len() {
             rbuf.clear();
             start = 0;
@@ -211,6 +228,15 @@ async fn run(
             start = 0;
         }
     }
+}
+
+/// Writes what the socket takes now, counting it for `stats`.
+fn flush(cx: &mut ConnCtx) -> std::io::Result<()> {
+    let before = cx.output.unwritten(&cx.reply);
+    cx.try_flush()?;
+    let n = before - cx.output.unwritten(&cx.reply);
+    stats::count(|s| s.bytes_written += n as u64);
+    Ok(())
 }
 
 /// Sorts a framed request into keyed (shard) work or local work.
@@ -264,7 +290,17 @@ async fn execute(cx: &mut ConnCtx, items: Vec<Item<'_>>) -> bool {
             .position(|it| !matches!(it, Item::Keyed(_)))
             .map_or(items.len(), |p| i + p);
         if run_end > i {
-            run_keyed(cx, &items[i..run_end]).await;
+            let run = &items[i..run_end];
+            // CLIENT PAUSE holds memcache requests as it holds RESP commands.
+            if crate::engine::pause::maybe_paused() {
+                let w = run
+                    .iter()
+                    .any(|it| matches!(it, Item::Keyed(j) if writes(j.req.cmd)));
+                if crate::engine::pause::blocks(w) {
+                    crate::engine::pause::wait(w).await;
+                }
+            }
+            run_keyed(cx, run).await;
             i = run_end;
             continue;
         }
@@ -289,10 +325,13 @@ async fn execute(cx: &mut ConnCtx, items: Vec<Item<'_>>) -> bool {
 
 /// The replies of requests refused before reaching a shard.
 fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
+    let shared = cx.shared();
+    if shared.persist.loading.load(Ordering::Relaxed) {
+        return Some(b"SERVER_ERROR loading the dataset in memory\r\n");
+    }
     if !writes(cmd) {
         return None;
     }
-    let shared = cx.shared();
     if crate::replication::role::is_replica() && shared.config.bool("replica-read-only") {
         return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
     }

@@ -42,6 +42,8 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     if cx.coord.in_transaction()
         || cx.reply_mode != ReplyMode::On
         || cx.squash_barrier()
+        // CLIENT PAUSE: `execute` makes paused commands wait.
+        || crate::engine::pause::maybe_paused()
         || cx
             .worker
             .shared
