@@ -8,13 +8,16 @@
 # with tests/redis-suite/expected-pass, and normal mode - runtest starts the servers - for the units
 # with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md) →
 # libraries (real client libraries' Lua scripts, bee-queue and redlock, against the release
-# binary and redis-server: tests/libraries/run.sh).
+# binary and redis-server: tests/libraries/run.sh) → memcache-libs (pymemcache against
+# --memcached_port and real memcached: tests/libraries/memcache/run.sh) → memccapable
+# (libmemcached's ASCII conformance tests: tests/libraries/memcache/memccapable.sh).
 # Every stage runs even when an earlier one failed (except that nothing needing the binary runs
 # when the build fails); a summary with timings is printed and the exit status is non-zero when
 # any stage failed.
 #
 # Environment:
-#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite libraries)
+#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite libraries
+#                        memcache-libs memccapable)
 #   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
 #   TEST_PROFILE=release run `cargo test` in release mode with the test-only fault-injection
 #                        feature (faster CI, but no debug assertions / overflow checks)
@@ -66,10 +69,12 @@ install_deps() {
     command -v redis-cli >/dev/null || need+=(redis-tools)
     command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
     command -v memcached >/dev/null || need+=(memcached)
+    command -v memccapable >/dev/null || need+=(libmemcached-tools)
+    python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
     command -v node >/dev/null || need+=(nodejs)
     command -v npm >/dev/null || need+=(npm)
     if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh memcached node npm"
+        echo "all present: redis-server redis-cli tclsh memcached memccapable pip node npm"
         return 0
     fi
     if [[ $(id -u) -ne 0 ]]; then
@@ -97,8 +102,10 @@ if run_stage build cargo build --release; then
     run_stage test cargo_test
     run_stage redis-suite ./scripts/redis-suite.sh --mode both
     run_stage libraries ./tests/libraries/run.sh
+    run_stage memcache-libs ./tests/libraries/memcache/run.sh
+    run_stage memccapable ./tests/libraries/memcache/memccapable.sh
 else
-    for s in test redis-suite libraries; do
+    for s in test redis-suite libraries memcache-libs memccapable; do
         NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
     done
 fi

@@ -302,6 +302,8 @@ pub struct BenchOpts {
 
     /// Repeat the key/data part of a --command N times with distinct keys
     /// (multi-key commands: `MSET __key__ __data__`, `MGET __key__`, `DEL __key__`).
+    /// With `--protocol memcache_text` and no --command, every GET is a multi-key
+    /// `get k1 ... kN` of N keys; its Hits/Misses count keys, Ops count requests.
     #[arg(long = "batch", default_value_t = 1)]
     pub batch: usize,
 

@@ -164,8 +164,10 @@ pub fn parse_resp(buf: &[u8]) -> Result<Option<(usize, ReplyKind)>, ProtoError> 
     Ok(Some((pos, kind.unwrap_or(ReplyKind::Value))))
 }
 
-/// Parse one complete memcache text reply (`STORED`, `VALUE ... END`, `END`, errors, ...).
-pub fn parse_memcache(buf: &[u8]) -> Result<Option<(usize, ReplyKind)>, ProtoError> {
+/// Parse one complete memcache text reply (`STORED`, `VALUE ... END`, `END`, errors, ...):
+/// the consumed length, the kind, and the number of `VALUE` items (the hits of a multi-key
+/// `get k1 k2 ...`, which answers `VALUE ...` once per key found, then `END`).
+pub fn parse_memcache_counted(buf: &[u8]) -> Result<Option<(usize, ReplyKind, u32)>, ProtoError> {
     let mut pos = 0usize;
     let mut values = 0u32;
     loop {
@@ -201,7 +203,7 @@ pub fn parse_memcache(buf: &[u8]) -> Result<Option<(usize, ReplyKind)>, ProtoErr
             } else {
                 ReplyKind::Null
             };
-            return Ok(Some((after, kind)));
+            return Ok(Some((after, kind, values)));
         }
         if values > 0 {
             return err(format!(
@@ -221,7 +223,7 @@ pub fn parse_memcache(buf: &[u8]) -> Result<Option<(usize, ReplyKind)>, ProtoErr
             // STORED, DELETED, TOUCHED, OK, EXISTS, numbers (incr), VERSION ...
             ReplyKind::Value
         };
-        return Ok(Some((after, kind)));
+        return Ok(Some((after, kind, 0)));
     }
 }
 
@@ -317,6 +319,17 @@ pub fn encode_mc_set(out: &mut Vec<u8>, key: &[u8], data: &[u8], expiry: Option<
 pub fn encode_mc_get(out: &mut Vec<u8>, key: &[u8]) {
     out.extend_from_slice(b"get ");
     out.extend_from_slice(key);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// memcache multi-key `get <k1> <k2> ...\r\n` (one reply: a `VALUE` block per key found, `END`).
+#[inline]
+pub fn encode_mc_multiget<K: AsRef<[u8]>>(out: &mut Vec<u8>, keys: &[K]) {
+    out.extend_from_slice(b"get");
+    for k in keys {
+        out.push(b' ');
+        out.extend_from_slice(k.as_ref());
+    }
     out.extend_from_slice(b"\r\n");
 }
 
@@ -526,6 +539,11 @@ fn encode_arg(out: &mut Vec<u8>, a: &Arg, key: &[u8], data: &[u8]) {
 mod tests {
     use super::*;
 
+    /// [`parse_memcache_counted`] without the value count.
+    fn parse_memcache(buf: &[u8]) -> Result<Option<(usize, ReplyKind)>, ProtoError> {
+        Ok(parse_memcache_counted(buf)?.map(|(used, kind, _)| (used, kind)))
+    }
+
     #[test]
     fn resp_simple() {
         assert_eq!(parse_resp(b"+OK\r\n").unwrap(), Some((5, ReplyKind::Value)));
@@ -590,6 +608,48 @@ mod tests {
             Some((28, ReplyKind::Error))
         );
         assert!(parse_memcache(b"VALUE k 0 x\r\n").is_err());
+    }
+
+    #[test]
+    fn memcache_multiget_replies() {
+        let v = b"VALUE a 0 3\r\nabc\r\nVALUE b 5 0\r\n\r\nVALUE c 0 4 99\r\nEN\r\n\r\nEND\r\nSTORED\r\n";
+        let end = v.len() - b"STORED\r\n".len();
+        assert_eq!(
+            parse_memcache_counted(v).unwrap(),
+            Some((end, ReplyKind::Value, 3))
+        );
+        assert_eq!(parse_memcache(v).unwrap(), Some((end, ReplyKind::Value)));
+        // Every prefix short of the final END is incomplete, never an error or a short reply.
+        for cut in 0..end {
+            assert_eq!(
+                parse_memcache_counted(&v[..cut]).unwrap(),
+                None,
+                "cut {cut}"
+            );
+        }
+        // All keys missing: just END.
+        assert_eq!(
+            parse_memcache_counted(b"END\r\n").unwrap(),
+            Some((5, ReplyKind::Null, 0))
+        );
+        assert_eq!(
+            parse_memcache_counted(b"STORED\r\n").unwrap(),
+            Some((8, ReplyKind::Value, 0))
+        );
+        // A value whose data is not followed by END or another VALUE is malformed.
+        assert!(parse_memcache_counted(b"VALUE a 0 1\r\nx\r\nSTORED\r\n").is_err());
+    }
+
+    #[test]
+    fn memcache_multiget_encoder() {
+        let mut o = Vec::new();
+        encode_mc_multiget(&mut o, &[b"k1".to_vec(), b"key:22".to_vec(), b"z".to_vec()]);
+        assert_eq!(o, b"get k1 key:22 z\r\n");
+        o.clear();
+        encode_mc_multiget(&mut o, &[b"one"]);
+        let mut single = Vec::new();
+        encode_mc_get(&mut single, b"one");
+        assert_eq!(o, single);
     }
 
     #[test]

@@ -102,6 +102,9 @@ struct Plan {
     templates: Vec<Template>,
     schedule: Vec<usize>,
     batch: usize,
+    /// memcache text protocol with `--batch N > 1` and no template: every GET is a multi-key
+    /// `get k1 ... kN` (SETs stay single-key; memcache has no multi-set).
+    mc_multiget: bool,
     data: Vec<u8>,
     data_min: usize,
     data_max: usize,
@@ -162,8 +165,11 @@ fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
     if !templates.is_empty() && !o.protocol.is_redis() {
         return Err("--command is only supported with the redis/resp3 protocols".into());
     }
-    if o.batch > 1 && templates.is_empty() {
-        return Err("--batch needs a --command template such as \"MSET __key__ __data__\"".into());
+    if o.batch > 1 && templates.is_empty() && o.protocol != Protocol::MemcacheText {
+        return Err(
+            "--batch needs a --command template such as \"MSET __key__ __data__\" (or --protocol memcache_text, where it makes every GET a multi-key get)"
+                .into(),
+        );
     }
     if o.authenticate.is_some() && !o.protocol.is_redis() {
         return Err("--authenticate is only supported with the redis/resp3 protocols".into());
@@ -239,6 +245,7 @@ fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
         templates,
         schedule,
         batch: o.batch,
+        mc_multiget: o.protocol == Protocol::MemcacheText && o.batch > 1 && o.command.is_empty(),
         data,
         data_min,
         data_max,
@@ -248,6 +255,18 @@ fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
         auth: o.authenticate.clone(),
         select_db: o.select_db,
     })
+}
+
+impl Plan {
+    /// Keys each request of an `-n allkeys` run walks: the batch for templates and for
+    /// read-only memcache multi-gets, otherwise 1.
+    fn keys_per_request(&self) -> u64 {
+        if !self.templates.is_empty() || (self.mc_multiget && self.ratio_set == 0) {
+            self.batch as u64
+        } else {
+            1
+        }
+    }
 }
 
 fn initial_rows(plan: &Plan) -> Vec<RowStats> {
@@ -318,11 +337,7 @@ pub fn run(opts: &BenchOpts, show_progress: bool) -> Result<RunResult, String> {
         (None, Requests::PerClient(n)) => Some(n * plan.total_clients),
         (None, Requests::AllKeys) => {
             let keys = plan.key_max - plan.key_min + 1;
-            if plan.templates.is_empty() {
-                Some(keys)
-            } else {
-                Some(keys.div_ceil(plan.batch as u64))
-            }
+            Some(keys.div_ceil(plan.keys_per_request()))
         }
         _ => None,
     };
@@ -607,6 +622,9 @@ async fn handshake(s: &mut TcpStream, args: &[Vec<u8>]) -> Result<(), String> {
 struct Pending {
     row: u16,
     remaining: u32,
+    /// Keys asked for by a memcache multi-get (0 otherwise) and `VALUE`s received so far.
+    mget_keys: u32,
+    values: u32,
     sent: Instant,
     bytes: u64,
     hit: bool,
@@ -679,11 +697,7 @@ async fn client_loop(
             } else {
                 0
             };
-            if p.templates.is_empty() {
-                keys
-            } else {
-                keys.div_ceil(p.batch as u64)
-            }
+            keys.div_ceil(p.keys_per_request())
         }
         Some(n) => n,
     };
@@ -701,9 +715,16 @@ async fn client_loop(
         while inflight.len() < p.pipeline && sent < limit && !shared.stop.load(Ordering::Relaxed) {
             let before = wbuf.len();
             let (row, replies) = build_request(p, &mut g, &mut wbuf);
+            let mget_keys = if p.mc_multiget && row == 1 {
+                p.batch as u32
+            } else {
+                0
+            };
             inflight.push_back(Pending {
                 row,
                 remaining: replies,
+                mget_keys,
+                values: 0,
                 sent: Instant::now(), // overwritten below, after the batch is built
                 bytes: (wbuf.len() - before) as u64,
                 hit: false,
@@ -758,12 +779,14 @@ async fn client_loop(
             let mut st = stats.borrow_mut();
             loop {
                 let parsed = if is_mc {
-                    proto::parse_memcache(&rbuf[rstart..rend])
+                    proto::parse_memcache_counted(&rbuf[rstart..rend])
                 } else {
-                    proto::parse_resp(&rbuf[rstart..rend])
+                    proto::parse_resp(&rbuf[rstart..rend]).map(|r| r.map(|(u, k)| (u, k, 0)))
                 }
                 .map_err(|e| format!("bad reply from {}: {e}", p.addr))?;
-                let Some((used, kind)) = parsed else { break };
+                let Some((used, kind, values)) = parsed else {
+                    break;
+                };
                 if kind == ReplyKind::Error && !shared.have_error_reply.load(Ordering::Relaxed) {
                     shared.have_error_reply.store(true, Ordering::Relaxed);
                     let text = &rbuf[rstart..rstart + used.min(200)];
@@ -779,6 +802,7 @@ async fn client_loop(
                     return Err(format!("unexpected extra reply from {}", p.addr));
                 };
                 front.bytes += used as u64;
+                front.values += values;
                 match kind {
                     ReplyKind::Value => front.hit = true,
                     ReplyKind::Null => front.null = true,
@@ -797,6 +821,11 @@ async fn client_loop(
                     row.hist.saturating_record(lat.max(1));
                     if done.error {
                         row.errors += 1;
+                    } else if done.mget_keys > 0 {
+                        // Multi-get: hits and misses count keys, not requests.
+                        let hits = done.values.min(done.mget_keys);
+                        row.hits += u64::from(hits);
+                        row.misses += u64::from(done.mget_keys - hits);
                     } else if row.kind == RowKind::Get {
                         if done.null {
                             row.misses += 1;
@@ -857,6 +886,14 @@ fn build_request(p: &Plan, g: &mut Gen, out: &mut Vec<u8>) -> (u16, u32) {
         }
         (0, 1)
     } else {
+        if p.mc_multiget {
+            for kb in g.batch_keys.iter_mut() {
+                let k = g.get_keys.next(&mut g.rng);
+                Gen::format_key(&p.key_prefix, k, kb);
+            }
+            proto::encode_mc_multiget(out, &g.batch_keys);
+            return (1, 1);
+        }
         let k = g.get_keys.next(&mut g.rng);
         Gen::format_key(&p.key_prefix, k, &mut g.keybuf);
         if p.protocol == Protocol::MemcacheText {

@@ -376,6 +376,40 @@ fn memcache_text_against_memcached() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert_memtier_table(&s);
     assert!(ops_of(&s, "Gets") > 0.0);
+
+    // Pipelined multi-get (`--batch 5`: `get k1 .. k5`) after filling keys 1..=100: every key
+    // hits, and hits count keys (5 per request), not requests.
+    let range = ["--key-minimum", "1", "--key-maximum", "100"];
+    let mc = ["--protocol", "memcache_text", "--hide-histogram"];
+    let fill = ["--ratio", "1:0", "-n", "allkeys", "--key-pattern", "P:P"];
+    bench(port, &[&mc[..], &fill[..], &range[..]].concat());
+    let json = std::env::temp_dir().join(format!("dfbench-mget-{}.json", std::process::id()));
+    let json_s = json.to_string_lossy().to_string();
+    let mget = [
+        "--ratio",
+        "0:1",
+        "--batch",
+        "5",
+        "--pipeline",
+        "4",
+        "-n",
+        "50",
+        "--json-out-file",
+        &json_s,
+    ];
+    let out = bench(port, &[&mc[..], &mget[..], &range[..]].concat());
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let gets = &v["ALL STATS"]["Gets"];
+    assert_eq!(gets["Count"].as_u64(), Some(100), "{gets}");
+    let (ops, hits) = (
+        gets["Ops/sec"].as_f64().unwrap(),
+        gets["Hits/sec"].as_f64().unwrap(),
+    );
+    assert!((hits / ops - 5.0).abs() < 1e-6, "{gets}");
+    assert_eq!(gets["Misses/sec"].as_f64(), Some(0.0), "{gets}");
 }
 
 fn png_files(dir: &Path) -> Vec<PathBuf> {
@@ -409,7 +443,7 @@ fn compare_quick_writes_tables_and_charts() {
         ])
         .args([
             "--scenarios",
-            "write,read,read_p10,mc_read,mset_1000,memory",
+            "write,read,read_p10,mc_read,mc_mget,mset_1000,memory,mc_memory",
         ])
         .args(["--damselfly", "/nonexistent/damselfly"])
         // Discovery falls back to $DAMSELFLY_BIN and ./target/release/damselfly: run where
@@ -429,6 +463,14 @@ fn compare_quick_writes_tables_and_charts() {
     assert!(text.contains("| server |"), "{text}");
     assert!(text.contains("| redis-server |"), "{text}");
     assert!(text.contains("Memory efficiency"), "{text}");
+    if on_path("memcached") {
+        assert!(text.contains("### `mc_mget`"), "{text}");
+        assert!(
+            text.contains("Memory efficiency (memcache protocol)"),
+            "{text}"
+        );
+        assert!(!text.contains(" memcached | failed"), "{text}");
+    }
     assert!(!text.contains("| redis-server | failed"), "{text}");
     let pngs = png_files(&img);
     assert!(

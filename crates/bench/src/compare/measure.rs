@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::discovery::ServerSpec;
-use super::process::{resp_command, start_server, Running};
-use super::scenarios::{Proto, Scenario};
+use super::process::{mc_stats, resp_command, start_server, stat_u64, Running};
+use super::scenarios::{mc_memory_fill, Proto, Scenario};
 use super::Outcome;
 use crate::proto::ReplyKind;
 use crate::sys;
@@ -41,6 +41,30 @@ pub(super) struct MemMeasure {
 impl MemMeasure {
     pub(super) fn bytes_per_key(&self) -> f64 {
         self.rss_after.saturating_sub(self.rss_before) as f64 / self.keys.max(1) as f64
+    }
+}
+
+/// The memcache memory scenario on one server: RSS before and after storing `items` items with
+/// pipelined `set`s, and what the server's `stats` said afterwards.
+#[derive(Clone, Debug)]
+pub(super) struct McMemMeasure {
+    pub(super) items: u64,
+    /// `curr_items` after the load (checked equal to `items`).
+    pub(super) curr_items: u64,
+    /// `bytes` of `stats`: memcached's item bytes, damselfly's accounted memory.
+    pub(super) stats_bytes: Option<u64>,
+    pub(super) rss_before: u64,
+    pub(super) rss_after: u64,
+    pub(super) load_secs: f64,
+}
+
+impl McMemMeasure {
+    pub(super) fn bytes_per_item(&self) -> f64 {
+        self.rss_after.saturating_sub(self.rss_before) as f64 / self.items.max(1) as f64
+    }
+    pub(super) fn stats_bytes_per_item(&self) -> Option<f64> {
+        self.stats_bytes
+            .map(|b| b as f64 / self.curr_items.max(1) as f64)
     }
 }
 
@@ -199,6 +223,55 @@ pub(super) fn measure_memory(
             rss_before,
             rss_after,
             populate_secs,
+        })
+    })
+}
+
+/// RSS of a fresh `spec` server before and after storing `items` items of `value_size` bytes
+/// over its memcache port (pipelined `set`s by the load generator; memcached has no DEBUG
+/// POPULATE). Fails unless every set was stored: no error reply, `curr_items` equal to
+/// `items` and no evictions, so that both servers hold the same data.
+pub(super) fn measure_mc_memory(
+    ctx: &mut Ctx,
+    spec: &ServerSpec,
+    items: u64,
+    value_size: u64,
+) -> Outcome<McMemMeasure> {
+    ctx.with_server(spec, true, false, |ctx, srv| {
+        let port = srv.mc_port.ok_or("server has no memcache port")?;
+        std::thread::sleep(Duration::from_millis(200));
+        let rss_before = sys::rss_bytes(srv.pid()).ok_or("cannot read RSS")?;
+        let t0 = Instant::now();
+        let v = ctx.run_load(port, &mc_memory_fill(items, value_size))?;
+        let load_secs = t0.elapsed().as_secs_f64();
+        let sets = jf(&v, &["ALL STATS", "Totals", "Count"]) as u64;
+        let errors = jf(&v, &["ALL STATS", "Totals", "Errors"]) as u64;
+        if errors > 0 || sets != items {
+            let first = v
+                .get("First error reply")
+                .and_then(Value::as_str)
+                .unwrap_or("-");
+            return Err(format!(
+                "{sets} sets sent for {items} items, {errors} error replies (first: {first})"
+            ));
+        }
+        let stats = mc_stats(port)?;
+        let curr_items = stat_u64(&stats, "curr_items").ok_or("stats has no curr_items")?;
+        let evictions = stat_u64(&stats, "evictions").unwrap_or(0);
+        if curr_items != items || evictions > 0 {
+            return Err(format!(
+                "stats after loading {items} items: curr_items {curr_items}, evictions {evictions}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let rss_after = sys::rss_bytes(srv.pid()).ok_or("cannot read RSS")?;
+        Ok(McMemMeasure {
+            items,
+            curr_items,
+            stats_bytes: stat_u64(&stats, "bytes"),
+            rss_before,
+            rss_after,
+            load_secs,
         })
     })
 }

@@ -5,7 +5,7 @@
 //! - `discovery.rs`: the servers known and finding their binaries.
 //! - `process.rs`: starting/stopping a pinned server, admin probes (RESP, memcache).
 //! - `scenarios.rs`: the scenario definitions and which are selected.
-//! - `measure.rs`: running a scenario (or the memory scenario) against one server.
+//! - `measure.rs`: running a scenario (or a memory scenario) against one server.
 //! - `report.rs`: charts and the markdown tables.
 
 mod discovery;
@@ -23,8 +23,11 @@ use clap::Parser;
 use crate::opts::{parse_cpu_list, CpuList};
 use crate::sys;
 use discovery::{discover, Kind, ServerSpec};
-use measure::{measure, measure_memory, Ctx, Measure, MemMeasure};
-use scenarios::{memory_selected, scenario_selected, scenarios, Proto, Scenario};
+use measure::{measure, measure_mc_memory, measure_memory, Ctx, McMemMeasure, Measure, MemMeasure};
+use scenarios::{
+    mc_memory_selected, memory_selected, scenario_selected, scenarios, Proto, Scenario,
+    MEMORY_VALUE_SIZES,
+};
 
 /// Side-by-side comparison runner: damselfly vs redis-server (and memcached,
 /// valkey-server, keydb-server, dragonfly when installed).
@@ -49,8 +52,8 @@ pub struct CompareOpts {
     pub damselfly: Option<PathBuf>,
 
     /// Scenarios to run, comma separated (default: all). Names: write, read, read_p10,
-    /// read_p30, mix_1_15, mc_write, mc_read, mset_1000, mset_10000, set_expire_1000,
-    /// set_expire_10000, kv_sweep, memory.
+    /// read_p30, mix_1_15, mc_write, mc_read, mc_mget, mset_1000, mset_10000,
+    /// set_expire_1000, set_expire_10000, kv_sweep, memory, mc_memory.
     #[arg(long, value_delimiter = ',')]
     pub scenarios: Vec<String>,
 
@@ -79,7 +82,8 @@ pub struct CompareOpts {
     #[arg(long, default_value_t = 1_000_000)]
     pub keys: u64,
 
-    /// Keys created with DEBUG POPULATE for the memory scenario.
+    /// Keys created with DEBUG POPULATE for the memory scenario (and items stored with
+    /// memcache `set`s for mc_memory).
     #[arg(long, default_value_t = 1_000_000)]
     pub memory_keys: u64,
 
@@ -96,6 +100,9 @@ type Outcome<T> = Result<T, String>;
 
 /// (value size, per-server outcome) of the memory scenario.
 type MemRow = (u64, Vec<(Kind, Outcome<MemMeasure>)>);
+
+/// (value size, per-server outcome) of the memcache memory scenario.
+type McMemRow = (u64, Vec<(Kind, Outcome<McMemMeasure>)>);
 
 fn a(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -115,6 +122,7 @@ struct Findings {
     /// Scenario id -> outcome per server.
     results: BTreeMap<String, Vec<(Kind, Outcome<Measure>)>>,
     mem: Vec<MemRow>,
+    mc_mem: Vec<McMemRow>,
 }
 
 pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
@@ -190,7 +198,7 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
     let mut mem: Vec<MemRow> = Vec::new();
     if memory_selected(c) {
         let keys = if c.quick { 10_000 } else { c.memory_keys };
-        for vs in [32u64, 1024] {
+        for vs in MEMORY_VALUE_SIZES {
             let mut row = Vec::new();
             for spec in servers.iter().filter(|s| s.kind.speaks_redis()) {
                 eprint!("[memory {vs} B] {} ... ", spec.kind.display());
@@ -206,6 +214,25 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
         }
     }
 
+    let mut mc_mem: Vec<McMemRow> = Vec::new();
+    if mc_memory_selected(c) {
+        let items = if c.quick { 10_000 } else { c.memory_keys };
+        for vs in MEMORY_VALUE_SIZES {
+            let mut row = Vec::new();
+            for spec in servers.iter().filter(|s| s.kind.speaks_memcache()) {
+                eprint!("[mc_memory {vs} B] {} ... ", spec.kind.display());
+                let _ = std::io::stderr().flush();
+                let r = measure_mc_memory(&mut ctx, spec, items, vs);
+                match &r {
+                    Ok(m) => eprintln!("{:.1} bytes/item", m.bytes_per_item()),
+                    Err(e) => eprintln!("failed: {e}"),
+                }
+                row.push((spec.kind, r));
+            }
+            mc_mem.push((vs, row));
+        }
+    }
+
     report::write(
         c,
         &Findings {
@@ -218,6 +245,7 @@ pub fn run_compare(c: &CompareOpts) -> Result<(), String> {
             scenarios: selected,
             results,
             mem,
+            mc_mem,
         },
     )?;
     if c.keep_json.is_none() {

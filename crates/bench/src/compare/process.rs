@@ -247,3 +247,67 @@ fn mc_ping(port: u16) -> Outcome<()> {
         Err("unexpected reply to version".into())
     }
 }
+
+/// The memcache `stats` reply as (name, value) pairs (`STAT <name> <value>` lines up to `END`).
+pub(super) fn mc_stats(port: u16) -> Outcome<Vec<(String, String)>> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"stats\r\n")
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(stats) = parse_mc_stats(&buf)? {
+            return Ok(stats);
+        }
+        let n = s.read(&mut tmp).map_err(|e| format!("read stats: {e}"))?;
+        if n == 0 {
+            return Err("connection closed during stats".into());
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+/// A complete `stats` reply (`None` until its `END` line arrived).
+fn parse_mc_stats(buf: &[u8]) -> Outcome<Option<Vec<(String, String)>>> {
+    let text = String::from_utf8_lossy(buf);
+    let mut out = Vec::new();
+    let mut rest = text.as_ref();
+    while let Some((line, tail)) = rest.split_once("\r\n") {
+        rest = tail;
+        if line == "END" {
+            return Ok(Some(out));
+        }
+        let mut it = line.splitn(3, ' ');
+        match (it.next(), it.next(), it.next()) {
+            (Some("STAT"), Some(k), v) => out.push((k.to_string(), v.unwrap_or("").to_string())),
+            _ => return Err(format!("unexpected line in stats reply: {line:?}")),
+        }
+    }
+    Ok(None)
+}
+
+/// The integer stat `name` of a `stats` reply.
+pub(super) fn stat_u64(stats: &[(String, String)], name: &str) -> Option<u64> {
+    stats
+        .iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_reply() {
+        let r = b"STAT pid 7\r\nSTAT curr_items 1000000\r\nSTAT version 1.6.18\r\nEND\r\n";
+        assert_eq!(parse_mc_stats(&r[..20]).unwrap(), None);
+        let s = parse_mc_stats(r).unwrap().unwrap();
+        assert_eq!(stat_u64(&s, "curr_items"), Some(1_000_000));
+        assert_eq!(stat_u64(&s, "version"), None);
+        assert_eq!(stat_u64(&s, "bytes"), None);
+        assert!(parse_mc_stats(b"ERROR\r\n").is_err());
+    }
+}

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::discovery::Kind;
-use super::measure::{Measure, MemMeasure};
-use super::scenarios::{Group, Proto, Scenario};
+use super::measure::{McMemMeasure, Measure, MemMeasure};
+use super::scenarios::{mc_memory_fill, Group, Proto, Scenario};
 use super::{CompareOpts, Findings, Outcome};
 use crate::chart::{grouped_bars, BarChart};
 
@@ -97,10 +97,10 @@ fn charts(c: &CompareOpts, f: &Findings) -> Result<Charts, String> {
     let per_scenario: &[ScenarioChart] = &[
         (
             "throughput.png",
-            "Throughput (higher is better)",
+            "Throughput (higher is better; keys/sec for mc_mget)",
             "ops/sec",
             &core,
-            |m| m.ops_sec,
+            |m| m.units_sec,
         ),
         (
             "latency_p50.png",
@@ -118,7 +118,7 @@ fn charts(c: &CompareOpts, f: &Findings) -> Result<Charts, String> {
         ),
         (
             "cpu_per_op.png",
-            "Server CPU per op (lower is better)",
+            "Server CPU per op (lower is better; per key for mc_mget)",
             "ns/op",
             &core,
             |m| m.cpu_ns_per_unit.unwrap_or(0.0),
@@ -174,6 +174,27 @@ fn charts(c: &CompareOpts, f: &Findings) -> Result<Charts, String> {
             },
         )?;
     }
+    if !f.mc_mem.is_empty() {
+        let cats: Vec<String> = f
+            .mc_mem
+            .iter()
+            .map(|(vs, _)| format!("{vs} B values"))
+            .collect();
+        chart(
+            &mut charts,
+            c.img.join("memory_mc.png"),
+            "RSS per item after memcache sets (lower is better)",
+            "bytes/item",
+            &cats,
+            f,
+            |k| {
+                f.mc_mem
+                    .iter()
+                    .map(|(_, row)| found(row, k).map(McMemMeasure::bytes_per_item))
+                    .collect()
+            },
+        )?;
+    }
     Ok(charts)
 }
 
@@ -202,6 +223,9 @@ fn markdown(c: &CompareOpts, f: &Findings, charts: &Charts) -> String {
     }
     if !f.mem.is_empty() {
         memory_table(&mut md, f);
+    }
+    if !f.mc_mem.is_empty() {
+        mc_memory_table(&mut md, f);
     }
     let _ = writeln!(
         md,
@@ -331,16 +355,20 @@ fn scenario_table(md: &mut String, f: &Findings, sc: &Scenario) {
     }
     let _ = writeln!(md, "Load: `damselfly-bench {}`\n", quote_args(&sc.load));
     let unit = sc.unit;
+    // Requests of several keys (MSET batches, memcache multi-get): requests/s as well.
+    let multi = sc.units_per_op > 1.0;
     let _ = writeln!(
         md,
-        "| server | {unit}/s | x {} | GET hit % | avg ms | p50 ms | p99 ms | p99.9 ms | server CPU ns/{} | x {} | peak RSS MiB |",
+        "| server | {unit}/s | x {} |{} GET hit % | avg ms | p50 ms | p99 ms | p99.9 ms | server CPU ns/{} | x {} | peak RSS MiB |",
         base_kind.display(),
+        if multi { " requests/s |" } else { "" },
         if unit == "keys" { "key" } else { "op" },
         base_kind.display()
     );
     let _ = writeln!(
         md,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|{}---:|---:|---:|---:|---:|---:|---:|---:|",
+        if multi { "---:|" } else { "" }
     );
     for (k, r) in rows {
         match r {
@@ -355,10 +383,15 @@ fn scenario_table(md: &mut String, f: &Findings, sc: &Scenario) {
                 };
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} |{}",
+                    "| {} | {} | {} |{} {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {} |{}",
                     k.display(),
                     fmt_num(m.units_sec),
                     ratio(m.units_sec, base.map(|b| b.units_sec)),
+                    if multi {
+                        format!(" {} |", fmt_num(m.ops_sec))
+                    } else {
+                        String::new()
+                    },
                     if m.hits_sec + m.misses_sec > 0.0 {
                         format!("{:.1}", 100.0 * m.hits_sec / (m.hits_sec + m.misses_sec))
                     } else {
@@ -383,9 +416,10 @@ fn scenario_table(md: &mut String, f: &Findings, sc: &Scenario) {
             Err(e) => {
                 let _ = writeln!(
                     md,
-                    "| {} | failed: {} | | | | | | | | | |",
+                    "| {} | failed: {} | | | | | | | | | |{}",
                     k.display(),
-                    short_err(e)
+                    short_err(e),
+                    if multi { " |" } else { "" }
                 );
             }
         }
@@ -425,6 +459,65 @@ fn memory_table(md: &mut String, f: &Findings) {
                     let _ = writeln!(
                         md,
                         "| {vs} | {} | failed: {} | | | | | |",
+                        k.display(),
+                        short_err(e)
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(md);
+}
+
+/// The memcache memory scenario: a row per (value size, memcache server), ratios vs memcached.
+fn mc_memory_table(md: &mut String, f: &Findings) {
+    let _ = writeln!(md, "## Memory efficiency (memcache protocol)\n");
+    let items = f
+        .mc_mem
+        .iter()
+        .flat_map(|(_, row)| row.iter())
+        .find_map(|(_, r)| r.as_ref().ok().map(|m| m.items));
+    let _ = writeln!(
+        md,
+        "RSS growth of a fresh server (memcached `-m 8192`, so nothing is evicted) after storing every key once with pipelined memcache `set`s, divided by the number of items. A cell counts only when every set answered `STORED`, `stats` reports `curr_items` equal to the items loaded and `evictions` 0. `stats bytes/item` is the server's own `stats` `bytes` ÷ `curr_items` (memcached: item bytes in its slabs; damselfly: its accounted memory).\n"
+    );
+    if let Some(items) = items {
+        let _ = writeln!(
+            md,
+            "Load: `damselfly-bench {}` (`-d` 32 and 1024)\n",
+            quote_args(&mc_memory_fill(items, 32))
+        );
+    }
+    let _ = writeln!(
+        md,
+        "| value size | server | items | curr_items | RSS before MiB | RSS after MiB | bytes/item | x memcached | stats bytes/item | load s |"
+    );
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (vs, row) in &f.mc_mem {
+        let base = found(row, Kind::Memcached).map(McMemMeasure::bytes_per_item);
+        for (k, r) in row {
+            match r {
+                Ok(m) => {
+                    let _ = writeln!(
+                        md,
+                        "| {vs} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {:.2} |",
+                        k.display(),
+                        fmt_num(m.items as f64),
+                        fmt_num(m.curr_items as f64),
+                        m.rss_before as f64 / 1048576.0,
+                        m.rss_after as f64 / 1048576.0,
+                        m.bytes_per_item(),
+                        ratio(m.bytes_per_item(), base),
+                        m.stats_bytes_per_item()
+                            .map(|b| format!("{b:.1}"))
+                            .unwrap_or_else(|| "n/a".into()),
+                        m.load_secs
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        md,
+                        "| {vs} | {} | failed: {} | | | | | | | |",
                         k.display(),
                         short_err(e)
                     );

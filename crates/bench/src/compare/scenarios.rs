@@ -56,6 +56,40 @@ impl Scenario {
 
 const MEMCACHE_TEXT: &[&str] = &["--protocol", "memcache_text"];
 
+/// Keys per `get` request of the `mc_mget` scenario.
+const MC_MGET_KEYS: u64 = 10;
+
+/// Value sizes of the memory scenarios (`memory`, `mc_memory`).
+pub(super) const MEMORY_VALUE_SIZES: [u64; 2] = [32, 1024];
+
+/// Load-generator arguments that store `items` items over the memcache protocol for the
+/// `mc_memory` scenario: keys `key:0 .. key:<items-1>` (the names DEBUG POPULATE gives in the
+/// RESP `memory` scenario), `value_size`-byte values, every key exactly once, pipelined sets.
+pub(super) fn mc_memory_fill(items: u64, value_size: u64) -> Vec<String> {
+    a(&[
+        "--protocol",
+        "memcache_text",
+        "--ratio",
+        "1:0",
+        "-n",
+        "allkeys",
+        "--key-pattern",
+        "P:P",
+        "--pipeline",
+        "64",
+        "-c",
+        "4",
+        "-d",
+        &value_size.to_string(),
+        "--key-prefix",
+        "key:",
+        "--key-minimum",
+        "0",
+        "--key-maximum",
+        &items.saturating_sub(1).to_string(),
+    ])
+}
+
 /// Key prefix, minimum and maximum so that every key is exactly `size` bytes.
 fn sized_keys(size: usize, wanted: u64) -> (String, u64, u64) {
     let size = size.max(2);
@@ -184,6 +218,37 @@ pub(super) fn scenarios(c: &CompareOpts) -> Vec<Scenario> {
         Some(32),
         "--ratio 0:1 -d 32 -c 50",
     );
+    // Pipelined multi-get: every request is `get k1 ... k10` of random filled keys, 8 requests in
+    // flight per connection; throughput and CPU are counted per key.
+    let mut mget = load(
+        &[
+            "--ratio",
+            "0:1",
+            "-d",
+            "32",
+            "-c",
+            "50",
+            "--pipeline",
+            "8",
+            "--batch",
+            &MC_MGET_KEYS.to_string(),
+        ],
+        50,
+    );
+    mget.extend(a(MEMCACHE_TEXT));
+    out.push(Scenario {
+        id: "mc_mget".into(),
+        short: "mc_mget keys".into(),
+        title: format!(
+            "memcache text protocol, pipelined multi-get: get of {MC_MGET_KEYS} random keys per request, --pipeline 8, after fill, 50 clients/thread"
+        ),
+        group: Group::Core,
+        proto: Proto::Memcache,
+        fill: Some(fill(32, true)),
+        load: mget,
+        units_per_op: MC_MGET_KEYS as f64,
+        unit: "keys",
+    });
     for (batch, clients) in [(1000u64, "8"), (10000u64, "2")] {
         let n = batch.to_string();
         out.push(Scenario::keys(
@@ -278,6 +343,11 @@ pub(super) fn memory_selected(c: &CompareOpts) -> bool {
     c.scenarios.is_empty() || c.scenarios.iter().any(|n| n == "memory")
 }
 
+/// Whether `--scenarios` selects the memcache memory scenario (`mc_memory`).
+pub(super) fn mc_memory_selected(c: &CompareOpts) -> bool {
+    c.scenarios.is_empty() || c.scenarios.iter().any(|n| n == "mc_memory")
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -308,6 +378,7 @@ mod tests {
                 "mix_1_15",
                 "mc_write",
                 "mc_read",
+                "mc_mget",
                 "mset_1000",
                 "set_expire_1000",
                 "mset_10000",
@@ -332,7 +403,29 @@ mod tests {
             mc.fill.as_ref().unwrap().join(" "),
             "--ratio 1:0 -n allkeys --key-pattern P:P --pipeline 64 -c 4 -d 32 --key-minimum 1 --key-maximum 1000 --protocol memcache_text"
         );
-        let kinds: Vec<(&str, f64)> = all[7..11]
+        assert_eq!(
+            load("mc_mget"),
+            "--ratio 0:1 -d 32 -c 50 --pipeline 8 --batch 10 --key-minimum 1 --key-maximum 1000 -n 50 --protocol memcache_text"
+        );
+        let mg = all.iter().find(|s| s.id == "mc_mget").unwrap();
+        assert_eq!(
+            (mg.unit, mg.units_per_op, mg.proto),
+            ("keys", 10.0, Proto::Memcache)
+        );
+        assert_eq!(mg.fill, mc.fill);
+        assert_eq!(
+            mc_memory_fill(1_000_000, 32).join(" "),
+            "--protocol memcache_text --ratio 1:0 -n allkeys --key-pattern P:P --pipeline 64 -c 4 -d 32 --key-prefix key: --key-minimum 0 --key-maximum 999999"
+        );
+        let only = CompareOpts::parse_from(["compare", "--scenarios", "mc_mget,mc_memory"]);
+        assert!(mc_memory_selected(&only) && !memory_selected(&only));
+        let picked: Vec<String> = scenarios(&only)
+            .into_iter()
+            .filter(|s| scenario_selected(&only, s))
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(picked, ["mc_mget"]);
+        let kinds: Vec<(&str, f64)> = all[8..12]
             .iter()
             .map(|s| (s.unit, s.units_per_op))
             .collect();
