@@ -203,6 +203,31 @@ fn ttl_token(t: &[u8], now: u64) -> Option<u64> {
         .and_then(|e| deadline_ms(e, now))
 }
 
+/// Formats numbers for reply lines without allocating.
+struct NumBuf([u8; 21]);
+
+impl NumBuf {
+    fn new() -> Self {
+        NumBuf([0; 21])
+    }
+
+    /// `sep` then `v` in decimal.
+    fn fmt(&mut self, sep: u8, mut v: u64) -> &[u8] {
+        let mut i = self.0.len();
+        loop {
+            i -= 1;
+            self.0[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        i -= 1;
+        self.0[i] = sep;
+        &self.0[i..]
+    }
+}
+
 fn itoa(v: u64) -> Vec<u8> {
     v.to_string().into_bytes()
 }
@@ -289,6 +314,7 @@ impl Mode {
 
 /// memcached's `store_item_type`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[allow(clippy::enum_variant_names)] // memcached's names: STORED, NOT_STORED...
 enum Stored {
     Stored,
     NotStored,
@@ -457,7 +483,9 @@ fn store_ex(
     if let Some(cas) = x.new_cas {
         new.cas = cas;
     }
-    if x.key_binary {
+    // (An append or prepend makes a new item of old and new data, which memcached allocates
+    // without the request item's binary-key mark.)
+    if x.key_binary && !matches!(mode, Mode::Append | Mode::Prepend) {
         new.marks |= McState::KEY_BINARY;
     }
     if stale {
@@ -687,25 +715,18 @@ fn retrieve(c: &mut CmdCtx<'_>, key: &[u8], p: &Params) {
     let flags = db.mc_state(pos).flags;
     let cas = if with_cas { Some(cas_of(c, pos)) } else { None };
     let db = &c.shard.dbs[c.db];
-    let mut head = Vec::with_capacity(key.len() + 48);
-    head.extend_from_slice(b"VALUE ");
-    head.extend_from_slice(key);
-    head.push(b' ');
-    head.extend_from_slice(flags.to_string().as_bytes());
-    head.push(b' ');
-    head.extend_from_slice(item_len(db, pos).to_string().as_bytes());
+    let mut num = NumBuf::new();
+    c.reply.raw(b"VALUE ");
+    c.reply.raw(key);
+    c.reply.raw(num.fmt(b' ', flags as u64));
+    c.reply.raw(num.fmt(b' ', item_len(db, pos) as u64));
     if let Some(cas) = cas {
-        head.push(b' ');
-        head.extend_from_slice(cas.to_string().as_bytes());
+        c.reply.raw(num.fmt(b' ', cas));
     }
-    head.extend_from_slice(b"\r\n");
-    c.reply.raw(&head);
-    match db.at(pos).1.view() {
-        ValueRef::Str(s) => {
-            let mut b: IntBuf = [0u8; 20];
-            c.reply.raw(s.bytes(&mut b));
-        }
-        _ => {}
+    c.reply.raw(b"\r\n");
+    if let ValueRef::Str(s) = db.at(pos).1.view() {
+        let mut b: IntBuf = [0u8; 20];
+        c.reply.raw(s.bytes(&mut b));
     }
     c.reply.raw(b"\r\n");
     if gone {
@@ -816,26 +837,21 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
     let db = &mut c.shard.dbs[c.db];
     let mut pos = find_item(db, key, now);
     let mut created = false;
-    if pos.is_none() {
-        if meta.has(b'N') {
-            // Autovivify: an empty item that the first client wins the right to fill (its
-            // TTL is set where `N` comes in the flags, as memcached does: a `t` before it
-            // still sees none).
-            let np = db.insert_new(key, Value::str(CompactStr::from_value(b"")), TtlMode::Clear);
-            let cas = c.shard.next_cas(threads);
-            let db = &mut c.shard.dbs[c.db];
-            db.set_mc_state(
-                np,
-                McState {
-                    cas,
-                    ..Default::default()
-                },
-            );
-            let _ = db;
-            propagate(c, key);
-            pos = Some(np);
-            created = true;
-        }
+    if pos.is_none() && meta.has(b'N') {
+        // Autovivify: an empty item that the first client wins the right to fill (its TTL is
+        // set where `N` comes in the flags, as memcached does: a `t` before it sees none).
+        let np = db.insert_new(key, Value::str(CompactStr::from_value(b"")), TtlMode::Clear);
+        let cas = c.shard.next_cas(threads);
+        c.shard.dbs[c.db].set_mc_state(
+            np,
+            McState {
+                cas,
+                ..Default::default()
+            },
+        );
+        propagate(c, key);
+        pos = Some(np);
+        created = true;
     }
     let ttl_set = meta.has(b'T');
     let Some(pos) = pos else {
@@ -1043,7 +1059,8 @@ fn meta_delete(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
                         pos,
                         McState {
                             flags: st.flags,
-                            marks: McState::STALE,
+                            // Stale, and the next client may win again.
+                            marks: (st.marks | McState::STALE) & !McState::WIN_SENT,
                             cas,
                         },
                     );

@@ -84,6 +84,8 @@ pub struct Request<'a> {
 }
 
 /// What [`parse`] found at the start of the buffer.
+// The request is returned by value: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Parse<'a> {
     /// Not a whole request yet (a line without its end, or a data block still arriving).
@@ -104,6 +106,14 @@ pub enum Parse<'a> {
         reply: Cow<'static, [u8]>,
         consumed: usize,
         close: bool,
+    },
+    /// A storage request refused for its size whose key memcached also unlinks (`set` and
+    /// every `ms`: "avoid stale data persisting in cache because we failed alloc"): delete
+    /// `key`'s item, then answer and swallow as `Error` does.
+    TooLarge {
+        key: Cow<'a, [u8]>,
+        reply: &'static [u8],
+        consumed: usize,
     },
 }
 
@@ -174,7 +184,7 @@ const E_MA_MODE: &[u8] = b"CLIENT_ERROR invalid mode for ma M token\r\n";
 const E_INVALID_OR_DUP: &[u8] = b"CLIENT_ERROR invalid or duplicate flag\r\n";
 
 impl<'a> Request<'a> {
-    fn new(cmd: Cmd) -> Self {
+    pub fn new(cmd: Cmd) -> Self {
         Request {
             cmd,
             keys: SmallVec::new(),
@@ -521,12 +531,19 @@ fn update<'a>(
             None => return error_nr(E_FORMAT, consumed, noreply),
         }
     }
-    if vlen < 0 || vlen > i32::MAX - 2 {
+    if !(0..=i32::MAX - 2).contains(&vlen) {
         return error_nr(E_FORMAT, consumed, noreply);
     }
     let vlen = vlen as usize;
     if too_large(toks[1].len(), flags, vlen, limits) {
         // Swallowed, even bytes that have not arrived yet.
+        if cmd == Cmd::Set {
+            return Parse::TooLarge {
+                key: Cow::Borrowed(toks[1]),
+                reply: if noreply { b"" } else { E_TOO_LARGE },
+                consumed: consumed + vlen + 2,
+            };
+        }
         return error_nr(E_TOO_LARGE, consumed + vlen + 2, noreply);
     }
     match data_block(buf, consumed, vlen) {
@@ -719,7 +736,11 @@ fn meta_set<'a>(
     }
     let r = meta_request(Cmd::MetaSet, toks[1], pre);
     if too_large(r.keys[0].len(), r.flags, vlen, limits) {
-        return error(E_TOO_LARGE, swallow);
+        return Parse::TooLarge {
+            key: r.keys[0].clone(),
+            reply: E_TOO_LARGE,
+            consumed: swallow,
+        };
     }
     match data_block(buf, consumed, vlen) {
         Err(None) => Parse::Incomplete,

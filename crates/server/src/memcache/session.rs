@@ -167,6 +167,27 @@ async fn run(
                             break;
                         }
                     }
+                    Parse::TooLarge {
+                        key,
+                        reply,
+                        consumed,
+                    } => {
+                        // The key's current item goes first (quietly), as memcached does.
+                        let mut req = Request::new(Cmd::Delete);
+                        req.keys.push(key);
+                        req.noreply = true;
+                        items.push(classify(req));
+                        stats::count(|s| s.store_too_large += 1);
+                        let avail = rbuf.len() - at;
+                        if consumed > avail {
+                            swallow = consumed - avail;
+                            at = rbuf.len();
+                        } else {
+                            at += consumed;
+                        }
+                        items.push(Item::Reply(std::borrow::Cow::Borrowed(reply), false));
+                        break;
+                    }
                     Parse::Error {
                         reply,
                         consumed,
@@ -396,6 +417,18 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
         .copied()
         .filter(|&(j, _)| refused[j].is_none())
         .collect();
+    if refused.iter().all(Option::is_none) {
+        // The usual case: replies go out as they come, in request order.
+        run_calls(cx, &calls, |cx, i, bytes| {
+            let (j, last) = call_owner[i];
+            cx.reply.raw(bytes);
+            if last && is_retrieval(&jobs[j]) {
+                cx.reply.raw(b"END\r\n");
+            }
+        })
+        .await;
+        return;
+    }
     let mut replies: Vec<Vec<u8>> = vec![Vec::new(); jobs.len()];
     run_calls(cx, &calls, |_, i, bytes| {
         let (j, last) = call_owner[i];
