@@ -356,6 +356,9 @@ fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
     if crate::replication::role::is_replica() && shared.config.bool("replica-read-only") {
         return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
     }
+    if shared.config.maxmemory() == 0 {
+        return None;
+    }
     let spec = crate::commands::registry().lookup(b"set")?.spec;
     if crate::commands::rejected_for_memory(cx, spec) {
         stats::count(|s| s.store_no_memory += 1);
@@ -369,6 +372,9 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
     let threads = cx.threads();
     let db = 0usize;
     cx.db = db;
+    if run_here(cx, jobs) {
+        return;
+    }
     // Every call's argument list: [name, key, params, data, meta...].
     let mut argv: Vec<SmallVec<[&[u8]; 6]>> = Vec::new();
     // Per call: its request (for END after a retrieval's last key) and whether it is refused.
@@ -452,6 +458,77 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
             }
         }
     }
+}
+
+/// The common case run without messages, copies or lists: every key of the run lives on
+/// this thread's shard, nothing refuses the requests, and no queued transaction holds a lock
+/// there (what RESP's inline path checks). False when the run must go the general way.
+fn run_here(cx: &mut ConnCtx, jobs: &[Item<'_>]) -> bool {
+    let (me, threads) = (cx.worker.id, cx.threads());
+    for it in jobs {
+        let Item::Keyed(job) = it else { continue };
+        if refusal(cx, job.req.cmd).is_some()
+            || (threads > 1
+                && job
+                    .req
+                    .keys
+                    .iter()
+                    .any(|k| crate::engine::shard_of(k, threads) != me))
+        {
+            return false;
+        }
+    }
+    let w = cx.worker.clone();
+    {
+        let t = w.vll();
+        if !t.idle() {
+            let locks: crate::engine::vll::Locks = jobs
+                .iter()
+                .filter_map(|it| match it {
+                    Item::Keyed(j) => Some(j),
+                    _ => None,
+                })
+                .flat_map(|j| {
+                    let wr = writes(j.req.cmd);
+                    j.req.keys.iter().map(move |k| KeyLock::new(0, k, wr))
+                })
+                .collect();
+            if !t.quick_ok(&locks, crate::engine::vll::ShardLock::None) {
+                return false;
+            }
+        }
+    }
+    let (now, client) = (cx.now_ms, cx.client_id());
+    for it in jobs {
+        let Item::Keyed(job) = it else { continue };
+        let name = name_of(job.req.cmd);
+        for key in job.req.keys.iter() {
+            let mut a: SmallVec<[&[u8]; 8]> = SmallVec::new();
+            a.push(b"mc");
+            a.push(key);
+            a.push(&job.params);
+            a.push(job.req.data);
+            for m in &job.meta {
+                a.push(m);
+            }
+            crate::commands::run_shard_cmd(
+                &w,
+                name,
+                ops::exec,
+                0,
+                now,
+                client,
+                &mut cx.reply,
+                &a,
+                None,
+            );
+            w.serve_blocked();
+        }
+        if is_retrieval(it) {
+            cx.reply.raw(b"END\r\n");
+        }
+    }
+    true
 }
 
 fn is_retrieval(it: &Item<'_>) -> bool {
