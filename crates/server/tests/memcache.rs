@@ -684,3 +684,50 @@ fn meta_delete_arithmetic_noop() {
         assert_eq!(c.line_str(), "MN");
     }
 }
+
+/// Client flags survive a snapshot (an `mc-flags` AUX field before the item, which
+/// redis-server skips): DEBUG RELOAD keeps them, and redis-server loads the same file with
+/// the values intact.
+#[test]
+fn flags_survive_snapshots_and_redis_loads_the_file() {
+    let t = McTarget::damselfly(&["--proactor_threads", "2", "--dbfilename", "mc.rdb"]);
+    let srv = t.resp().expect("damselfly");
+    let mut c = t.conn();
+    for i in 0..40 {
+        set(&mut c, &format!("f{i}"), 1000 + i, 0, &format!("v{i}"));
+    }
+    set(&mut c, "plain", 0, 0, "p");
+    set(&mut c, "ttl", 77, 100_000, "t");
+    let mut r = srv.client();
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut r).unwrap();
+    for i in 0..40 {
+        assert_eq!(
+            get(&mut c, &format!("f{i}")),
+            Some((1000 + i, format!("v{i}"))),
+            "f{i} after DEBUG RELOAD"
+        );
+    }
+    assert_eq!(get(&mut c, "plain"), Some((0, "p".into())));
+    assert_eq!(get(&mut c, "ttl"), Some((77, "t".into())));
+    let ttl: i64 = redis::cmd("TTL").arg("ttl").query(&mut r).unwrap();
+    assert!(ttl > 99_000, "{ttl}");
+    // A value changed over RESP is a plain string again: its flags go.
+    let _: () = redis::cmd("SET")
+        .arg("f0")
+        .arg("resp")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(get(&mut c, "f0"), Some((0, "resp".into())));
+    let _: () = redis::cmd("SAVE").query(&mut r).unwrap();
+    let dir: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("dir")
+        .query(&mut r)
+        .unwrap();
+    let redis_srv = common::RedisServer::start_with(&["--dir", &dir[1], "--dbfilename", "mc.rdb"]);
+    let mut rr = redis_srv.client();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut rr).unwrap();
+    assert_eq!(n, 42);
+    let v: String = redis::cmd("GET").arg("f7").query(&mut rr).unwrap();
+    assert_eq!(v, "v7");
+}

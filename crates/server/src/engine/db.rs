@@ -13,7 +13,7 @@ use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use super::mcstate::{McState, McTable, FLAG_FETCHED, FLAG_MC};
 use super::{access, notify, tracking};
-use crate::persistence::snapshot::DbSnap;
+use crate::persistence::snapshot::{DbSnap, Sides};
 use crate::replication::{journal, role};
 
 thread_local! {
@@ -188,7 +188,11 @@ impl Db {
     #[inline]
     fn pre_write(&mut self, pos: Pos) {
         if let Some(s) = self.snap.as_deref_mut() {
-            s.before_write(&mut self.prime, &self.expire, pos);
+            let sides = Sides {
+                expire: &self.expire,
+                mc: self.mc.as_deref(),
+            };
+            s.before_write(&mut self.prime, sides, pos);
         }
     }
 
@@ -196,7 +200,11 @@ impl Db {
     #[inline]
     fn pre_insert(&mut self, key: &[u8]) {
         if let Some(s) = self.snap.as_deref_mut() {
-            s.before_insert(&mut self.prime, &self.expire, key);
+            let sides = Sides {
+                expire: &self.expire,
+                mc: self.mc.as_deref(),
+            };
+            s.before_insert(&mut self.prime, sides, key);
         }
     }
 
@@ -219,7 +227,13 @@ impl Db {
     /// it is done or none runs.
     pub fn snapshot_walk(&mut self, deadline: Option<std::time::Instant>) -> bool {
         match self.snap.as_deref_mut() {
-            Some(s) => s.walk(&mut self.prime, &self.expire, deadline),
+            Some(s) => {
+                let sides = Sides {
+                    expire: &self.expire,
+                    mc: self.mc.as_deref(),
+                };
+                s.walk(&mut self.prime, sides, deadline)
+            }
             None => true,
         }
     }
@@ -984,7 +998,7 @@ impl Db {
         let kept = self
             .snap
             .as_deref_mut()
-            .is_some_and(|s| s.detach(&mut self.prime, &mut self.expire));
+            .is_some_and(|s| s.detach(&mut self.prime, &mut self.expire, &mut self.mc));
         if !kept {
             self.prime.clear();
             self.expire.clear();

@@ -25,6 +25,8 @@ pub struct Entry {
     pub expire_at: Option<u64>,
     /// The earliest field deadline of a hash with field TTLs.
     pub field_deadline: Option<u64>,
+    /// A memcache item's client flags (the `mc-flags` AUX field before it).
+    pub mc_flags: u32,
 }
 
 /// A parsed file: its keys by shard, and what INFO reports about the load.
@@ -149,6 +151,8 @@ fn parse_inner(
     };
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
+    // Client flags of the memcache item that comes next (snapshot.rs: MC_FLAGS_AUX).
+    let mut mc_flags: u32 = 0;
     loop {
         let t = r.read_u8()?;
         match t {
@@ -179,7 +183,12 @@ fn parse_inner(
                 // scripts of old files are not cached (SCRIPT LOAD them again).
                 let k = r.read_string()?;
                 let v = r.read_string()?;
-                if &k[..] == b"repl-stream-db" {
+                if &k[..] == crate::persistence::snapshot::MC_FLAGS_AUX {
+                    mc_flags = std::str::from_utf8(&v)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(0);
+                } else if &k[..] == b"repl-stream-db" {
                     out.repl_stream_db = std::str::from_utf8(&v)
                         .ok()
                         .and_then(|s| s.parse().ok())
@@ -214,6 +223,7 @@ fn parse_inner(
                     crate::persistence::snapshot::debug_delay(key_delay);
                 }
                 let at = expire_at.take();
+                let flags = std::mem::take(&mut mc_flags);
                 let Some(obj) = obj else {
                     continue; // an empty collection: skipped, as Redis does
                 };
@@ -229,6 +239,7 @@ fn parse_inner(
                     value: obj.value,
                     expire_at: at,
                     field_deadline: obj.field_deadline,
+                    mc_flags: flags,
                 });
             }
         }
@@ -250,7 +261,16 @@ pub fn apply(shard: &mut crate::engine::shard::Shard, batch: Vec<Entry>) -> Resu
         if let Some(at) = e.field_deadline {
             db.hfe.set(key.key(), Some(at));
         }
-        db.insert_new_owned(key, e.value, e.expire_at);
+        let pos = db.insert_new_owned(key, e.value, e.expire_at);
+        if e.mc_flags != 0 {
+            db.set_mc_state(
+                pos,
+                crate::engine::mcstate::McState {
+                    flags: e.mc_flags,
+                    ..Default::default()
+                },
+            );
+        }
     }
     Ok(())
 }

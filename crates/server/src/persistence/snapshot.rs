@@ -25,6 +25,7 @@ use super::rdb::object::{write_object, EncLimits, Pieces};
 use super::rdb::wire::Parts;
 use super::rdb::Writer;
 use crate::engine::db::{ExpireTable, PrimeTable, FLAG_EXPIRE};
+use crate::engine::mcstate::{McTable, FLAG_MC};
 use crate::engine::shard::Shard;
 
 /// A chunk is handed to the writer once it holds this much.
@@ -353,6 +354,17 @@ impl Job {
     }
 }
 
+/// The AUX field carrying the client flags of the memcache item that follows it.
+pub const MC_FLAGS_AUX: &[u8] = b"mc-flags";
+
+/// A db's tables beside the main one that a snapshot reads entries' extras from.
+#[derive(Clone, Copy)]
+pub struct Sides<'a> {
+    pub expire: &'a ExpireTable,
+    /// Memcache item state (client flags), when the db has any.
+    pub mc: Option<&'a McTable>,
+}
+
 /// A db's part of the running snapshot (`Db::snap`): the walk's place, the chunk being filled,
 /// and, after a FLUSHDB, the tables as they were (the walk finishes them; the live tables then
 /// hold only data newer than the snapshot).
@@ -368,7 +380,7 @@ pub struct DbSnap {
     version: u64,
     /// Next bucket of the walk; None once every bucket was written.
     cursor: Option<BucketId>,
-    detached: Option<Box<(PrimeTable, ExpireTable)>>,
+    detached: Option<Box<(PrimeTable, ExpireTable, Option<Box<McTable>>)>>,
     out: Writer<Vec<u8>>,
     /// Full chunks waiting for the shard's task to send them.
     ready: Vec<Chunk>,
@@ -430,16 +442,28 @@ impl DbSnap {
     fn write_entry(
         &mut self,
         prime: &PrimeTable,
-        expire: &ExpireTable,
+        sides: Sides<'_>,
         pos: Pos,
         split: bool,
     ) -> (u64, bool) {
         let (k, v) = prime.at(pos);
         let at = if prime.flags(pos) & FLAG_EXPIRE != 0 {
-            expire.get(k.key()).map(|(_, at)| *at)
+            sides.expire.get(k.key()).map(|(_, at)| *at)
         } else {
             None
         };
+        // A memcache item's client flags ride in an AUX field just before it: redis-server
+        // skips AUX fields it does not know, our loader gives them to the next key.
+        if prime.flags(pos) & FLAG_MC != 0 {
+            if let Some(f) = sides
+                .mc
+                .and_then(|t| t.get(k.key()))
+                .map(|(_, st)| st.flags)
+                .filter(|&f| f != 0)
+            {
+                let _ = self.out.write_aux_int(MC_FLAGS_AUX, f as i64);
+            }
+        }
         if split && elements(v) > BIG_ELEMENTS {
             let mut out = Writer::new(Parts::default());
             out.set_compression(self.job.compression)
@@ -522,7 +546,7 @@ impl DbSnap {
     fn write_bucket(
         &mut self,
         prime: &mut PrimeTable,
-        expire: &ExpireTable,
+        sides: Sides<'_>,
         b: BucketId,
         walk: bool,
     ) -> u64 {
@@ -538,7 +562,7 @@ impl DbSnap {
         let mut n = 0;
         let mut pending: smallvec::SmallVec<[Pos; 2]> = smallvec::SmallVec::new();
         for pos in todo {
-            let (k, split) = self.write_entry(prime, expire, pos, walk);
+            let (k, split) = self.write_entry(prime, sides, pos, walk);
             n += k;
             if split {
                 pending.push(pos);
@@ -559,14 +583,14 @@ impl DbSnap {
     /// skips it.
     /// A big collection the walk is writing in pieces (PENDING) is finished first.
     #[inline]
-    pub fn before_write(&mut self, prime: &mut PrimeTable, expire: &ExpireTable, pos: Pos) {
+    pub fn before_write(&mut self, prime: &mut PrimeTable, sides: Sides<'_>, pos: Pos) {
         if self.detached.is_some() {
             return;
         }
         let f = prime.flags(pos);
         if prime.version_of(pos.bucket_id()) < self.version {
             if f & FLAG_SAVED == 0 {
-                self.write_entry(prime, expire, pos, false);
+                self.write_entry(prime, sides, pos, false);
                 prime.set_flags(pos, f | FLAG_SAVED);
             }
         } else if f & FLAG_PENDING != 0 {
@@ -587,14 +611,14 @@ impl DbSnap {
 
     /// Before `key` is inserted into the live table: when the insert may move entries
     /// (displacement, stash, split), write every bucket involved first.
-    pub fn before_insert(&mut self, prime: &mut PrimeTable, expire: &ExpireTable, key: &[u8]) {
+    pub fn before_insert(&mut self, prime: &mut PrimeTable, sides: Sides<'_>, key: &[u8]) {
         if self.detached.is_some() {
             return;
         }
         let mut touched: smallvec::SmallVec<[BucketId; 16]> = smallvec::SmallVec::new();
         prime.insert_buckets(damselfly_dash::hash_key(key), |b| touched.push(b));
         for b in touched {
-            self.write_bucket(prime, expire, b, false);
+            self.write_bucket(prime, sides, b, false);
         }
     }
 
@@ -625,11 +649,20 @@ impl DbSnap {
     /// db starts afresh (nothing in it is part of the snapshot). False when the snapshot
     /// already has its own tables (the live ones are newer than it) or is done with this db: the
     /// caller empties them.
-    pub fn detach(&mut self, prime: &mut PrimeTable, expire: &mut ExpireTable) -> bool {
+    pub fn detach(
+        &mut self,
+        prime: &mut PrimeTable,
+        expire: &mut ExpireTable,
+        mc: &mut Option<Box<McTable>>,
+    ) -> bool {
         if self.detached.is_some() || self.walked() {
             return false;
         }
-        self.detached = Some(Box::new((std::mem::take(prime), std::mem::take(expire))));
+        self.detached = Some(Box::new((
+            std::mem::take(prime),
+            std::mem::take(expire),
+            mc.take(),
+        )));
         prime.set_rebase(crate::engine::access::rebase);
         true
     }
@@ -640,21 +673,25 @@ impl DbSnap {
     pub fn walk(
         &mut self,
         prime: &mut PrimeTable,
-        expire: &ExpireTable,
+        sides: Sides<'_>,
         deadline: Option<Instant>,
     ) -> bool {
         if let Some(mut t) = self.detached.take() {
-            let done = self.walk_tables(&mut t.0, &t.1, deadline);
+            let sides = Sides {
+                expire: &t.1,
+                mc: t.2.as_deref(),
+            };
+            let done = self.walk_tables(&mut t.0, sides, deadline);
             self.detached = Some(t);
             return done;
         }
-        self.walk_tables(prime, expire, deadline)
+        self.walk_tables(prime, sides, deadline)
     }
 
     fn walk_tables(
         &mut self,
         prime: &mut PrimeTable,
-        expire: &ExpireTable,
+        sides: Sides<'_>,
         deadline: Option<Instant>,
     ) -> bool {
         let delay = self.job.key_delay != 0;
@@ -667,7 +704,7 @@ impl DbSnap {
                     break;
                 }
                 self.cursor = prime.next_bucket_id(b);
-                self.write_bucket(prime, expire, b, true)
+                self.write_bucket(prime, sides, b, true)
             } else {
                 break;
             };
