@@ -354,6 +354,9 @@ impl Job {
     }
 }
 
+/// A flushed db's tables a running snapshot keeps to finish them (main, expiry, memcache).
+type Detached = (PrimeTable, ExpireTable, Option<Box<McTable>>);
+
 /// The AUX field carrying the client flags of the memcache item that follows it.
 pub const MC_FLAGS_AUX: &[u8] = b"mc-flags";
 
@@ -380,7 +383,7 @@ pub struct DbSnap {
     version: u64,
     /// Next bucket of the walk; None once every bucket was written.
     cursor: Option<BucketId>,
-    detached: Option<Box<(PrimeTable, ExpireTable, Option<Box<McTable>>)>>,
+    detached: Option<Box<Detached>>,
     out: Writer<Vec<u8>>,
     /// Full chunks waiting for the shard's task to send them.
     ready: Vec<Chunk>,
