@@ -10,6 +10,7 @@
 //! - `replication` — the journal of writes, the primary's stream and the replica's link.
 //! - `stats`    — per-thread counters behind INFO.
 
+pub mod base64;
 pub mod commands;
 pub mod config;
 pub mod engine;

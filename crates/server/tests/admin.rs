@@ -659,6 +659,60 @@ fn http_metrics_and_console() {
     assert!(nf.starts_with("HTTP/1.1 404"));
 }
 
+fn http_get_auth(port: u16, path: &str, auth: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    // The head in two writes: the server must read all of it before judging.
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n").as_bytes())
+        .expect("write");
+    std::thread::sleep(Duration::from_millis(50));
+    s.write_all(format!("Authorization: {auth}\r\n\r\n").as_bytes())
+        .expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// With requirepass set, the console and /metrics need HTTP Basic authentication as the
+/// default user (they answered anyone before); `http_metrics_nopass yes` opens /metrics alone.
+#[test]
+fn http_needs_the_password_when_one_is_set() {
+    let srv = start(&["--requirepass", "s3cret"]);
+    for path in ["/", "/metrics"] {
+        let out = http_get(srv.port(), path);
+        assert!(
+            out.starts_with("HTTP/1.1 401 Unauthorized\r\n"),
+            "{path}: {out}"
+        );
+        assert!(
+            out.contains("WWW-Authenticate: Basic realm=\"damselfly\""),
+            "{out}"
+        );
+        assert!(
+            !out.contains("dragonfly_") && !out.contains("<html>"),
+            "{out}"
+        );
+        // default:wrong
+        let out = http_get_auth(srv.port(), path, "Basic ZGVmYXVsdDp3cm9uZw==");
+        assert!(out.starts_with("HTTP/1.1 401"), "{path}: {out}");
+        // someone:s3cret
+        let out = http_get_auth(srv.port(), path, "Basic c29tZW9uZTpzM2NyZXQ=");
+        assert!(out.starts_with("HTTP/1.1 401"), "{path}: {out}");
+        // default:s3cret
+        let out = http_get_auth(srv.port(), path, "Basic ZGVmYXVsdDpzM2NyZXQ=");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {out}");
+    }
+    let mut c = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", srv.port()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = q(&mut c, &["CONFIG", "SET", "http_metrics_nopass", "yes"]);
+    let out = http_get(srv.port(), "/metrics");
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(http_get(srv.port(), "/").starts_with("HTTP/1.1 401"));
+}
+
 #[test]
 fn redis_cli_works() {
     if Command::new("redis-cli").arg("--version").output().is_err() {

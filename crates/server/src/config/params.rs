@@ -188,6 +188,14 @@ pub static PARAMS: &[Param] = &[
         "serve the HTML console at / on the main port (/metrics is served either way)",
     ),
     p(
+        "http_metrics_nopass",
+        &["http-metrics-nopass"],
+        Kind::Bool,
+        "no",
+        true,
+        "with a password set, still serve /metrics without HTTP authentication (for Prometheus scrapers)",
+    ),
+    p(
         "list-max-listpack-size",
         &["list-max-ziplist-size"],
         Kind::Int(i32::MIN as i64, i32::MAX as i64),

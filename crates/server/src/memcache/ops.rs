@@ -784,7 +784,7 @@ fn flag(out: &mut Vec<u8>, c: u8, v: &[u8]) {
 /// The `k` return flag: the key as sent (base64 again when it came that way, then ` b`).
 fn key_flag(out: &mut Vec<u8>, key: &[u8], binary: bool) {
     if binary {
-        flag(out, b'k', base64_encode(key).as_bytes());
+        flag(out, b'k', crate::base64::encode(key).as_bytes());
         out.extend_from_slice(b" b");
     } else {
         flag(out, b'k', key);
@@ -804,24 +804,6 @@ fn echo_flags(out: &mut Vec<u8>, key: &[u8], p: &Params, meta: &Meta<'_>) {
             _ => {}
         }
     }
-}
-
-pub fn base64_encode(b: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(b.len().div_ceil(3) * 4);
-    for ch in b.chunks(3) {
-        let n = (ch[0] as u32) << 16
-            | (*ch.get(1).unwrap_or(&0) as u32) << 8
-            | *ch.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= ch.len() {
-                out.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn end_line(c: &mut CmdCtx<'_>, mut line: Vec<u8>) {
@@ -1255,13 +1237,5 @@ mod tests {
         assert_eq!(parse_counter(b"12x"), None);
         assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
         assert_eq!(parse_counter(b"18446744073709551616"), None);
-    }
-
-    #[test]
-    fn base64_as_rfc4648() {
-        assert_eq!(base64_encode(b"key"), "a2V5");
-        assert_eq!(base64_encode(b"ke"), "a2U=");
-        assert_eq!(base64_encode(b"k"), "aw==");
-        assert_eq!(base64_encode(b""), "");
     }
 }

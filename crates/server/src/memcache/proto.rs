@@ -590,7 +590,7 @@ fn meta_preparse<'a>(key: &[u8], toks: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'s
         seen[c as usize] = true;
         let tok = &t[1..];
         match c {
-            b'b' => match base64_decode(key) {
+            b'b' => match crate::base64::decode(key) {
                 Some(k) => out.key = Some(k),
                 None => {
                     err = Some(E_DECODE_KEY);
@@ -813,7 +813,7 @@ fn meta_debug<'a>(toks: &[&'a [u8]], nt: usize, consumed: usize) -> Parse<'a> {
     }
     let mut r = Request::new(Cmd::MetaDebug);
     if nt >= 4 && toks[2] == b"b" {
-        let Some(k) = base64_decode(toks[1]) else {
+        let Some(k) = crate::base64::decode(toks[1]) else {
             return error(E_FORMAT, consumed);
         };
         r.keys.push(Cow::Owned(k));
@@ -888,54 +888,6 @@ pub fn parse_i32(tok: &[u8]) -> Option<i32> {
         i64::try_from(mag).ok()?
     };
     Some(v as i32)
-}
-
-/// memcached's base64 decoder: bytes outside the alphabet are skipped, the rest must come in
-/// groups of four, decoding stops after the first group with padding (`YQ==YWJj` is `a`), and
-/// an empty result is a failure.
-fn base64_decode(src: &[u8]) -> Option<Vec<u8>> {
-    fn val(c: u8) -> Option<u8> {
-        match c {
-            b'A'..=b'Z' => Some(c - b'A'),
-            b'a'..=b'z' => Some(c - b'a' + 26),
-            b'0'..=b'9' => Some(c - b'0' + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            b'=' => Some(0),
-            _ => None,
-        }
-    }
-    let count = src.iter().filter(|&&c| val(c).is_some()).count();
-    if count == 0 || count % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(count / 4 * 3);
-    let mut block = [0u8; 4];
-    let mut n = 0;
-    let mut pad = 0;
-    for &c in src {
-        let Some(v) = val(c) else { continue };
-        if c == b'=' {
-            pad += 1;
-        }
-        block[n] = v;
-        n += 1;
-        if n == 4 {
-            out.push((block[0] << 2) | (block[1] >> 4));
-            out.push((block[1] << 4) | (block[2] >> 2));
-            out.push((block[2] << 6) | block[3]);
-            n = 0;
-            if pad > 0 {
-                match pad {
-                    1 => out.truncate(out.len() - 1),
-                    2 => out.truncate(out.len() - 2),
-                    _ => return None,
-                }
-                break;
-            }
-        }
-    }
-    (!out.is_empty()).then_some(out)
 }
 
 /// The absolute deadline (unix ms) of an expiration time sent at `now_ms`: `None` = never

@@ -1,7 +1,13 @@
 //! HTTP on the main port: a tiny console and Prometheus `/metrics`, recognised by the first
 //! request line (`GET /path HTTP/1.x`), as Dragonfly does.
+//!
+//! With a password set (`requirepass`), both need HTTP Basic authentication as the `default`
+//! user with that password (what AUTH checks), so the port does not hand its statistics to
+//! whoever reaches it; `http_metrics_nopass yes` leaves `/metrics` open for scrapers.
 
-use super::stream::WriteHalf;
+use tokio::io::AsyncReadExt;
+
+use super::stream::{ReadHalf, WriteHalf};
 
 use crate::commands::ConnCtx;
 
@@ -14,7 +20,25 @@ pub fn looks_like_http(buf: &[u8]) -> bool {
     is_method && line.windows(7).any(|w| w == b"HTTP/1.")
 }
 
-pub async fn serve(cx: &mut ConnCtx, stream: &WriteHalf, request: Vec<u8>) -> std::io::Result<()> {
+/// The most of a request head read before answering (the rest is ignored).
+const MAX_HEAD: usize = 16 * 1024;
+
+pub async fn serve(
+    cx: &mut ConnCtx,
+    reader: &mut ReadHalf,
+    stream: &WriteHalf,
+    mut request: Vec<u8>,
+) -> std::io::Result<()> {
+    // The whole head: the first read may have ended inside it.
+    while !request.windows(4).any(|w| w == b"\r\n\r\n")
+        && !request.windows(2).any(|w| w == b"\n\n")
+        && request.len() < MAX_HEAD
+    {
+        request.reserve(4096);
+        if reader.read_buf(&mut request).await? == 0 {
+            break;
+        }
+    }
     let line_end = request
         .iter()
         .position(|&c| c == b'\n')
@@ -23,7 +47,13 @@ pub async fn serve(cx: &mut ConnCtx, stream: &WriteHalf, request: Vec<u8>) -> st
     let target = line.split_whitespace().nth(1).unwrap_or("/");
     // Ignore any query string ("/metrics?name[]=x" from Prometheus-style scrapers).
     let path = target.split('?').next().unwrap_or("/").to_string();
-    let (status, ctype, body) = if path == "/metrics" {
+    let (status, ctype, body) = if !authorized(cx, &request, &path) {
+        (
+            "401 Unauthorized",
+            "text/plain",
+            "authentication required\n".to_string(),
+        )
+    } else if path == "/metrics" {
         (
             "200 OK",
             "text/plain; version=0.0.4",
@@ -40,10 +70,81 @@ pub async fn serve(cx: &mut ConnCtx, stream: &WriteHalf, request: Vec<u8>) -> st
     } else {
         ("404 Not Found", "text/plain", "not found\n".to_string())
     };
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+    let challenge = if status.starts_with("401") {
+        "WWW-Authenticate: Basic realm=\"damselfly\", charset=\"UTF-8\"\r\n"
+    } else {
+        ""
+    };
+    let head = format!("HTTP/1.1 {status}\r\n{challenge}Content-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
     super::session::write_all(stream, head.as_bytes()).await?;
     if !line.starts_with("HEAD") {
         super::session::write_all(stream, body.as_bytes()).await?;
     }
     Ok(())
+}
+
+/// May this request see `path`? Always without a password; otherwise with the `default`
+/// user's credentials in an `Authorization: Basic` header (or for `/metrics` when
+/// `http_metrics_nopass` says so).
+fn authorized(cx: &ConnCtx, request: &[u8], path: &str) -> bool {
+    let cfg = &cx.shared().config;
+    if !cfg.has_password() || (path == "/metrics" && cfg.bool("http_metrics_nopass")) {
+        return true;
+    }
+    let Some(cred) = basic_credentials(request) else {
+        return false;
+    };
+    let Some(colon) = cred.iter().position(|&c| c == b':') else {
+        return false;
+    };
+    let (user, pass) = (&cred[..colon], &cred[colon + 1..]);
+    user == b"default" && constant_time_eq(pass, cfg.requirepass().as_bytes())
+}
+
+/// The decoded `user:password` of the request's `Authorization: Basic ...` header.
+fn basic_credentials(request: &[u8]) -> Option<Vec<u8>> {
+    request.split(|&c| c == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&c| c == b':')?;
+        if !line[..colon].eq_ignore_ascii_case(b"authorization") {
+            return None;
+        }
+        let value = line[colon + 1..].trim_ascii();
+        let (scheme, token) = value.split_at(value.iter().position(|&c| c == b' ')?);
+        if !scheme.eq_ignore_ascii_case(b"basic") {
+            return None;
+        }
+        crate::base64::decode(token.trim_ascii())
+    })
+}
+
+/// Compares without an early exit on the first differing byte (the time taken says nothing
+/// about how much of a guessed password was right).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_are_read_from_any_case_header() {
+        let req =
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nauthorization: Basic ZGVmYXVsdDpwdw==\r\n\r\n";
+        assert_eq!(basic_credentials(req).as_deref(), Some(&b"default:pw"[..]));
+        let req = b"GET / HTTP/1.1\r\nAuthorization: Bearer abc\r\n\r\n";
+        assert_eq!(basic_credentials(req), None);
+        assert_eq!(basic_credentials(b"GET / HTTP/1.1\r\n\r\n"), None);
+    }
+
+    #[test]
+    fn comparison_needs_equal_bytes() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
+    }
 }

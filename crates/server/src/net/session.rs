@@ -364,7 +364,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
             if super::http::looks_like_http(&rbuf)
                 && cx.shared().config.bool("primary_port_http_enabled")
             {
-                return super::http::serve(cx, &writer, rbuf).await;
+                return super::http::serve(cx, reader, &writer, rbuf).await;
             }
         }
 
