@@ -655,11 +655,11 @@ fn base64_keys() {
     line_err(b"mg ==== b\r\n", DECODE);
     line_err(b"mg a b\r\n", DECODE);
     line_err(b"mg a k b\r\n", DECODE);
-    assert_eq!(base64_decode(b"A=AA"), Some(vec![0, 0]));
-    assert_eq!(base64_decode(b"A==="), None);
-    assert_eq!(base64_decode(b""), None);
-    assert_eq!(base64_decode(b"AAAA"), Some(vec![0, 0, 0]));
-    assert_eq!(base64_decode(b"/+8="), Some(vec![0xff, 0xef]));
+    assert_eq!(crate::base64::decode(b"A=AA"), Some(vec![0, 0]));
+    assert_eq!(crate::base64::decode(b"A==="), None);
+    assert_eq!(crate::base64::decode(b""), None);
+    assert_eq!(crate::base64::decode(b"AAAA"), Some(vec![0, 0, 0]));
+    assert_eq!(crate::base64::decode(b"/+8="), Some(vec![0xff, 0xef]));
 }
 
 #[test]
