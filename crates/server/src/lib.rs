@@ -85,6 +85,26 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             }
         }
     }
+    let admin_port = cfg
+        .get("admin_port")
+        .and_then(|v| v.parse::<u16>().ok())
+        .unwrap_or(0);
+    if admin_port != 0 {
+        let admin_bind = cfg
+            .get("admin_bind")
+            .filter(|b| !b.is_empty())
+            .unwrap_or(bind.clone());
+        match net::listener::bind_all(&admin_bind, admin_port, backlog) {
+            Ok(ls) => bound.extend(ls.into_iter().map(net::listener::Bound::Admin)),
+            Err(e) => {
+                crate::log_warning!("Failed listening on admin port {admin_port}: {e}");
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("Failed listening on admin port {admin_port} (TCP), aborting."),
+                ));
+            }
+        }
+    }
     let mc_port = cfg.memcached_port();
     if mc_port != 0 {
         match net::listener::bind_all(&bind, mc_port, backlog) {

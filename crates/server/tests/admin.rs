@@ -713,6 +713,53 @@ fn http_needs_the_password_when_one_is_set() {
     assert!(http_get(srv.port(), "/").starts_with("HTTP/1.1 401"));
 }
 
+/// `--admin_port`: an operator's way in that maxclients does not count against; with
+/// `--admin_nopass` it needs no AUTH (RESP) and no HTTP authentication.
+#[test]
+fn admin_port_is_open_when_clients_are_not() {
+    let admin = common::free_port();
+    let a = admin.to_string();
+    let srv = start(&[
+        "--maxclients",
+        "1",
+        "--requirepass",
+        "pw",
+        "--admin_port",
+        &a,
+        "--admin_nopass",
+        "yes",
+    ]);
+    let mut first = srv.raw_conn();
+    assert_eq!(first.q("AUTH pw"), common::Resp::Simple(b"OK".to_vec()));
+    // The main port is full...
+    let full = srv.raw(b"PING\r\n");
+    assert_eq!(full, b"-ERR max number of clients reached\r\n");
+    // ...the admin port is not, and needs no password.
+    let mut op = common::RawConn::new(TcpStream::connect(("127.0.0.1", admin)).unwrap());
+    assert_eq!(op.q("PING"), common::Resp::Simple(b"PONG".to_vec()));
+    assert_eq!(op.q("DBSIZE"), common::Resp::Int(0));
+    let m = http_get(admin, "/metrics");
+    assert!(m.starts_with("HTTP/1.1 200 OK\r\n"), "{m}");
+    let cfg = op.q("CONFIG GET admin_port");
+    assert_eq!(
+        cfg,
+        common::Resp::Array(vec![
+            common::Resp::Bulk(b"admin_port".to_vec()),
+            common::Resp::Bulk(a.clone().into_bytes())
+        ])
+    );
+    drop(op);
+    drop(first);
+    drop(srv);
+    // Without admin_nopass the admin port asks for the password like the main one.
+    let admin = common::free_port();
+    let a = admin.to_string();
+    let _srv = start(&["--requirepass", "pw", "--admin_port", &a]);
+    let mut op = common::RawConn::new(TcpStream::connect(("127.0.0.1", admin)).unwrap());
+    assert!(matches!(op.q("DBSIZE"), common::Resp::Error(e) if e.starts_with(b"NOAUTH")));
+    assert!(http_get(admin, "/metrics").starts_with("HTTP/1.1 401"));
+}
+
 #[test]
 fn redis_cli_works() {
     if Command::new("redis-cli").arg("--version").output().is_err() {

@@ -3,7 +3,8 @@
 //!
 //! With a password set (`requirepass`), both need HTTP Basic authentication as the `default`
 //! user with that password (what AUTH checks), so the port does not hand its statistics to
-//! whoever reaches it; `http_metrics_nopass yes` leaves `/metrics` open for scrapers.
+//! whoever reaches it; `http_metrics_nopass yes` leaves `/metrics` open for scrapers, and
+//! `--admin_port` with `--admin_nopass` serves both without a password.
 
 use tokio::io::AsyncReadExt;
 
@@ -28,6 +29,7 @@ pub async fn serve(
     reader: &mut ReadHalf,
     stream: &WriteHalf,
     mut request: Vec<u8>,
+    open: bool,
 ) -> std::io::Result<()> {
     // The whole head: the first read may have ended inside it.
     while !request.windows(4).any(|w| w == b"\r\n\r\n")
@@ -47,7 +49,7 @@ pub async fn serve(
     let target = line.split_whitespace().nth(1).unwrap_or("/");
     // Ignore any query string ("/metrics?name[]=x" from Prometheus-style scrapers).
     let path = target.split('?').next().unwrap_or("/").to_string();
-    let (status, ctype, body) = if !authorized(cx, &request, &path) {
+    let (status, ctype, body) = if !open && !authorized(cx, &request, &path) {
         (
             "401 Unauthorized",
             "text/plain",

@@ -93,6 +93,16 @@ pub enum Bound {
     Unix(StdUnixListener),
     /// The memcache port (`--memcached_port`): its connections speak memcached's protocol.
     Memcache(StdListener),
+    /// The admin port (`--admin_port`): RESP and HTTP for operators (net/session.rs).
+    Admin(StdListener),
+}
+
+/// The protocol and role of a listener's connections.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Resp,
+    Memcache,
+    Admin,
 }
 
 enum Listener {
@@ -133,9 +143,15 @@ impl Portable {
 
 /// Accept loop (runs on thread 0).
 pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
-    let memcache = matches!(bound, Bound::Memcache(_));
+    let role = match bound {
+        Bound::Memcache(_) => Role::Memcache,
+        Bound::Admin(_) => Role::Admin,
+        _ => Role::Resp,
+    };
     let listener = match bound {
-        Bound::Tcp(l) | Bound::Memcache(l) => TcpListener::from_std(l).map(Listener::Tcp),
+        Bound::Tcp(l) | Bound::Memcache(l) | Bound::Admin(l) => {
+            TcpListener::from_std(l).map(Listener::Tcp)
+        }
         Bound::Unix(l) => UnixListener::from_std(l).map(Listener::Unix),
     };
     let listener = match listener {
@@ -162,11 +178,11 @@ pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
             .fetch_add(1, Ordering::Relaxed)
             % threads;
         if target == worker.id {
-            spawn_session(worker.clone(), stream, memcache);
+            spawn_session(worker.clone(), stream, role);
         } else {
             match Portable::from(stream) {
                 Ok(p) => worker.post(target, move |w| match p.adopt() {
-                    Ok(s) => spawn_session(w.clone(), s, memcache),
+                    Ok(s) => spawn_session(w.clone(), s, role),
                     Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
                 }),
                 Err(e) => crate::log_warning!("cannot move connection: {e}"),
@@ -176,10 +192,16 @@ pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
 }
 
 /// Starts serving a connection on this thread, in the protocol of the port it came in on.
-fn spawn_session(worker: Rc<Worker>, stream: Stream, memcache: bool) {
-    if memcache {
-        tokio::task::spawn_local(crate::memcache::session::serve(worker, stream));
-    } else {
-        tokio::task::spawn_local(crate::net::session::serve(worker, stream));
+fn spawn_session(worker: Rc<Worker>, stream: Stream, role: Role) {
+    match role {
+        Role::Memcache => {
+            tokio::task::spawn_local(crate::memcache::session::serve(worker, stream));
+        }
+        Role::Admin => {
+            tokio::task::spawn_local(crate::net::session::serve_as(worker, stream, true));
+        }
+        Role::Resp => {
+            tokio::task::spawn_local(crate::net::session::serve(worker, stream));
+        }
     }
 }

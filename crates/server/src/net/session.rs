@@ -44,6 +44,13 @@ fn limits(w: &Worker) -> ParserLimits {
 
 /// Serves one accepted socket until it closes.
 pub async fn serve(worker: Rc<Worker>, stream: Stream) {
+    serve_as(worker, stream, false).await
+}
+
+/// Serves a connection of the main port, or (`admin`) of `--admin_port`: an operator's way in
+/// that `maxclients` does not count against, authenticated already with `--admin_nopass`,
+/// serving HTTP as well.
+pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
     let shared = worker.shared.clone();
     stream.tune(shared.config.tcp_keepalive_secs());
     let addrs = stream.addrs();
@@ -60,7 +67,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
         return;
     }
     let connected = shared.connected_clients.fetch_add(1, Ordering::Relaxed) + 1;
-    if connected > shared.config.maxclients() {
+    if connected > shared.config.maxclients() && !admin {
         let _ = write_all(&writer, b"-ERR max number of clients reached\r\n").await;
         shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
         shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
@@ -82,7 +89,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
         worker.clone(),
         handle.clone(),
         Output::new(Rc::new(writer)),
-        !shared.config.has_password(),
+        !shared.config.has_password() || (admin && shared.config.bool("admin_nopass")),
     );
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64, Rc<ClientHandle>);
@@ -104,7 +111,7 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
         }
     }
     let _cleanup = Cleanup(worker.clone(), id, handle.clone());
-    let _ = run(&mut cx, &mut reader).await;
+    let _ = run(&mut cx, &mut reader, admin).await;
 }
 
 /// The socket side of a connection's replies: `reply.buf[written..]` is not written yet.
@@ -215,7 +222,7 @@ pub async fn write_all(stream: &WriteHalf, mut data: &[u8]) -> std::io::Result<(
     Ok(())
 }
 
-async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
+async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::Result<()> {
     let writer = cx.output.stream.clone();
     // Buffers are allocated on the first bytes, so idle connections hold none.
     let mut rbuf: Vec<u8> = Vec::new();
@@ -362,9 +369,10 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf) -> std::io::Result<()> {
         if first_read {
             first_read = false;
             if super::http::looks_like_http(&rbuf)
-                && cx.shared().config.bool("primary_port_http_enabled")
+                && (admin || cx.shared().config.bool("primary_port_http_enabled"))
             {
-                return super::http::serve(cx, reader, &writer, rbuf).await;
+                let open = admin && cx.shared().config.bool("admin_nopass");
+                return super::http::serve(cx, reader, &writer, rbuf, open).await;
             }
         }
 
