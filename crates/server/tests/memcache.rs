@@ -731,3 +731,65 @@ fn flags_survive_snapshots_and_redis_loads_the_file() {
     let v: String = redis::cmd("GET").arg("f7").query(&mut rr).unwrap();
     assert_eq!(v, "v7");
 }
+
+/// maxmemory applies to memcache writes: `noeviction` refuses them with memcached's
+/// `SERVER_ERROR out of memory storing object` (the connection goes on, reads work), an
+/// eviction policy makes room instead (`stats` counts the evictions).
+#[test]
+fn maxmemory_applies_to_memcache_writes() {
+    let value = "v".repeat(4000);
+    let t = McTarget::damselfly(&[
+        "--proactor_threads",
+        "2",
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "noeviction",
+    ]);
+    let mut c = t.conn();
+    let mut refused = 0;
+    for i in 0..10_000 {
+        let line = format!("set big{i} 0 0 {}\r\n{value}\r\n", value.len());
+        match c.cmd(&line).as_str() {
+            "STORED" => {}
+            "SERVER_ERROR out of memory storing object" => refused += 1,
+            other => panic!("set big{i}: {other}"),
+        }
+        if refused > 10 {
+            break;
+        }
+    }
+    assert!(refused > 0, "never refused under an 8 MB limit");
+    assert_eq!(
+        get(&mut c, "big0"),
+        Some((0, value.clone())),
+        "reads still work"
+    );
+    assert_eq!(c.cmd("delete big0\r\n"), "DELETED", "deletes still work");
+
+    let t = McTarget::damselfly(&[
+        "--proactor_threads",
+        "2",
+        "--maxmemory",
+        "8mb",
+        "--maxmemory-policy",
+        "allkeys-lru",
+    ]);
+    let mut c = t.conn();
+    for i in 0..5_000 {
+        let line = format!("set big{i} 0 0 {}\r\n{value}\r\n", value.len());
+        assert_eq!(c.cmd(&line), "STORED", "set big{i} with an eviction policy");
+    }
+    c.send(b"stats\r\n");
+    let mut evictions = None;
+    loop {
+        let l = c.line_str();
+        if l == "END" {
+            break;
+        }
+        if let Some(v) = l.strip_prefix("STAT evictions ") {
+            evictions = v.parse::<u64>().ok();
+        }
+    }
+    assert!(evictions.is_some_and(|e| e > 1000), "{evictions:?}");
+}

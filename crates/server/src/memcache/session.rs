@@ -301,6 +301,23 @@ fn writes(cmd: Cmd) -> bool {
     !matches!(cmd, Cmd::Get | Cmd::Gets | Cmd::MetaDebug)
 }
 
+/// Can this request make the dataset bigger?
+fn grows(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Set
+            | Cmd::Add
+            | Cmd::Replace
+            | Cmd::Append
+            | Cmd::Prepend
+            | Cmd::Cas
+            | Cmd::Incr
+            | Cmd::Decr
+            | Cmd::MetaSet
+            | Cmd::MetaArithmetic
+    )
+}
+
 /// Runs a batch in order; true when the connection must close after writing its replies.
 async fn execute(cx: &mut ConnCtx, items: Vec<Item<'_>>) -> bool {
     let mut i = 0;
@@ -356,7 +373,9 @@ fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
     if crate::replication::role::is_replica() && shared.config.bool("replica-read-only") {
         return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
     }
-    if shared.config.maxmemory() == 0 {
+    // Over maxmemory only what grows the dataset is refused (as Redis's DENYOOM: deletes and
+    // TTL changes go through).
+    if shared.config.maxmemory() == 0 || !grows(cmd) {
         return None;
     }
     let spec = crate::commands::registry().lookup(b"set")?.spec;
