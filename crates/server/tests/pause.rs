@@ -116,3 +116,38 @@ fn nothing_expires_while_clients_are_paused() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A pipeline of single-key writes (which runs as one squashed message per shard) waits for a
+/// WRITE pause like a lone write does, and so does a memcache `set`.
+#[test]
+fn pipelined_and_memcache_writes_wait_too() {
+    let mport = common::free_port();
+    let mp = mport.to_string();
+    let srv = Server::start(&["--proactor_threads=2", "--memcached_port", &mp]);
+    let mut admin = srv.raw_conn();
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]), ok());
+    let mut w = srv.raw_conn();
+    let mut pipe = Vec::new();
+    for i in 0..20 {
+        pipe.extend_from_slice(&common::encode(&["SET", &format!("p{i}"), "v"]));
+    }
+    w.send_raw(&pipe);
+    let mut mc = std::net::TcpStream::connect(("127.0.0.1", mport)).unwrap();
+    use std::io::{Read, Write};
+    mc.write_all(b"set m 0 0 1\r\nx\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        admin.cmd(&["DBSIZE"]),
+        Resp::Int(0),
+        "nothing written while paused"
+    );
+    assert_eq!(admin.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    for _ in 0..20 {
+        assert_eq!(w.read(), ok());
+    }
+    let mut buf = [0u8; 8];
+    mc.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    mc.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"STORED\r\n");
+    assert_eq!(admin.cmd(&["DBSIZE"]), Resp::Int(21));
+}
