@@ -19,6 +19,7 @@ pub mod hash;
 pub mod hll;
 pub mod keys;
 pub mod list;
+pub mod migrate;
 pub mod multi;
 pub mod persistence;
 pub mod pubsub;

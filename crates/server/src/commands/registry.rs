@@ -104,6 +104,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::admin::COMMANDS,
         super::multi::COMMANDS,
         super::persistence::COMMANDS,
+        super::migrate::COMMANDS,
         super::replication::COMMANDS,
         super::scripting::COMMANDS,
         super::list::COMMANDS,

@@ -654,6 +654,7 @@ mod tests {
     /// What Redis 7.0.15 prints as the ACL categories in COMMAND INFO: every command whose
     /// declaration carries extra categories, and a representative set of the others.
     const REDIS_7_0: &[(&str, &str)] = &[
+        ("migrate", "@keyspace @write @slow @dangerous"),
         // Declared extras (or a replaced family).
         ("keys", "@keyspace @read @slow @dangerous"),
         ("dbsize", "@keyspace @read @fast"),

@@ -397,7 +397,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "pubsubshard_channels:{shard}");
             line!(o, "latest_fork_usec:0");
             line!(o, "total_forks:0");
-            line!(o, "migrate_cached_sockets:0");
+            line!(
+                o,
+                "migrate_cached_sockets:{}",
+                crate::commands::migrate::cached_sockets()
+            );
             line!(o, "slave_expires_tracked_keys:0");
             line!(o, "active_defrag_hits:0");
             line!(o, "active_defrag_misses:0");
