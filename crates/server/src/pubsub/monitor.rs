@@ -86,10 +86,10 @@ fn format_line(db: usize, addr: &str, args: &[&[u8]], now_us: u64) -> String {
         now_us / 1_000_000,
         now_us % 1_000_000
     );
-    let redact_from = redacted_from(args);
+    let hidden = redacted(args);
     for (i, a) in args.iter().enumerate() {
         s.push(' ');
-        if redact_from.is_some_and(|r| i >= r.0 && i < r.1) {
+        if hidden.iter().any(|r| i >= r.0 && i < r.1) {
             s.push_str("\"(redacted)\"");
         } else {
             s.push_str(&crate::net::limits::repr(a, usize::MAX));
@@ -98,18 +98,37 @@ fn format_line(db: usize, addr: &str, args: &[&[u8]], now_us: u64) -> String {
     s
 }
 
-/// The argument range (start, end) Redis hides: AUTH's arguments, HELLO's AUTH user and
-/// password.
-fn redacted_from(args: &[&[u8]]) -> Option<(usize, usize)> {
-    let name = args.first()?;
+/// The argument ranges (start, end) Redis hides: AUTH's arguments, HELLO's AUTH user and
+/// password, MIGRATE's AUTH password and AUTH2 user and password.
+fn redacted(args: &[&[u8]]) -> smallvec::SmallVec<[(usize, usize); 2]> {
+    let mut out = smallvec::SmallVec::new();
+    let Some(name) = args.first() else {
+        return out;
+    };
     if name.eq_ignore_ascii_case(b"auth") {
-        return Some((1, args.len()));
+        out.push((1, args.len()));
+    } else if name.eq_ignore_ascii_case(b"hello") {
+        if let Some(at) = args.iter().position(|a| a.eq_ignore_ascii_case(b"auth")) {
+            out.push((at + 1, (at + 3).min(args.len())));
+        }
+    } else if name.eq_ignore_ascii_case(b"migrate") {
+        // As migrateCommand redacts while it parses its options (up to KEYS).
+        let mut j = 6;
+        while j < args.len() {
+            let a = args[j];
+            if a.eq_ignore_ascii_case(b"auth") {
+                out.push((j + 1, (j + 2).min(args.len())));
+                j += 1;
+            } else if a.eq_ignore_ascii_case(b"auth2") {
+                out.push((j + 1, (j + 3).min(args.len())));
+                j += 2;
+            } else if a.eq_ignore_ascii_case(b"keys") {
+                break;
+            }
+            j += 1;
+        }
     }
-    if name.eq_ignore_ascii_case(b"hello") {
-        let at = args.iter().position(|a| a.eq_ignore_ascii_case(b"auth"))?;
-        return Some((at + 1, (at + 3).min(args.len())));
-    }
-    None
+    out
 }
 
 #[cfg(test)]
@@ -130,6 +149,15 @@ mod tests {
         assert_eq!(
             format_line(9, "x", &[b"auth", b"u", b"p"], 5),
             r#"0.000005 [9 x] "auth" "(redacted)" "(redacted)""#
+        );
+        assert_eq!(
+            format_line(
+                0,
+                "x",
+                &[b"migrate", b"h", b"1", b"k", b"9", b"5000", b"AUTH2", b"u", b"p", b"copy"],
+                5
+            ),
+            r#"0.000005 [0 x] "migrate" "h" "1" "k" "9" "5000" "AUTH2" "(redacted)" "(redacted)" "copy""#
         );
         assert_eq!(
             format_line(
