@@ -85,6 +85,10 @@ pub(super) fn start_server(
             if spec.kind == Kind::Dragonfly {
                 args.extend(a(&["--bind", "127.0.0.1", "--dbfilename", ""]));
             }
+            // DEBUG POPULATE (the memory scenario): refused by default, as in Redis 7.
+            if spec.kind == Kind::Damselfly {
+                args.extend(a(&["--enable-debug-command", "yes"]));
+            }
             if need_mc {
                 let m = sys::free_port().ok_or("no free port")?;
                 args.extend(a(&["--memcached_port", &m.to_string()]));
