@@ -276,7 +276,7 @@ impl McGen {
     fn meta_key(&mut self, key: &[u8], flags: &mut Vec<String>) -> Vec<u8> {
         if self.on("base64") && key.len() <= 150 && self.pct(10) {
             flags.push("b".into());
-            base64(key).into_bytes()
+            damselfly::base64::encode(key).into_bytes()
         } else {
             key.to_vec()
         }
@@ -616,24 +616,6 @@ impl McGen {
             arith: false,
         }
     }
-}
-
-fn base64(b: &[u8]) -> String {
-    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::new();
-    for ch in b.chunks(3) {
-        let n = (ch[0] as u32) << 16
-            | (*ch.get(1).unwrap_or(&0) as u32) << 8
-            | *ch.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= ch.len() {
-                s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
 }
 
 // ---------------------------------------------------------------------------------------------

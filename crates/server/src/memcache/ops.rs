@@ -114,15 +114,7 @@ pub fn exec(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     match p.cmd {
         Cmd::Get | Cmd::Gets | Cmd::Gat | Cmd::Gats => retrieve(c, key, &p),
         Cmd::Set | Cmd::Add | Cmd::Replace | Cmd::Append | Cmd::Prepend | Cmd::Cas => {
-            let r = store(
-                c,
-                key,
-                data,
-                &p,
-                Mode::of_text(p.cmd),
-                p.flags,
-                at(c, p.exptime),
-            );
+            let r = store(c, key, data, &p, p.cmd, p.flags, at(c, p.exptime));
             count(|s| s.cmd_set += 1);
             if !p.noreply {
                 c.reply.raw(r.text());
@@ -288,30 +280,6 @@ fn propagate(c: &mut CmdCtx<'_>, key: &[u8]) {
 // ---------------------------------------------------------------------------------------------
 // Storage
 
-/// How a store treats an existing item (memcached's `NREAD_*`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mode {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas,
-}
-
-impl Mode {
-    fn of_text(cmd: Cmd) -> Mode {
-        match cmd {
-            Cmd::Add => Mode::Add,
-            Cmd::Replace => Mode::Replace,
-            Cmd::Append => Mode::Append,
-            Cmd::Prepend => Mode::Prepend,
-            Cmd::Cas => Mode::Cas,
-            _ => Mode::Set,
-        }
-    }
-}
-
 /// memcached's `store_item_type`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[allow(clippy::enum_variant_names)] // memcached's names: STORED, NOT_STORED...
@@ -356,19 +324,20 @@ struct StoreExtra {
     key_binary: bool,
 }
 
-/// Stores `data` under `key` (memcached's `do_store_item`). Returns the outcome; on success
+/// Stores `data` under `key` (memcached's `do_store_item`); `mode` is the storage command
+/// (`set`, `add`, `replace`, `append`, `prepend`, `cas`) the request amounts to. Returns the outcome; on success
 /// the item's state holds `flags` and, when asked, a CAS.
 fn store(
     c: &mut CmdCtx<'_>,
     key: &[u8],
     data: &[u8],
     p: &Params,
-    mode: Mode,
+    mode: Cmd,
     flags: u32,
     at: Option<u64>,
 ) -> Stored {
     let extra = StoreExtra {
-        compare: (mode == Mode::Cas).then_some(p.cas),
+        compare: (mode == Cmd::Cas).then_some(p.cas),
         ..Default::default()
     };
     store_ex(c, key, data, mode, flags, at, extra).0
@@ -379,7 +348,7 @@ fn store_ex(
     c: &mut CmdCtx<'_>,
     key: &[u8],
     data: &[u8],
-    mode: Mode,
+    mode: Cmd,
     flags: u32,
     at: Option<u64>,
     x: StoreExtra,
@@ -400,7 +369,7 @@ fn store_ex(
     let db = &mut c.shard.dbs[c.db];
     let cas_ok = |want: u64| st.cas != 0 && st.cas == want;
     let mut stale = false;
-    if mode == Mode::Cas {
+    if mode == Cmd::Cas {
         let want = x.compare.unwrap_or(0);
         if old.is_none() {
             count(|s| s.cas_misses += 1);
@@ -418,7 +387,7 @@ fn store_ex(
     } else if let (Some(want), Some(_), true) = (
         x.compare.filter(|&w| w != 0),
         old,
-        matches!(mode, Mode::Append | Mode::Prepend),
+        matches!(mode, Cmd::Append | Cmd::Prepend),
     ) {
         // Append and prepend check a non-zero CAS once the item is known to exist.
         if !cas_ok(want) {
@@ -427,23 +396,22 @@ fn store_ex(
     }
     let value: Vec<u8>;
     let (bytes, flags, keep_ttl): (&[u8], u32, bool) = match mode {
-        Mode::Set | Mode::Cas => (data, flags, false),
-        Mode::Add => {
+        Cmd::Add => {
             if old.is_some() {
                 return (Stored::NotStored, None);
             }
             (data, flags, false)
         }
-        Mode::Replace => {
+        Cmd::Replace => {
             if old.is_none() {
                 return (Stored::NotStored, None);
             }
             (data, flags, false)
         }
-        Mode::Append | Mode::Prepend => match old {
+        Cmd::Append | Cmd::Prepend => match old {
             Some(pos) if old_is_str => {
                 let cur = item_bytes(db, pos);
-                value = if mode == Mode::Append {
+                value = if mode == Cmd::Append {
                     [cur.as_slice(), data].concat()
                 } else {
                     [data, cur.as_slice()].concat()
@@ -454,6 +422,8 @@ fn store_ex(
             Some(_) => return (Stored::NotStored, None),
             None => return (Stored::NotStored, None),
         },
+        // Set and cas (the mode is one of the storage commands).
+        _ => (data, flags, false),
     };
     let ttl = if keep_ttl {
         TtlMode::Keep
@@ -485,7 +455,7 @@ fn store_ex(
     }
     // (An append or prepend makes a new item of old and new data, which memcached allocates
     // without the request item's binary-key mark.)
-    if x.key_binary && !matches!(mode, Mode::Append | Mode::Prepend) {
+    if x.key_binary && !matches!(mode, Cmd::Append | Cmd::Prepend) {
         new.marks |= McState::KEY_BINARY;
     }
     if stale {
@@ -960,17 +930,17 @@ fn meta_get(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
 fn meta_set(c: &mut CmdCtx<'_>, key: &[u8], data: &[u8], p: &Params, meta: &Meta<'_>) {
     let now = c.now;
     let mut mode = match meta.tok(b'M').and_then(|t| t.first()) {
-        Some(b'E') | Some(b'e') => Mode::Add,
+        Some(b'E') | Some(b'e') => Cmd::Add,
         // (`N` is accepted, but memcached 1.6.18 does not vivify an append or prepend on a
         // miss: NS, as it answers.)
-        Some(b'A') | Some(b'a') => Mode::Append,
-        Some(b'P') | Some(b'p') => Mode::Prepend,
-        Some(b'R') | Some(b'r') => Mode::Replace,
-        _ => Mode::Set,
+        Some(b'A') | Some(b'a') => Cmd::Append,
+        Some(b'P') | Some(b'p') => Cmd::Prepend,
+        Some(b'R') | Some(b'r') => Cmd::Replace,
+        _ => Cmd::Set,
     };
     let compare = meta.uint(b'C');
-    if compare.is_some() && matches!(mode, Mode::Set | Mode::Replace) {
-        mode = Mode::Cas;
+    if compare.is_some() && matches!(mode, Cmd::Set | Cmd::Replace) {
+        mode = Cmd::Cas;
     }
     let exptime = meta.int(b'T').unwrap_or(0);
     let x = StoreExtra {
@@ -1085,7 +1055,7 @@ fn meta_arith(c: &mut CmdCtx<'_>, key: &[u8], p: &Params, meta: &Meta<'_>) {
                 c,
                 key,
                 &itoa(initial),
-                Mode::Add,
+                Cmd::Add,
                 0,
                 None,
                 StoreExtra::default(),

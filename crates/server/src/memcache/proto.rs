@@ -753,20 +753,27 @@ fn meta_set<'a>(
     }
 }
 
-/// `md <key> <flags>*`. Fills `exptime` (`T`) and `cas` (`C`).
-fn meta_delete<'a>(toks: &[&'a [u8]], nt: usize, consumed: usize) -> Parse<'a> {
+/// What `md` and `ma` check first, in memcached's order: the token count, the key length,
+/// too many flags, then the flags themselves (every flag error becomes `invalid or duplicate
+/// flag` for these two).
+fn md_ma_head<'a>(toks: &[&'a [u8]], nt: usize) -> Result<MetaFlags<'a>, &'static [u8]> {
     if nt < 3 {
-        return error(E_ERROR, consumed);
+        return Err(E_ERROR);
     }
     if toks[1].len() > KEY_MAX_LEN {
-        return error(E_FORMAT, consumed);
+        return Err(E_FORMAT);
     }
     if nt > MAX_META_TOKENS {
-        return error(E_META_TOO_MANY, consumed);
+        return Err(E_META_TOO_MANY);
     }
-    // md and ma replace every flag error with this one.
-    let Ok(pre) = meta_preparse(toks[1], &toks[2..]) else {
-        return error(E_INVALID_OR_DUP, consumed);
+    meta_preparse(toks[1], &toks[2..]).map_err(|_| E_INVALID_OR_DUP)
+}
+
+/// `md <key> <flags>*`. Fills `exptime` (`T`) and `cas` (`C`).
+fn meta_delete<'a>(toks: &[&'a [u8]], nt: usize, consumed: usize) -> Parse<'a> {
+    let pre = match md_ma_head(toks, nt) {
+        Ok(pre) => pre,
+        Err(e) => return error(e, consumed),
     };
     if opaque_too_long(&pre.flags) {
         return error(E_OPAQUE, consumed);
@@ -778,17 +785,9 @@ fn meta_delete<'a>(toks: &[&'a [u8]], nt: usize, consumed: usize) -> Parse<'a> {
 /// (`C`); the mode is the `M` flag's token (`I + D -`), the initial value `J` and the
 /// autovivify ttl `N` are read with [`parse_u64`] / [`parse_i32`].
 fn meta_arithmetic<'a>(toks: &[&'a [u8]], nt: usize, consumed: usize) -> Parse<'a> {
-    if nt < 3 {
-        return error(E_ERROR, consumed);
-    }
-    if toks[1].len() > KEY_MAX_LEN {
-        return error(E_FORMAT, consumed);
-    }
-    if nt > MAX_META_TOKENS {
-        return error(E_META_TOO_MANY, consumed);
-    }
-    let Ok(pre) = meta_preparse(toks[1], &toks[2..]) else {
-        return error(E_INVALID_OR_DUP, consumed);
+    let pre = match md_ma_head(toks, nt) {
+        Ok(pre) => pre,
+        Err(e) => return error(e, consumed),
     };
     if let Some(m) = pre.flags.iter().find(|f| f.c == b'M') {
         if !matches!(m.tok[0], b'I' | b'+' | b'D' | b'-') {

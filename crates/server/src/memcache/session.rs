@@ -87,6 +87,24 @@ struct Job<'a> {
     meta: SmallVec<[Vec<u8>; 4]>,
 }
 
+impl Job<'_> {
+    /// The argument list of the shard call for one of the request's keys (see `ops`).
+    fn call_args<'s>(&'s self, key: &'s [u8]) -> CallArgs<'s> {
+        let mut a: CallArgs<'s> = SmallVec::new();
+        a.push(b"mc");
+        a.push(key);
+        a.push(&self.params);
+        a.push(self.req.data);
+        for m in &self.meta {
+            a.push(m);
+        }
+        a
+    }
+}
+
+/// `[name, key, params, data, meta flags...]`.
+type CallArgs<'s> = SmallVec<[&'s [u8]; 8]>;
+
 /// What a batch holds, in request order.
 enum Item<'a> {
     /// A keyed request (its `get` keys included).
@@ -395,7 +413,7 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
         return;
     }
     // Every call's argument list: [name, key, params, data, meta...].
-    let mut argv: Vec<SmallVec<[&[u8]; 6]>> = Vec::new();
+    let mut argv: Vec<CallArgs<'_>> = Vec::new();
     // Per call: its request (for END after a retrieval's last key) and whether it is refused.
     let mut owner: Vec<(usize, bool)> = Vec::new();
     let mut refused: Vec<Option<&'static [u8]>> = Vec::new();
@@ -405,15 +423,7 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
         refused.push(r);
         let n = job.req.keys.len();
         for (k, key) in job.req.keys.iter().enumerate() {
-            let mut a: SmallVec<[&[u8]; 6]> = SmallVec::new();
-            a.push(b"mc");
-            a.push(key);
-            a.push(&job.params);
-            a.push(job.req.data);
-            for m in &job.meta {
-                a.push(m);
-            }
-            argv.push(a);
+            argv.push(job.call_args(key));
             owner.push((j, k + 1 == n));
         }
     }
@@ -522,14 +532,7 @@ fn run_here(cx: &mut ConnCtx, jobs: &[Item<'_>]) -> bool {
         let Item::Keyed(job) = it else { continue };
         let name = name_of(job.req.cmd);
         for key in job.req.keys.iter() {
-            let mut a: SmallVec<[&[u8]; 8]> = SmallVec::new();
-            a.push(b"mc");
-            a.push(key);
-            a.push(&job.params);
-            a.push(job.req.data);
-            for m in &job.meta {
-                a.push(m);
-            }
+            let a = job.call_args(key);
             crate::commands::run_shard_cmd(
                 &w,
                 name,
