@@ -196,13 +196,7 @@ async fn run(
                         req.noreply = true;
                         items.push(classify(req));
                         stats::count(|s| s.store_too_large += 1);
-                        let avail = rbuf.len() - at;
-                        if consumed > avail {
-                            swallow = consumed - avail;
-                            at = rbuf.len();
-                        } else {
-                            at += consumed;
-                        }
+                        (at, swallow) = skip(rbuf.len(), at, consumed);
                         items.push(Item::Reply(std::borrow::Cow::Borrowed(reply), false));
                         break;
                     }
@@ -211,13 +205,7 @@ async fn run(
                         consumed,
                         close: c,
                     } => {
-                        let avail = rbuf.len() - at;
-                        if consumed > avail {
-                            swallow = consumed - avail;
-                            at = rbuf.len();
-                        } else {
-                            at += consumed;
-                        }
+                        (at, swallow) = skip(rbuf.len(), at, consumed);
                         items.push(Item::Reply(reply, c));
                         break;
                     }
@@ -266,6 +254,17 @@ async fn run(
             rbuf.drain(..start);
             start = 0;
         }
+    }
+}
+
+/// Drops `consumed` bytes of a refused request from `at` in a buffer of `len` bytes: the new
+/// position, and how many bytes still to come must be swallowed.
+fn skip(len: usize, at: usize, consumed: usize) -> (usize, usize) {
+    let avail = len - at;
+    if consumed > avail {
+        (len, consumed - avail)
+    } else {
+        (at + consumed, 0)
     }
 }
 
