@@ -64,7 +64,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         .unwrap_or(511);
     let mut bound = Vec::new();
     let unixsocket = cfg.get("unixsocket").unwrap_or_default();
-    if port == 0 && unixsocket.is_empty() {
+    if port == 0
+        && unixsocket.is_empty()
+        && cfg.memcached_port() == 0
+        && cfg.get("admin_port").is_none_or(|p| p == "0")
+    {
         crate::log_warning!("Configured to not listen anywhere, exiting.");
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

@@ -793,3 +793,37 @@ fn maxmemory_applies_to_memcache_writes() {
     }
     assert!(evictions.is_some_and(|e| e > 1000), "{evictions:?}");
 }
+
+/// A memcache-only server: `--port 0` with a memcache port listens there alone.
+#[test]
+fn memcache_port_alone() {
+    let mport = common::free_port();
+    let dir = std::env::temp_dir().join(format!("dfly-mconly-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = std::process::Command::new(common::dfly_bin())
+        .args([
+            "--port",
+            "0",
+            "--memcached_port",
+            &mport.to_string(),
+            "--dir",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start damselfly");
+    let ready = memcached::wait_mc_ready(mport, None);
+    let result = std::panic::catch_unwind(|| {
+        ready.expect("memcache port answers");
+        let mut c = McConn::new(std::net::TcpStream::connect(("127.0.0.1", mport)).unwrap());
+        set(&mut c, "only", 3, 0, "mc");
+        assert_eq!(get(&mut c, "only"), Some((3, "mc".into())));
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
