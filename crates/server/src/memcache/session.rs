@@ -594,14 +594,18 @@ async fn local(cx: &mut ConnCtx, req: &Request<'_>) -> bool {
         }
         Cmd::FlushAll => {
             stats::count(|s| s.cmd_flush += 1);
-            let delay = req.num;
-            if delay == 0 {
+            // The delay is an expiration time like any other: relative seconds, or an
+            // absolute unix time beyond 30 days.
+            let now = cx.now_ms;
+            let delay_ms =
+                proto::deadline_ms(req.exptime, now).map_or(0, |at| at.saturating_sub(now));
+            if delay_ms == 0 {
                 flush_db0(cx).await;
             } else {
                 // memcached invalidates what exists when the delay ends.
                 let worker = cx.worker.clone();
                 tokio::task::spawn_local(async move {
-                    tokio::time::sleep(std::time::Duration::from_secs(delay)).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
                     let mut icx = ConnCtx::internal(worker);
                     flush_db0(&mut icx).await;
                 });
