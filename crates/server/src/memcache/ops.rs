@@ -425,7 +425,9 @@ fn store_ex(
         // Set and cas (the mode is one of the storage commands).
         _ => (data, flags, false),
     };
-    let ttl = if keep_ttl {
+    // A stale store (`ms ... I` with an older CAS) replaces the value but keeps the item's TTL
+    // (and its win token, below), as memcached does.
+    let ttl = if keep_ttl || stale {
         TtlMode::Keep
     } else {
         match at {
@@ -459,7 +461,7 @@ fn store_ex(
         new.marks |= McState::KEY_BINARY;
     }
     if stale {
-        new.marks |= McState::STALE;
+        new.marks |= McState::STALE | (st.marks & McState::WIN_SENT);
         if new.cas == 0 {
             new.cas = c.shard.next_cas(threads);
         }
