@@ -85,6 +85,9 @@ fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
         "save" => vec!["900 1 300 10".into()],
         "snapshot_cron" => vec!["*/5 * * * *".into()],
         "bind" => vec![],
+        // Extra listeners: free ports of their own, on loopback.
+        "memcached_port" | "admin_port" => vec![common::free_port().to_string()],
+        "admin_bind" => vec!["127.0.0.1".into()],
         _ => match p.kind {
             Kind::Int(min, max) => {
                 let d: i64 = p.default.parse().unwrap_or(0);

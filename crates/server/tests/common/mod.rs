@@ -69,11 +69,22 @@ impl RedisServer {
             "yes".into(),
             "--daemonize".into(),
             "no".into(),
-            "--dir".into(),
-            std::env::temp_dir().display().to_string(),
         ];
+        // A private working directory, as damselfly's (`Server::start`): a redis-server that
+        // writes a snapshot (a replica's full sync, SAVE, DEBUG RELOAD) must never leave a
+        // `dump.rdb` that another test's redis-server loads at start. A test's own --dir comes
+        // later and wins.
+        let dir = std::env::temp_dir().join(format!(
+            "redis-test-dir-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::create_dir_all(&dir);
+        args.extend(["--dir".to_string(), dir.display().to_string()]);
         args.extend(extra.iter().map(|s| s.to_string()));
-        Server::spawn("redis-server", "redis-server".into(), &args)
+        let mut srv = Server::spawn("redis-server", "redis-server".into(), &args);
+        srv.own_dir = Some(dir);
+        srv
     }
 }
 
