@@ -21,8 +21,12 @@ fi
 # pymemcache into a gitignored directory (target/), installed once per version.
 PYDIR=$TARGET_DIR/pymemcache-$PYMEMCACHE_VERSION
 if [[ ! -f $PYDIR/.installed ]]; then
-    python3 -m pip install --quiet --disable-pip-version-check --target "$PYDIR" \
-        "pymemcache==$PYMEMCACHE_VERSION"
+    pip_args=(install --quiet --disable-pip-version-check --target "$PYDIR"
+        "pymemcache==$PYMEMCACHE_VERSION")
+    # A distribution's own python (PEP 668 "externally managed") may refuse even a --target
+    # install; the package goes to our own directory either way, so say so and retry.
+    python3 -m pip "${pip_args[@]}" ||
+        python3 -m pip "${pip_args[@]}" --break-system-packages
     touch "$PYDIR/.installed"
 fi
 export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
