@@ -626,6 +626,13 @@ run_mode() { # mode
         summary+=("$line")
         echo "$line"
         if [[ $nmiss -gt 0 ]]; then
+            # The names and the suite's own failure lines go into the final summary too: CI
+            # output is often read from its tail only, and a flaky test must be named there.
+            while IFS= read -r t; do
+                summary+=("      not passing: $t")
+                while IFS= read -r e; do summary+=("        $e"); done < <(
+                    grep -aF -A2 "[err]: $t" "$out.log" | head -3)
+            done <<<"$missing"
             printf '%s\n' "$missing" | sed 's/^/      not passing: /'
         fi
         if grep -aqE '^\[exception\]' "$out.log"; then

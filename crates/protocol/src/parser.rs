@@ -17,6 +17,9 @@ pub struct ParserLimits {
     /// Redis `PROTO_INLINE_MAX_SIZE`: longest inline request / header line
     /// we buffer while waiting for its terminator.
     pub max_inline_len: usize,
+    /// The connection must still authenticate: Redis then refuses multibulks of more than 10
+    /// arguments and bulks over 16 KiB, so an unauthenticated client cannot make it buffer much.
+    pub unauthenticated: bool,
 }
 
 impl Default for ParserLimits {
@@ -24,6 +27,7 @@ impl Default for ParserLimits {
         ParserLimits {
             max_bulk_len: 512 * 1024 * 1024,
             max_inline_len: 64 * 1024,
+            unauthenticated: false,
         }
     }
 }
@@ -39,6 +43,8 @@ pub enum ProtocolError {
     TooBigMbulkCount,
     TooBigBulkCount,
     UnbalancedQuotes,
+    UnauthenticatedMultibulkLength,
+    UnauthenticatedBulkLength,
 }
 
 impl ProtocolError {
@@ -78,6 +84,12 @@ impl fmt::Display for ProtocolError {
             ProtocolError::TooBigMbulkCount => "Protocol error: too big mbulk count string",
             ProtocolError::TooBigBulkCount => "Protocol error: too big bulk count string",
             ProtocolError::UnbalancedQuotes => "Protocol error: unbalanced quotes in request",
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                "Protocol error: unauthenticated multibulk length"
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                "Protocol error: unauthenticated bulk length"
+            }
         };
         f.write_str(s)
     }
@@ -93,6 +105,10 @@ const PREALLOC_ARGS: usize = 1024;
 /// command so an idle connection does not pin its peak memory.
 const KEEP_ARGS_CAP: usize = 1024;
 const KEEP_SCRATCH_CAP: usize = 64 * 1024;
+
+/// Redis's limits for connections that still have to authenticate.
+const UNAUTH_MAX_ARGS: i64 = 10;
+const UNAUTH_MAX_BULK: usize = 16384;
 
 /// Sentinel for "no bulk header parsed yet".
 const NO_BULK: usize = usize::MAX;
@@ -245,6 +261,9 @@ impl Parser {
                 if count <= 0 {
                     continue; // empty command
                 }
+                if count > UNAUTH_MAX_ARGS && self.limits.unauthenticated {
+                    return Err(ProtocolError::UnauthenticatedMultibulkLength);
+                }
                 self.start_command();
                 self.mb_remaining = count as usize;
                 self.args.reserve(self.mb_remaining.min(PREALLOC_ARGS));
@@ -255,6 +274,9 @@ impl Parser {
                     if let Some((len, next)) = fast_header(buf, self.pos, b'$') {
                         if len as u64 > self.limits.max_bulk_len {
                             return Err(ProtocolError::InvalidBulkLength);
+                        }
+                        if len > UNAUTH_MAX_BULK && self.limits.unauthenticated {
+                            return Err(ProtocolError::UnauthenticatedBulkLength);
                         }
                         self.pos = next;
                         self.bulk_len = len;
@@ -272,6 +294,9 @@ impl Parser {
                         Some(v) if v >= 0 && v as u64 <= self.limits.max_bulk_len => v,
                         _ => return Err(ProtocolError::InvalidBulkLength),
                     };
+                    if len as u64 > UNAUTH_MAX_BULK as u64 && self.limits.unauthenticated {
+                        return Err(ProtocolError::UnauthenticatedBulkLength);
+                    }
                     self.pos = cr + 2;
                     self.bulk_len = usize::try_from(len).unwrap_or(usize::MAX - 2);
                 }

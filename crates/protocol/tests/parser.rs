@@ -434,6 +434,7 @@ fn set_limits_applies() {
     p.set_limits(ParserLimits {
         max_bulk_len: 10,
         max_inline_len: 16,
+        unauthenticated: false,
     });
     assert_eq!(p.limits().max_inline_len, 16);
     assert_eq!(p.next(&[b'x'; 17]), Err(ProtocolError::TooBigInlineRequest));
@@ -442,4 +443,28 @@ fn set_limits_applies() {
         p.next(b"*1\r\n$11\r\n"),
         Err(ProtocolError::InvalidBulkLength)
     );
+}
+
+#[test]
+fn unauthenticated_limits() {
+    let limits = ParserLimits {
+        unauthenticated: true,
+        ..ParserLimits::default()
+    };
+    let ten = format!("*10\r\n{}", "$1\r\nx\r\n".repeat(10));
+    assert!(Parser::new(limits).next(ten.as_bytes()).unwrap().is_some());
+    assert_eq!(
+        Parser::new(limits).next(b"*11\r\n"),
+        Err(ProtocolError::UnauthenticatedMultibulkLength)
+    );
+    assert_eq!(
+        Parser::new(limits).next(b"*1\r\n$16385\r\n"),
+        Err(ProtocolError::UnauthenticatedBulkLength)
+    );
+    assert_eq!(
+        Parser::new(limits).next(b"*1\r\n$16385x\r\n"),
+        Err(ProtocolError::InvalidBulkLength)
+    );
+    let ok = format!("*1\r\n${}\r\n{}\r\n", 16384, "y".repeat(16384));
+    assert!(Parser::new(limits).next(ok.as_bytes()).unwrap().is_some());
 }

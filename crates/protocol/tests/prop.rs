@@ -161,9 +161,10 @@ fn chunks() -> impl Strategy<Value = Vec<usize>> {
 fn limits() -> impl Strategy<Value = ParserLimits> {
     prop_oneof![
         Just(ParserLimits::default()),
-        (0u64..64, 0usize..64).prop_map(|(b, i)| ParserLimits {
+        (0u64..64, 0usize..64, any::<bool>()).prop_map(|(b, i, u)| ParserLimits {
             max_bulk_len: b,
             max_inline_len: i,
+            unauthenticated: u,
         }),
     ]
 }

@@ -10,6 +10,7 @@
 //! - `replication` — the journal of writes, the primary's stream and the replica's link.
 //! - `stats`    — per-thread counters behind INFO.
 
+pub mod acl;
 pub mod base64;
 pub mod commands;
 pub mod config;
@@ -51,6 +52,14 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     adjust_open_files_limit(&cfg);
     process::apply_thp(&cfg);
     process::apply_jemalloc_bg_thread(cfg.bool("jemalloc-bg-thread"));
+    if let Err(e) = acl::load_at_startup(&cfg.acl_users(), &cfg.get("aclfile").unwrap_or_default())
+    {
+        crate::log_warning!("Aborting Redis startup because of ACL errors: {e}");
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("Aborting Redis startup because of ACL errors: {e}"),
+        ));
+    }
     process::mark_started();
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());

@@ -26,6 +26,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "6.0.0", "Handshakes with the Redis server."),
     cmd("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | ALLOW_BUSY, NOKEYS, Local(auth))
         .doc(G, "1.0.0", "Authenticates the connection."),
+    // Cluster commands a client may send to any server; without cluster mode Redis refuses them
+    // (an ACL rule may still name them: `+readonly`).
+    cmd("readonly", 1, FAST | LOADING | STALE, NOKEYS, Local(no_cluster)).acl(acl::CONNECTION)
+        .doc(Group::Cluster, "3.0.0", "Enables read queries for a connection to a cluster replica node"),
+    cmd("readwrite", 1, FAST | LOADING | STALE, NOKEYS, Local(no_cluster)).acl(acl::CONNECTION)
+        .doc(Group::Cluster, "3.0.0", "Disables read queries for a connection to a cluster replica node"),
     cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI, NOKEYS, Conn(reset))
         .doc(G, "6.2.0", "Resets the connection."),
     container("client", -2, CLIENT_SUBS)
@@ -99,6 +105,11 @@ fn ping(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
 }
 
+fn no_cluster(cx: &mut ConnCtx, _args: &[&[u8]]) {
+    cx.reply
+        .error("ERR This instance has cluster support disabled");
+}
+
 fn echo(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.reply.bulk(args[1]);
 }
@@ -126,24 +137,26 @@ fn select(cx: &mut ConnCtx, args: &[&[u8]]) {
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// ACL-less authentication: one user, "default", with the `requirepass` password (or nopass).
-fn check_credentials(cx: &ConnCtx, user: &[u8], pass: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
+/// Logs in as `user` (Redis's `ACLAuthenticateUser`): on success the connection runs as that
+/// user; a failure is recorded in the ACL log.
+fn authenticate(cx: &mut ConnCtx, cmd: &[u8], user: &[u8], pass: &[u8]) -> bool {
+    match crate::acl::authenticate(user, pass) {
+        Some(u) => {
+            cx.authed = true;
+            cx.client.info.borrow_mut().user = u.name.clone();
+            cx.acl.set(u);
+            true
+        }
+        None => {
+            let ctx = if cx.in_multi() {
+                crate::acl::Context::Multi
+            } else {
+                crate::acl::Context::Toplevel
+            };
+            super::acl::log_denied(cx, crate::acl::Reason::Auth, ctx, cmd, user);
+            false
+        }
     }
-    let cfg = &cx.shared().config;
-    if !cfg.has_password() {
-        return true;
-    }
-    let want = cfg.requirepass();
-    constant_time_eq(want.as_bytes(), pass)
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn auth(cx: &mut ConnCtx, args: &[&[u8]]) {
@@ -152,7 +165,7 @@ fn auth(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     let (user, pass): (&[u8], &[u8]) = if args.len() == 2 {
-        if !cx.shared().config.has_password() {
+        if crate::acl::default_user().nopass {
             cx.reply.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
             return;
         }
@@ -160,9 +173,7 @@ fn auth(cx: &mut ConnCtx, args: &[&[u8]]) {
     } else {
         (args[1], args[2])
     };
-    if check_credentials(cx, user, pass) {
-        cx.authed = true;
-        cx.client.info.borrow_mut().user = "default".into();
+    if authenticate(cx, args[0], user, pass) {
         cx.reply.ok();
     } else {
         cx.reply.error(WRONGPASS);
@@ -226,14 +237,12 @@ fn hello(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     if let Some((user, pass)) = creds {
-        if check_credentials(cx, user, pass) {
-            cx.authed = true;
-        } else {
+        if !authenticate(cx, args[0], user, pass) {
             cx.reply.error(WRONGPASS);
             return;
         }
     }
-    if !cx.authed && cx.shared().config.has_password() {
+    if !cx.authed && crate::acl::auth_required() {
         cx.reply.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         return;
     }
@@ -283,7 +292,10 @@ fn reset_state(cx: &mut ConnCtx) {
     super::multi::discard_state(cx);
     cx.db = 0;
     cx.reply.ver = RespVersion::Resp2;
-    cx.authed = !cx.shared().config.has_password();
+    let d = crate::acl::default_user();
+    cx.authed = d.nopass && d.enabled;
+    cx.client.info.borrow_mut().user = d.name.clone();
+    cx.acl.set(d);
     cx.reply_mode = ReplyMode::On;
     cx.client.no_evict.set(false);
     cx.client.info.borrow_mut().set_flag('e', false);
@@ -483,6 +495,7 @@ struct KillFilter {
     laddr: Option<String>,
     id: Option<u64>,
     ctype: Option<ClientType>,
+    user: Option<String>,
     skip_id: Option<u64>,
 }
 
@@ -516,12 +529,13 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 } else if eq_ic(opt, "laddr") {
                     f.laddr = Some(String::from_utf8_lossy(val).into_owned());
                 } else if eq_ic(opt, "user") {
-                    if val != b"default" {
+                    if crate::acl::get(val).is_none() {
                         cx.reply.error_bytes(
                             &[&b"ERR No such user '"[..], cstr(val, 128), b"'"].concat(),
                         );
                         return;
                     }
+                    f.user = Some(String::from_utf8_lossy(val).into_owned());
                 } else if eq_ic(opt, "skipme") {
                     if eq_ic(val, "yes") {
                         f.skip_id = Some(my_id);
@@ -554,6 +568,7 @@ fn client_kill<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                         || filter.id.is_some_and(|i| i != id)
                         || filter.skip_id == Some(id)
                         || filter.ctype.is_some_and(|t| t != type_of(h))
+                        || filter.user.as_ref().is_some_and(|u| *u != info.user)
                     {
                         return;
                     }

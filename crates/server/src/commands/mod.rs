@@ -8,6 +8,7 @@
 //! - `Handler::Conn`: async coordinator on the connection's thread for multi-key / all-shard
 //!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
 
+pub mod acl;
 pub mod admin;
 pub mod bitmap;
 pub mod connection;
@@ -17,6 +18,7 @@ pub mod fault;
 pub mod geo;
 pub mod hash;
 pub mod hll;
+pub mod key_flags;
 pub mod keys;
 pub mod list;
 pub mod migrate;
@@ -288,6 +290,8 @@ pub struct ConnCtx {
     pub reply: Reply,
     pub db: usize,
     pub authed: bool,
+    /// The ACL user this connection runs as (`crate::acl`).
+    pub acl: crate::acl::ConnUser,
     /// Close the connection after flushing pending replies.
     pub close: bool,
     pub reply_mode: ReplyMode,
@@ -352,6 +356,7 @@ impl ConnCtx {
             qbuf_now: 0,
             db: 0,
             authed,
+            acl: crate::acl::ConnUser::default_user(),
             close: false,
             reply_mode: ReplyMode::On,
             no_touch: false,
@@ -743,7 +748,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if !cx.authed && spec.flags & flags::NO_AUTH == 0 && cx.worker.shared.config.has_password() {
+    if !cx.authed && spec.flags & flags::NO_AUTH == 0 && crate::acl::auth_required() {
         if spec.flags & flags::REJECT_EXECABORT != 0 {
             multi::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
             return;
@@ -752,6 +757,21 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;
+    }
+    // ACL (Redis's processCommand, and execCommand per queued command): a script's commands
+    // are checked by the script (`scripting::check_call`).
+    if !cx.acl.fast_ok() && !cx.in_script {
+        if let Err(err) = acl::gate(cx, entry, args) {
+            let Some(err) = err else { return };
+            if cx.in_exec() || spec.flags & flags::REJECT_EXECABORT == 0 {
+                cx.reply.error(&err);
+                cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+                multi::flag(cx);
+            } else {
+                multi::exec_abort(cx, entry.id, &err);
+            }
+            return;
+        }
     }
     // The memory checks are a rare path behind cheap tests, kept out of this future (boxed)
     // so that the common command's state machine stays small.
@@ -938,11 +958,8 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     record_call(cx, entry, args, start_len, usec);
     if crate::engine::tracking::bcast_active() && !cx.coord.in_exec() {
         // The command's BCAST invalidations go out as one batch per prefix (the messages to
-        // the shards follow its hops there).
-        for s in 0..cx.threads() {
-            cx.worker
-                .post(s, |_| crate::engine::tracking::flush_bcast());
-        }
+        // the shards follow its hops there), delivered before its reply.
+        Box::pin(flush_bcast(cx)).await;
     }
     // CLIENT CACHING yes|no applies to the next command only.
     if special {
@@ -950,6 +967,17 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         if t.caching && entry.fullname != "client|caching" {
             t.caching = false;
         }
+    }
+}
+
+/// Takes every shard's pending BCAST batches and delivers them (kept out of `execute`'s future:
+/// only BCAST tracking needs it).
+pub(crate) async fn flush_bcast(cx: &ConnCtx) {
+    let w = cx.worker.clone();
+    let batches = w.broadcast(|_| crate::engine::tracking::take_bcast()).await;
+    let batches: Vec<_> = batches.into_iter().flatten().collect();
+    if !batches.is_empty() {
+        crate::pubsub::tracking::deliver_batches(&w, batches).await;
     }
 }
 

@@ -101,6 +101,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::bitmap::COMMANDS,
         super::keys::COMMANDS,
         super::connection::COMMANDS,
+        super::acl::COMMANDS,
         super::admin::COMMANDS,
         super::multi::COMMANDS,
         super::persistence::COMMANDS,

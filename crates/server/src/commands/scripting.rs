@@ -637,6 +637,13 @@ fn check_call(
         super::count_rejected(cx, None, "ERR");
         return Err("ERR Unknown Redis command called from script");
     };
+    // Redis's scriptVerifyACL: the script's user may run this command on these keys.
+    if !cx.acl.user.unrestricted {
+        if let Err(msg) = super::acl::script_gate(cx, entry, args) {
+            super::count_rejected(cx, Some(entry.id), "ERR");
+            return Err(msg);
+        }
+    }
     if let Err(msg) = check_entry(cx, state, entry.spec, args) {
         // Redis's scriptCall: a refused command counts as rejected, its error in the error
         // statistics.

@@ -135,7 +135,9 @@ struct Opts {
     script: bool,
 }
 
-fn parse(args: &[&[u8]], readonly: bool) -> Result<Opts, &'static str> {
+/// `full_access`: the user may read every key (else BY with a pattern and GET are refused, as
+/// Redis's `ACLUserCheckCmdWithUnrestrictedKeyAccess` decides).
+fn parse(args: &[&[u8]], readonly: bool, full_access: bool) -> Result<Opts, &'static str> {
     let mut o = Opts {
         limit_count: -1,
         ..Opts::default()
@@ -161,8 +163,14 @@ fn parse(args: &[&[u8]], readonly: bool) -> Result<Opts, &'static str> {
             o.by = Some(args[j + 1].to_vec());
             // A constant BY pattern: nothing to sort by.
             o.dontsort = !args[j + 1].contains(&b'*');
+            if !o.dontsort && !full_access {
+                return Err("ERR BY option of SORT denied due to insufficient ACL permissions.");
+            }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
+            if !full_access {
+                return Err("ERR GET option of SORT denied due to insufficient ACL permissions.");
+            }
             o.gets.push(args[j + 1].to_vec());
             j += 1;
         } else {
@@ -630,7 +638,12 @@ fn reply_done(reply: &mut Reply, d: Done) {
 }
 
 async fn sort_generic(cx: &mut ConnCtx, args: &[&[u8]], readonly: bool) {
-    let opts = match parse(args, readonly) {
+    let user = &cx.acl.user;
+    let full_access = user.unrestricted
+        || super::registry()
+            .lookup(args[0])
+            .is_some_and(|e| user.all_keys_for(e, args, super::key_flags::ACCESS));
+    let opts = match parse(args, readonly, full_access) {
         Ok(o) => Opts {
             script: cx.in_script,
             ..o

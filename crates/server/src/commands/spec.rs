@@ -235,9 +235,45 @@ impl KeySpec {
     /// arguments present.
     pub fn positions(&self, args: &[&[u8]]) -> Vec<usize> {
         match *self {
-            KeySpec::None | KeySpec::Range { .. } => {
-                let (first, last, step) = self.range(args.len()).unwrap_or((1, 0, 1));
-                (first..=last).step_by(step).collect()
+            KeySpec::Many(specs) => {
+                let mut v = Vec::new();
+                for s in specs {
+                    v.extend(s.find(args).positions);
+                }
+                v
+            }
+            _ => self.find(args).positions,
+        }
+    }
+
+    /// What each of [`members`](Self::members) finds in `args` (index i: member i, Redis's key
+    /// spec i), as [`positions`](Self::positions) finds them, each with whether Redis's
+    /// `getKeysUsingKeySpecs` would accept that spec for these arguments.
+    pub fn positions_by_spec(&self, args: &[&[u8]]) -> Vec<SpecPositions> {
+        self.members().iter().map(|s| s.find(args)).collect()
+    }
+
+    /// One member's keys (see [`SpecPositions`]).
+    fn find(&self, args: &[&[u8]]) -> SpecPositions {
+        let argc = args.len() as i64;
+        // Redis's check of a spec's key range: out of bounds or empty is a syntax error.
+        let valid = |first: i64, last: i64| !(last >= argc || last < first || first >= argc);
+        match *self {
+            KeySpec::None => SpecPositions {
+                positions: Vec::new(),
+                redis_valid: true,
+            },
+            KeySpec::Range { first, last, .. } => {
+                let (lo, hi, step_by) = self.range(args.len()).unwrap_or((1, 0, 1));
+                let last = if last < 0 {
+                    argc + last as i64
+                } else {
+                    last as i64
+                };
+                SpecPositions {
+                    positions: (lo..=hi).step_by(step_by).collect(),
+                    redis_valid: valid(first as i64, last),
+                }
             }
             KeySpec::Keynum {
                 numkeys_at,
@@ -249,12 +285,14 @@ impl KeySpec {
                     .and_then(|a| parse_i64(a))
                     .filter(|&n| n >= 1)
                 else {
-                    return Vec::new();
+                    return SpecPositions::default();
                 };
-                (numkeys_at + first..args.len())
-                    .step_by(step)
-                    .take(n as usize)
-                    .collect()
+                let first = numkeys_at + first;
+                SpecPositions {
+                    positions: (first..args.len()).step_by(step).take(n as usize).collect(),
+                    // Redis: the keys run from the first to first + numkeys - 1 (keystep 1).
+                    redis_valid: valid(first as i64, (first as i64).saturating_add(n - 1)),
+                }
             }
             KeySpec::Keyword {
                 keyword,
@@ -263,10 +301,13 @@ impl KeySpec {
                 step,
                 limit,
             } => {
-                let argc = args.len() as i64;
                 let Some(first) = keyword_at(args, keyword, start_from).map(|i| i as i64 + 1)
                 else {
-                    return Vec::new();
+                    // No keyword, no keys: fine with Redis.
+                    return SpecPositions {
+                        positions: Vec::new(),
+                        redis_valid: true,
+                    };
                 };
                 let last = if last >= 0 {
                     first + last as i64
@@ -275,19 +316,31 @@ impl KeySpec {
                 } else {
                     argc + last as i64
                 };
+                let redis_valid = valid(first, last);
                 let last = last.min(argc - 1);
-                if last < first {
-                    return Vec::new();
+                let positions = if last < first {
+                    Vec::new()
+                } else {
+                    (first as usize..=last as usize)
+                        .step_by(step.max(1) as usize)
+                        .collect()
+                };
+                SpecPositions {
+                    positions,
+                    redis_valid,
                 }
-                (first as usize..=last as usize)
-                    .step_by(step.max(1) as usize)
-                    .collect()
             }
-            KeySpec::Many(specs) => specs.iter().flat_map(|s| s.positions(args)).collect(),
+            KeySpec::Many(_) => SpecPositions {
+                positions: self.positions(args),
+                redis_valid: self.positions_by_spec(args).iter().all(|s| s.redis_valid),
+            },
             KeySpec::Custom { keys, .. } => {
                 let mut v = keys(args);
                 v.retain(|&i| i >= 1 && i < args.len());
-                v
+                SpecPositions {
+                    redis_valid: !v.is_empty(),
+                    positions: v,
+                }
             }
         }
     }
@@ -305,7 +358,8 @@ impl KeySpec {
 
 /// The index of the argument equal to `keyword` (ASCII case-insensitively) that Redis's keyword
 /// begin_search finds from `start_from` (see [`KeySpec::Keyword`]). As in Redis, a forward search
-/// never looks at the last argument (no key could follow it there).
+/// never looks at the last argument (no key could follow it there), and a backward one stops
+/// before argument 1.
 fn keyword_at(args: &[&[u8]], keyword: &str, start_from: i32) -> Option<usize> {
     let argc = args.len();
     let is_kw = |&i: &usize| args[i].eq_ignore_ascii_case(keyword.as_bytes());
@@ -313,11 +367,26 @@ fn keyword_at(args: &[&[u8]], keyword: &str, start_from: i32) -> Option<usize> {
         (start_from as usize..argc.saturating_sub(1)).find(is_kw)
     } else {
         let start = argc as i64 + start_from as i64;
-        if start < 1 {
+        if start < 2 {
             return None;
         }
-        (1..=(start as usize).min(argc - 1)).rev().find(is_kw)
+        (2..=(start as usize).min(argc - 1)).rev().find(is_kw)
     }
+}
+
+/// What one key spec finds in a call (see [`KeySpec::positions_by_spec`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpecPositions {
+    /// The keys' argument indices, as [`KeySpec::positions`] lists them (clipped to the
+    /// arguments present).
+    pub positions: Vec<usize>,
+    /// Whether Redis's `getKeysUsingKeySpecs` accepts the spec for these arguments: false where
+    /// it finds a syntax error (a `numkeys` that is no integer, below 1 or counting keys past
+    /// the end; a key range past the end or empty after its keyword) and gives up on the specs
+    /// (COMMAND GETKEYS then falls back on the command's getkeys function, or finds no keys).
+    /// A keyword that is not there is no error. A custom spec is valid when it finds keys (as
+    /// SINTERCARD's finds none exactly where Redis's keynum spec fails).
+    pub redis_valid: bool,
 }
 
 /// Where a command's `plan` hook puts the locks its key spec cannot express. Implemented by the
@@ -769,6 +838,8 @@ mod tests {
         ("replconf", "@admin @slow @dangerous"),
         ("role", "@admin @fast @dangerous"),
         ("wait", "@slow @connection"),
+        ("readonly", "@fast @connection"),
+        ("readwrite", "@fast @connection"),
     ];
 
     fn categories(e: &Entry) -> String {
@@ -941,6 +1012,46 @@ mod tests {
         assert_eq!(KEYNUMS.legacy(), (0, 0, 0));
         assert!(NOKEYS.members().is_empty());
         assert_eq!(range(1, 1, 1).members().len(), 1);
+    }
+
+    #[test]
+    fn positions_by_spec_validity() {
+        let by = |k: &KeySpec, line: &str| -> Vec<(Vec<usize>, bool)> {
+            k.positions_by_spec(&args(line))
+                .into_iter()
+                .map(|s| (s.positions, s.redis_valid))
+                .collect()
+        };
+        const STORE: KeySpec = many(&[range(1, 1, 1), keynum(2, 1, 1)]);
+        assert_eq!(
+            by(&STORE, "zunionstore d 2 a b"),
+            vec![(vec![1], true), (vec![3, 4], true)]
+        );
+        // Keys past the end: clipped, but Redis calls it a syntax error; so is numkeys 0 or no
+        // integer.
+        assert_eq!(
+            by(&STORE, "zunionstore d 3 a b"),
+            vec![(vec![1], true), (vec![3, 4], false)]
+        );
+        assert_eq!(by(&STORE, "z d 0 a")[1], (vec![], false));
+        assert_eq!(by(&STORE, "z d +1 a")[1], (vec![], false));
+        // A missing keyword is fine; a range left empty after it is not.
+        let xread = keyword("STREAMS", 1, -1, 1, 2);
+        assert_eq!(by(&xread, "xread count 1 a 0"), vec![(vec![], true)]);
+        assert_eq!(by(&xread, "xread streams a"), vec![(vec![], false)]);
+        assert_eq!(by(&xread, "xread streams a b 0"), vec![(vec![2], true)]);
+        // A backward keyword search stops before argument 1.
+        let migrate = keyword("KEYS", -2, -1, 1, 0);
+        assert_eq!(by(&migrate, "migrate keys p k 0 5"), vec![(vec![], true)]);
+        assert_eq!(by(&range(1, 2, 1), "rename a b"), vec![(vec![1, 2], true)]);
+        assert_eq!(
+            by(&range(2, 2, 1), "object encoding"),
+            vec![(vec![], false)]
+        );
+        assert!(by(&NOKEYS, "ping").is_empty());
+        let sintercard = custom((0, 0, 0), |a| if a.len() > 2 { vec![2] } else { vec![] });
+        assert_eq!(by(&sintercard, "s 1 a"), vec![(vec![2], true)]);
+        assert_eq!(by(&sintercard, "s 1"), vec![(vec![], false)]);
     }
 
     #[test]

@@ -184,7 +184,8 @@ pub fn read_text(
     }
 }
 
-fn io_reason(e: &std::io::Error) -> String {
+/// An I/O error as the C library words it (`strerror`), for messages Redis words that way.
+pub fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "No such file or directory".into(),
         std::io::ErrorKind::PermissionDenied => "Permission denied".into(),

@@ -43,6 +43,9 @@ pub struct Config {
     timeout_secs: AtomicU64,
     tcp_keepalive_secs: AtomicU64,
     has_password: AtomicBool,
+    /// `user` directives of the configuration (name, then rules), applied at start-up by
+    /// `acl::load_at_startup`.
+    acl_users: std::sync::Mutex<Vec<Vec<String>>>,
     slowlog_slower_than: AtomicI64,
     /// `busy-reply-threshold` in ms (read at every script start).
     lua_time_limit: AtomicU64,
@@ -392,6 +395,7 @@ impl Config {
             timeout_secs: AtomicU64::new(0),
             tcp_keepalive_secs: AtomicU64::new(300),
             has_password: AtomicBool::new(false),
+            acl_users: Default::default(),
             slowlog_slower_than: AtomicI64::new(10000),
             lua_time_limit: AtomicU64::new(5000),
             slowlog_max_len: AtomicU64::new(128),
@@ -467,7 +471,11 @@ impl Config {
             "protected-mode" => self.protected_mode.store(v == "yes", Ordering::Relaxed),
             "timeout" => self.timeout_secs.store(num(), Ordering::Relaxed),
             "tcp-keepalive" => self.tcp_keepalive_secs.store(num(), Ordering::Relaxed),
-            "requirepass" => self.has_password.store(!v.is_empty(), Ordering::Relaxed),
+            "requirepass" => {
+                self.has_password.store(!v.is_empty(), Ordering::Relaxed);
+                crate::acl::set_default_password(v);
+            }
+            "acl-pubsub-default" => crate::acl::set_pubsub_default(v == "allchannels"),
             "slowlog-log-slower-than" => self
                 .slowlog_slower_than
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
@@ -513,6 +521,18 @@ impl Config {
     /// Applies one directive at startup (config-file line or command-line flag, any number of
     /// arguments) — immutable parameters allowed.
     pub fn set_directive(&self, name: &str, args: &[&str]) -> Result<(), ConfigError> {
+        if norm(name) == "user" {
+            // Several `user` lines declare several users: not a parameter with one value.
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let mut users = self.acl_users.lock().unwrap_or_else(|e| e.into_inner());
+            crate::acl::check_config_user(&args, &users).map_err(|why| ConfigError::BadValue {
+                name: "user".into(),
+                value: args.join(" "),
+                why,
+            })?;
+            users.push(args);
+            return Ok(());
+        }
         let Some(p) = find_param(name) else {
             return Err(match params::unsupported(&norm(name)) {
                 Some(why) => ConfigError::NotImplemented {
@@ -736,6 +756,14 @@ impl Config {
         self.protected_mode.load(Ordering::Relaxed)
     }
     #[inline]
+    /// The `user` directives read at start-up.
+    pub fn acl_users(&self) -> Vec<Vec<String>> {
+        self.acl_users
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn has_password(&self) -> bool {
         self.has_password.load(Ordering::Relaxed)
     }

@@ -937,6 +937,22 @@ pub static PARAMS: &[Param] = &[
         "replication knob",
     ),
     p(
+        "aclfile",
+        &[],
+        Kind::Str,
+        "",
+        false,
+        "ACL file: users loaded at start-up and by ACL LOAD, written by ACL SAVE",
+    ),
+    p(
+        "acl-pubsub-default",
+        &[],
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+        true,
+        "the channel permissions new ACL users start with",
+    ),
+    p(
         "acllog-max-len",
         &[],
         Kind::Int(0, i64::MAX),
@@ -1215,8 +1231,6 @@ mod words {
 pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("repl-*", "this replication setting is not implemented yet"),
     ("rename-command", "renaming commands is not implemented yet"),
-    ("user", "ACL users are not implemented yet"),
-    ("aclfile", "ACL files are not implemented yet"),
     ("loadmodule", "modules are not supported"),
     ("tls-*", "TLS is not implemented yet"),
     ("cluster-*", "cluster mode is not implemented yet"),

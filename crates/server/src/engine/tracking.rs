@@ -208,14 +208,28 @@ pub fn bcast_active() -> bool {
     TOTAL_PREFIXES.load(Ordering::Relaxed) != 0
 }
 
-/// Sends this shard's pending BCAST batches.
-pub fn flush_bcast() {
+/// One BCAST batch: the keys written under one prefix a target follows, with their writers.
+pub type Batch = (Target, Vec<Box<[u8]>>, Vec<u64>);
+
+/// Takes this shard's pending BCAST batches, for the finished command's connection to deliver
+/// before its reply (`pubsub::tracking::deliver_batches`).
+pub fn take_bcast() -> Vec<Batch> {
     FLUSH_SCHEDULED.with(|f| f.set(false));
     let pending = PENDING.with(|q| std::mem::take(&mut *q.borrow_mut()));
+    pending
+        .into_iter()
+        .map(|((target, _), (keys, writers))| (target, keys, writers))
+        .collect()
+}
+
+/// Sends this shard's pending BCAST batches (the server's own writes: no reply to order them
+/// before).
+pub fn flush_bcast() {
+    let pending = take_bcast();
     let Some(sink) = SINK.get() else {
         return;
     };
-    for ((target, _), (keys, writers)) in pending {
+    for (target, keys, writers) in pending {
         sink(target, Some(keys), writers, true);
     }
 }

@@ -409,6 +409,9 @@ async fn run_keyed(cx: &mut ConnCtx, jobs: &[Item<'_>]) {
     let db = 0usize;
     cx.db = db;
     if run_here(cx, jobs) {
+        if crate::engine::tracking::bcast_active() {
+            Box::pin(crate::commands::flush_bcast(cx)).await;
+        }
         return;
     }
     // Every call's argument list: [name, key, params, data, meta...].

@@ -85,12 +85,12 @@ pub async fn serve(
     Ok(())
 }
 
-/// May this request see `path`? Always without a password; otherwise with the `default`
-/// user's credentials in an `Authorization: Basic` header (or for `/metrics` when
-/// `http_metrics_nopass` says so).
+/// May this request see `path`? Always when a new connection needs no AUTH; otherwise with
+/// the credentials of an enabled ACL user in an `Authorization: Basic` header (or for
+/// `/metrics` when `http_metrics_nopass` says so).
 fn authorized(cx: &ConnCtx, request: &[u8], path: &str) -> bool {
     let cfg = &cx.shared().config;
-    if !cfg.has_password() || (path == "/metrics" && cfg.bool("http_metrics_nopass")) {
+    if !crate::acl::auth_required() || (path == "/metrics" && cfg.bool("http_metrics_nopass")) {
         return true;
     }
     let Some(cred) = basic_credentials(request) else {
@@ -100,7 +100,7 @@ fn authorized(cx: &ConnCtx, request: &[u8], path: &str) -> bool {
         return false;
     };
     let (user, pass) = (&cred[..colon], &cred[colon + 1..]);
-    user == b"default" && constant_time_eq(pass, cfg.requirepass().as_bytes())
+    crate::acl::authenticate(user, pass).is_some()
 }
 
 /// The decoded `user:password` of the request's `Authorization: Basic ...` header.
@@ -120,15 +120,6 @@ fn basic_credentials(request: &[u8]) -> Option<Vec<u8>> {
     })
 }
 
-/// Compares without an early exit on the first differing byte (the time taken says nothing
-/// about how much of a guessed password was right).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,12 +132,5 @@ mod tests {
         let req = b"GET / HTTP/1.1\r\nAuthorization: Bearer abc\r\n\r\n";
         assert_eq!(basic_credentials(req), None);
         assert_eq!(basic_credentials(b"GET / HTTP/1.1\r\n\r\n"), None);
-    }
-
-    #[test]
-    fn comparison_needs_equal_bytes() {
-        assert!(constant_time_eq(b"s3cret", b"s3cret"));
-        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
-        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
     }
 }

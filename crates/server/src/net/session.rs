@@ -89,7 +89,7 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
         worker.clone(),
         handle.clone(),
         Output::new(Rc::new(writer)),
-        !shared.config.has_password() || (admin && shared.config.bool("admin_nopass")),
+        !crate::acl::auth_required() || (admin && shared.config.bool("admin_nopass")),
     );
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64, Rc<ClientHandle>);
@@ -383,7 +383,17 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             starts.clear();
             let mut parse_err = None;
             let mut immediate: Option<(usize, usize)> = None;
-            while batch.len() < MAX_BATCH {
+            // A connection that must authenticate gets Redis's tighter limits, and its commands
+            // are parsed one at a time (AUTH changes the limits for what follows it).
+            let unauth = !cx.authed && crate::acl::auth_required();
+            if parser.limits().unauthenticated != unauth {
+                parser.set_limits(ParserLimits {
+                    unauthenticated: unauth,
+                    ..parser.limits()
+                });
+            }
+            let max_batch = if unauth { 1 } else { MAX_BATCH };
+            while batch.len() < max_batch {
                 let end = rbuf.len();
                 match parser.next(&rbuf[start..end]) {
                     Ok(Some(consumed)) => {
@@ -497,7 +507,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
                 cx.close = true;
                 break;
             }
-            if batch.len() < MAX_BATCH {
+            if batch.len() < max_batch {
                 break;
             }
         }
@@ -627,7 +637,11 @@ fn resize_query_buffer(rbuf: &mut Vec<u8>, start: usize, parser: &Parser, target
 fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
     let used = limits::output_memory(cx.output.unwritten(&cx.reply)) as u64;
     let limit = limits::class_limit(&cx.shared().config, cx.client.subs.borrow().active());
-    if !cx.output.obuf.over(limit, used, !cx.authed) {
+    if !cx
+        .output
+        .obuf
+        .over(limit, used, !cx.authed && crate::acl::auth_required())
+    {
         return false;
     }
     account_output(cx);

@@ -25,6 +25,20 @@ pub fn sink(target: Target, keys: Option<Vec<Box<[u8]>>>, writers: Vec<u64>, bca
     });
 }
 
+/// A finished command's BCAST batches (`engine::tracking::take_bcast` on every shard), queued on
+/// their connections before this returns: the writer's reply goes out after the invalidation
+/// reached the tracking connection, as Redis sends BCAST batches before the replies of the event
+/// loop iteration, so a client that saw the write acknowledged then asks the tracking
+/// connection anything gets the invalidation first.
+pub async fn deliver_batches(w: &Rc<Worker>, batches: Vec<tracking::Batch>) {
+    for (target, keys, writers) in batches {
+        w.call(target.thread, move |w| {
+            deliver(w, target.conn, Some(keys), &writers, true);
+        })
+        .await;
+    }
+}
+
 /// On the tracking connection's thread: applies its settings (BCAST, NOLOOP, redirection) and
 /// queues the message where it goes.
 fn deliver(w: &Rc<Worker>, conn: u64, keys: Option<Vec<Box<[u8]>>>, writers: &[u64], bcast: bool) {

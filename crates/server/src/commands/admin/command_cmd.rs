@@ -5,7 +5,7 @@ use damselfly_protocol::Reply;
 use crate::commands::connection::help_reply;
 use crate::commands::spec::acl;
 use crate::commands::util::*;
-use crate::commands::{flags, registry, CommandSpec, ConnCtx, Entry, KeySpec};
+use crate::commands::{flags, key_flags, registry, ConnCtx, Entry, KeySpec};
 use crate::config::glob;
 
 fn sorted_subs(e: &Entry) -> Vec<&Entry> {
@@ -14,26 +14,22 @@ fn sorted_subs(e: &Entry) -> Vec<&Entry> {
     v
 }
 
-/// Access flags of each of a command's key specs (the same for all: derived from the command's
-/// flags, where Redis declares them per spec).
-fn key_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.flags & flags::WRITE != 0 {
-        &["RW", "update"]
-    } else {
-        &["RO", "access"]
+/// The access flags of a key spec or key, as a set of their names (Redis's
+/// `addReplyFlagsForKeyArgs`).
+fn write_key_flags(r: &mut Reply, bits: u16) {
+    r.set(key_flags::names(bits).count());
+    for f in key_flags::names(bits) {
+        r.simple(f);
     }
 }
 
-/// One key spec map of COMMAND INFO, in Redis 7.0's shape: flags, begin_search (`index` or
-/// `keyword`), find_keys (`range` or `keynum`, positions relative to begin_search's).
-fn write_key_spec(r: &mut Reply, s: &CommandSpec, k: &KeySpec) {
+/// One key spec map of COMMAND INFO, in Redis 7.0's shape: flags (Redis's, see
+/// `key_flags::specs`), begin_search (`index` or `keyword`), find_keys (`range` or `keynum`,
+/// positions relative to begin_search's).
+fn write_key_spec(r: &mut Reply, k: &KeySpec, bits: u16) {
     r.map(3);
     r.bulk_str("flags");
-    let kf = key_flags(s);
-    r.set(kf.len());
-    for f in kf {
-        r.simple(f);
-    }
+    write_key_flags(r, bits);
     let range = |r: &mut Reply, lastkey: i32, keystep: i32, limit: i32| {
         r.bulk_str("find_keys");
         r.map(2);
@@ -147,16 +143,16 @@ fn write_info(r: &mut Reply, e: &Entry) {
         r.simple(a);
     }
     r.set(0);
-    // One key spec map per spec (a custom spec: the range of its legacy triple, if any).
-    let specs: Vec<&KeySpec> = s
-        .keys
-        .members()
+    // One key spec map per spec, lined up with Redis's (a custom spec: the range of its legacy
+    // triple, if any).
+    let lined = key_flags::specs(e);
+    let specs: Vec<&(KeySpec, u16)> = lined
         .iter()
-        .filter(|k| !matches!(k, KeySpec::Custom { legacy, .. } if legacy.0 <= 0))
+        .filter(|(k, _)| !matches!(k, KeySpec::Custom { legacy, .. } if legacy.0 <= 0))
         .collect();
     r.set(specs.len());
-    for k in specs {
-        write_key_spec(r, s, k);
+    for (k, bits) in specs {
+        write_key_spec(r, k, *bits);
     }
     if e.subs.is_empty() {
         r.set(0);
@@ -287,9 +283,9 @@ pub fn command_list(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
 }
 
-/// Resolves the command in `cmdargs` and the positions of its key arguments, or writes Redis's
-/// error.
-fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry, Vec<usize>)> {
+/// Resolves the command in `cmdargs` and its keys with their access flags
+/// (`key_flags::key_refs`), or writes Redis's error (`getKeysSubcommandImpl`).
+fn key_refs(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<Vec<(usize, u16)>> {
     let Some(top) = registry().lookup(cmdargs[0]) else {
         cx.reply.error("ERR Invalid command specified");
         return None;
@@ -305,6 +301,10 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
     } else {
         top
     };
+    if !key_flags::has_keys(e) {
+        cx.reply.error("ERR The command has no key arguments");
+        return None;
+    }
     let s = e.spec;
     let argc = cmdargs.len() as i32;
     if (s.arity > 0 && argc != s.arity) || (s.arity < 0 && argc < -s.arity) {
@@ -312,45 +312,37 @@ fn key_positions(cx: &mut ConnCtx, cmdargs: &[&[u8]]) -> Option<(&'static Entry,
             .error("ERR Invalid number of arguments specified for command");
         return None;
     }
-    if s.keys.is_none() {
-        cx.reply.error("ERR The command has no key arguments");
-        return None;
-    }
-    let pos = s.keys.positions(cmdargs);
+    let refs = key_flags::key_refs(e, cmdargs);
     // A call naming no key is an error unless the command may name none (EVAL ... 0).
-    if pos.is_empty() && s.flags & flags::NO_MANDATORY_KEYS == 0 {
+    if refs.is_empty() && s.flags & flags::NO_MANDATORY_KEYS == 0 {
         cx.reply
             .error("ERR Invalid arguments specified for command");
         return None;
     }
-    Some((e, pos))
+    Some(refs)
 }
 
 pub fn command_getkeys(cx: &mut ConnCtx, args: &[&[u8]]) {
     let cmdargs = &args[2..];
-    let Some((_, pos)) = key_positions(cx, cmdargs) else {
+    let Some(refs) = key_refs(cx, cmdargs) else {
         return;
     };
-    cx.reply.array(pos.len());
-    for p in pos {
+    cx.reply.array(refs.len());
+    for (p, _) in refs {
         cx.reply.bulk(cmdargs[p]);
     }
 }
 
 pub fn command_getkeysandflags(cx: &mut ConnCtx, args: &[&[u8]]) {
     let cmdargs = &args[2..];
-    let Some((e, pos)) = key_positions(cx, cmdargs) else {
+    let Some(refs) = key_refs(cx, cmdargs) else {
         return;
     };
-    let kf = key_flags(e.spec);
-    cx.reply.array(pos.len());
-    for p in pos {
+    cx.reply.array(refs.len());
+    for (p, bits) in refs {
         cx.reply.array(2);
         cx.reply.bulk(cmdargs[p]);
-        cx.reply.set(kf.len());
-        for f in kf {
-            cx.reply.simple(f);
-        }
+        write_key_flags(&mut cx.reply, bits);
     }
 }
 

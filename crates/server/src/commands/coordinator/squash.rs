@@ -72,8 +72,8 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     let argc = args.len() as i32;
     let arity_ok =
         (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
-    let auth_ok =
-        cx.authed || spec.flags & flags::NO_AUTH != 0 || !cx.worker.shared.config.has_password();
+    let auth_ok = (cx.authed || spec.flags & flags::NO_AUTH != 0 || !crate::acl::auth_required())
+        && cx.acl.fast_ok();
     let single_key = match spec.keys {
         KeySpec::Range { first, .. } if first > 0 => {
             matches!(spec.keys.range(args.len()), Some((f, l, _)) if f == l && f == first as usize)
@@ -226,6 +226,9 @@ pub async fn run_calls(
         next[c.shard] += 1;
         let from = if k == 0 { 0 } else { ends[k - 1] };
         each(cx, i, &buf[from..ends[k]]);
+    }
+    if crate::engine::tracking::bcast_active() {
+        Box::pin(crate::commands::flush_bcast(cx)).await;
     }
 }
 
