@@ -88,6 +88,12 @@ fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
         // Extra listeners: free ports of their own, on loopback.
         "memcached_port" | "admin_port" => vec![common::free_port().to_string()],
         "admin_bind" => vec!["127.0.0.1".into()],
+        // An ACL file the server can load.
+        "aclfile" => {
+            let f = dir.join("users.acl");
+            std::fs::write(&f, "user default on nopass ~* &* +@all\n").unwrap();
+            vec![f.display().to_string()]
+        }
         _ => match p.kind {
             Kind::Int(min, max) => {
                 let d: i64 = p.default.parse().unwrap_or(0);

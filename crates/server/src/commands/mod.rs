@@ -753,19 +753,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             multi::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
             return;
         }
-        cx.reply.error("NOAUTH Authentication required.");
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        reject(cx, entry.id, "NOAUTH Authentication required.");
         multi::flag(cx);
         return;
     }
     // ACL (Redis's processCommand, and execCommand per queued command): a script's commands
-    // are checked by the script (`scripting::check_call`).
-    if !cx.acl.fast_ok() && !cx.in_script {
+    // are checked by the script (`scripting::check_call`); our primary's stream has no user
+    // (Redis's master client runs anything).
+    if !cx.acl.fast_ok() && !cx.in_script && !cx.is_master {
         if let Err(err) = acl::gate(cx, entry, args) {
             let Some(err) = err else { return };
             if cx.in_exec() || spec.flags & flags::REJECT_EXECABORT == 0 {
-                cx.reply.error(&err);
-                cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+                reject(cx, entry.id, &err);
                 multi::flag(cx);
             } else {
                 multi::exec_abort(cx, entry.id, &err);
@@ -795,8 +794,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             multi::exec_abort(cx, entry.id, ERR_OOM);
             return;
         }
-        cx.reply.error(ERR_OOM);
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        reject(cx, entry.id, ERR_OOM);
         multi::flag(cx);
         return;
     }
@@ -808,8 +806,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                 multi::exec_abort(cx, entry.id, busy);
                 return;
             }
-            cx.reply.error(busy);
-            cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+            reject(cx, entry.id, busy);
             multi::flag(cx);
             return;
         }
@@ -822,8 +819,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             .loading
             .load(std::sync::atomic::Ordering::Relaxed)
     {
-        cx.reply.error(ERR_LOADING);
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        reject(cx, entry.id, ERR_LOADING);
         multi::flag(cx);
         return;
     }
@@ -836,15 +832,13 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
                 multi::exec_abort(cx, entry.id, err);
                 return;
             }
-            cx.reply.error(err);
-            cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+            reject(cx, entry.id, err);
             multi::flag(cx);
             return;
         }
     }
     if refuses_writes(cx, spec) {
-        cx.reply.error(ERR_MISCONF);
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
+        reject(cx, entry.id, ERR_MISCONF);
         multi::flag(cx);
         return;
     }
@@ -866,11 +860,10 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         )
     {
         // Redis: a RESP2 connection in the Pub/Sub context may only run these.
-        cx.reply.error(&format!(
+        reject(cx, entry.id, &format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             entry.fullname
         ));
-        cx.worker.stats().cmd_mut(entry.id).rejected += 1;
         multi::flag(cx);
         return;
     }
@@ -1145,6 +1138,14 @@ fn error_code(buf: &[u8]) -> String {
 
 /// Counts a command refused before it ran: its `rejected_calls` (when it is known) and the
 /// error reply in the error statistics.
+/// Answers a command refused before it ran (Redis's `rejectCommand`): the error, counted in
+/// the command's rejected calls and in the error statistics under its code.
+fn reject(cx: &mut ConnCtx, id: usize, msg: &str) {
+    cx.reply.error(msg);
+    let code = msg.split(' ').next().unwrap_or("ERR");
+    count_rejected(cx, Some(id), code);
+}
+
 pub(crate) fn count_rejected(cx: &ConnCtx, id: Option<usize>, code: &str) {
     let mut st = cx.worker.stats();
     if let Some(id) = id {

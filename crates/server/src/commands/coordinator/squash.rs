@@ -72,8 +72,7 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     let argc = args.len() as i32;
     let arity_ok =
         (spec.arity > 0 && argc == spec.arity) || (spec.arity < 0 && argc >= -spec.arity);
-    let auth_ok = (cx.authed || spec.flags & flags::NO_AUTH != 0 || !crate::acl::auth_required())
-        && cx.acl.fast_ok();
+    let auth_ok = cx.authed || spec.flags & flags::NO_AUTH != 0 || !crate::acl::auth_required();
     let single_key = match spec.keys {
         KeySpec::Range { first, .. } if first > 0 => {
             matches!(spec.keys.range(args.len()), Some((f, l, _)) if f == l && f == first as usize)
@@ -82,6 +81,14 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     };
     // (A `plan` hook locks more than the key spec says: MOVE's key in the other db.)
     if !spec.subcommands.is_empty() || spec.plan.is_some() || !arity_ok || !auth_ok || !single_key {
+        return None;
+    }
+    // ACL: a restricted user's allowed command joins the run too (checked here, on the
+    // connection's thread); a refused one, or any after a change of the users, goes through
+    // `execute`, which answers and logs it.
+    if !cx.acl.fast_ok()
+        && (cx.acl.version != crate::acl::version() || cx.acl.user.check(entry, args).is_err())
+    {
         return None;
     }
     let key_at = spec.first_key() as usize;

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# ACL benchmark (issue 20): GET/SET at -P 1 and -P 30 as a restricted ACL user, and as the
+# unrestricted default user, on damselfly and redis-server with the same configuration, in
+# ROUNDS interleaved rounds on the same pinned CPUs. Prints a markdown report of medians with
+# the damselfly/redis ratio in each mode; the goal is an ACL ratio no worse than the open one.
+#
+#   scripts/bench-acl.sh [--requests N] [--rounds R] [--out FILE]
+#
+# The restricted user: `ACL SETUSER bench on >benchpw ~key:* resetchannels -@all +get +set
+# +ping +config|get` (redis-benchmark's keys are key:NNNNNNNNNNNN, so every command passes
+# the key check; +config|get for redis-benchmark's start-up query). Server on CPU 1
+# (--proactor_threads=1), load (redis-benchmark -c 50 -d 32 -r 100000) on CPU 0.
+# Not a test: numbers depend on the machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=1000000
+ROUNDS=3
+OUT=""
+SERVER_CPU=${SERVER_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requests) N=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
+cargo build --release -q -p damselfly
+BIN=target/release/damselfly
+NAMES=(damselfly redis)
+MODES=(open acl)
+RULES="on >benchpw ~key:* resetchannels -@all +get +set +ping +config|get"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
+
+start_server() { # name port -> pid
+  case "$1" in
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
+  esac
+  echo $!
+}
+
+declare -A RPS
+for round in $(seq 1 "$ROUNDS"); do
+  for name in "${NAMES[@]}"; do
+    echo "round $round/$ROUNDS: $name" >&2
+    port=$(free_port); pid=$(start_server "$name" "$port"); wait_up "$port"
+    # shellcheck disable=SC2086
+    redis-cli -p "$port" ACL SETUSER bench $RULES >/dev/null
+    for mode in "${MODES[@]}"; do
+      auth=()
+      [ "$mode" = acl ] && auth=(--user bench -a benchpw)
+      for P in 1 30; do
+        for t in set get; do
+          rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" "${auth[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null \
+                | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+          RPS[$name,$mode,$t,$P]+="${rps:-0} "
+        done
+      done
+    done
+    # The restricted runs really were restricted: a denied command is refused.
+    denied=$(redis-cli -p "$port" --user bench --pass benchpw --no-auth-warning DEL key:1 2>&1 || true)
+    case "$denied" in *NOPERM*) ;; *) echo "$name: bench user not restricted: $denied" >&2; exit 1 ;; esac
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+  done
+done
+
+median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.0f}')" $1; }
+ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
+{
+  echo "### ACL: restricted user vs default user, redis-benchmark, one server thread (run $(date -u +%Y-%m-%dT%H:%MZ))"
+  echo
+  echo "Medians of $ROUNDS interleaved rounds. Server pinned to CPU $SERVER_CPU (damselfly \`--proactor_threads=1\`), load pinned to CPU $LOAD_CPU:"
+  echo "\`redis-benchmark -t set,get -n $N -r 100000 -d 32 -c 50 -P {1,30}\`, as the default user (open) and as"
+  echo "\`ACL SETUSER bench $RULES\` (acl, \`--user bench -a benchpw\`). Machine: $(nproc) cores, $(uname -r)."
+  echo
+  echo "| test | pipeline | damselfly open | redis open | ratio open | damselfly acl | redis acl | ratio acl |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for P in 1 30; do for t in set get; do
+    do_=$(median "${RPS[damselfly,open,$t,$P]}"); ro=$(median "${RPS[redis,open,$t,$P]}")
+    da=$(median "${RPS[damselfly,acl,$t,$P]}"); ra=$(median "${RPS[redis,acl,$t,$P]}")
+    echo "| ${t^^} | $P | $do_ | $ro | $(ratio "$do_" "$ro") | $da | $ra | $(ratio "$da" "$ra") |"
+  done; done
+  echo
+  echo "Per-round ops/s (damselfly / redis):"
+  echo
+  for mode in "${MODES[@]}"; do for P in 1 30; do for t in set get; do
+    echo "- $mode ${t^^} -P $P: ${RPS[damselfly,$mode,$t,$P]% } / ${RPS[redis,$mode,$t,$P]% }"
+  done; done; done
+} | tee ${OUT:+"$OUT"}
