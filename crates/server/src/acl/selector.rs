@@ -490,6 +490,18 @@ impl Selector {
             }
         }
         if !self.allkeys && !entry.spec.keys.is_none() {
+            // The common case (one key range, flags fixed by the command): no list built.
+            if let (Some(flags), Some((first, last, step))) = (
+                key_flags::range_flags(entry, args),
+                entry.spec.keys.range(args.len()),
+            ) {
+                for pos in (first..=last).step_by(step) {
+                    if !self.key_allowed(args[pos], flags) {
+                        return Err((Denied::Key, pos));
+                    }
+                }
+                return self.check_channels(entry, args);
+            }
             let refs = keys.get_or_insert_with(|| key_flags::key_refs(entry, args));
             for &(pos, flags) in refs.iter() {
                 if !self.key_allowed(args[pos], flags) {
@@ -497,7 +509,11 @@ impl Selector {
                 }
             }
         }
-        if !self.allchannels {
+        self.check_channels(entry, args)
+    }
+
+    fn check_channels(&self, entry: &Entry, args: &[&[u8]]) -> Result<(), (Denied, usize)> {
+        if !self.allchannels && entry.spec.flags & crate::commands::flags::PUBSUB != 0 {
             for (pos, pattern) in channels(entry, args) {
                 if !self.channel_allowed(args[pos], pattern) {
                     return Err((Denied::Channel, pos));

@@ -307,18 +307,71 @@ fn generic_keys(args: &[&[u8]], store: usize, count: usize, first: usize) -> Vec
 
 /// `setGetKeys`: the key reads the old value with a GET argument (from argument 3 on).
 fn set_keys(args: &[&[u8]]) -> Vec<(usize, u16)> {
+    vec![(1, set_flags(args))]
+}
+
+fn set_flags(args: &[&[u8]]) -> u16 {
     // Redis checks the first three bytes and a NUL after them.
     let get = args.iter().skip(3).any(|a| {
         a.len() >= 3 && a[..3].eq_ignore_ascii_case(b"get") && a.get(3).is_none_or(|&b| b == 0)
     });
-    vec![(
-        1,
-        if get {
-            RW | ACCESS | UPDATE
-        } else {
-            OW | UPDATE
-        },
-    )]
+    if get {
+        RW | ACCESS | UPDATE
+    } else {
+        OW | UPDATE
+    }
+}
+
+/// How a command's keys get their flags, decided once per command for [`range_flags`].
+#[derive(Clone, Copy)]
+enum Simple {
+    /// One key range, the same flags whatever the arguments.
+    Fixed(u16),
+    /// SET: one key, flags by the GET argument.
+    Set,
+    /// Anything else: [`key_refs`].
+    No,
+}
+
+/// The access flags shared by every key of this call when its keys are the command's one key
+/// range (`KeySpec::range`) and the flags need no list (GET, SET, INCR, MGET...): the hot path
+/// of ACL key checks, with no allocation. None: use [`key_refs`].
+#[inline]
+pub fn range_flags(entry: &Entry, args: &[&[u8]]) -> Option<u16> {
+    static CACHE: OnceLock<Vec<Simple>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| {
+        let reg = registry();
+        let mut v = vec![Simple::No; reg.count];
+        for e in reg.by_id() {
+            v[e.id] = simple(e);
+        }
+        v
+    });
+    match cache.get(entry.id).copied().unwrap_or(Simple::No) {
+        Simple::Fixed(f) => Some(f),
+        Simple::Set => Some(set_flags(args)),
+        Simple::No => None,
+    }
+}
+
+fn simple(e: &Entry) -> Simple {
+    if !matches!(e.spec.keys, KeySpec::Range { .. }) {
+        return Simple::No;
+    }
+    if e.fullname == "set" {
+        return Simple::Set;
+    }
+    let specs = specs(e);
+    match (&specs[..], redis_specs(&e.fullname)) {
+        ([(KeySpec::Range { .. }, f)], r)
+            if f & (NOT_KEY | VARIABLE_FLAGS | INCOMPLETE | UNKNOWN) == 0
+                && r.is_none_or(|r| r.len() == 1)
+                && getkeys_fn(&e.fullname).is_none() =>
+        {
+            Simple::Fixed(*f)
+        }
+        _ => Simple::No,
+    }
 }
 
 /// `bitfieldGetKeys`: read-only when every subcommand is a complete GET (or OVERFLOW).
@@ -766,5 +819,28 @@ mod tests {
         let e = entry("hexpire");
         let refs = key_refs(e, &[b"hexpire", b"h", b"10", b"FIELDS", b"1", b"f"]);
         assert_eq!(refs, [(1, RW | ACCESS | UPDATE)]);
+    }
+
+    #[test]
+    fn range_flags_agree_with_key_refs() {
+        let reg = registry();
+        let calls: &[&[&[u8]]] = &[
+            &[b"get", b"k"],
+            &[b"set", b"k", b"v"],
+            &[b"set", b"k", b"v", b"get"],
+            &[b"mget", b"a", b"b", b"c"],
+            &[b"incr", b"k"],
+            &[b"hexists", b"h", b"f"],
+            &[b"lpush", b"l", b"a"],
+        ];
+        for args in calls {
+            let e = reg.lookup(args[0]).unwrap();
+            let f = range_flags(e, args).expect("a simple command");
+            for (_, kf) in key_refs(e, args) {
+                assert_eq!(kf, f, "{:?}", String::from_utf8_lossy(args[0]));
+            }
+        }
+        let sort: &[&[u8]] = &[b"sort", b"k", b"store", b"d"];
+        assert!(range_flags(reg.lookup(b"sort").unwrap(), sort).is_none());
     }
 }
