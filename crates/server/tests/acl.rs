@@ -285,7 +285,12 @@ fn requirepass_is_the_default_users_password_and_http_needs_it() {
     let get = |auth: Option<&str>| -> String {
         let mut t = s.connect();
         let hdr = auth
-            .map(|a| format!("Authorization: Basic {}\r\n", base64(a)))
+            .map(|a| {
+                format!(
+                    "Authorization: Basic {}\r\n",
+                    damselfly::base64::encode(a.as_bytes())
+                )
+            })
             .unwrap_or_default();
         write!(t, "GET / HTTP/1.1\r\nHost: x\r\n{hdr}\r\n").unwrap();
         let mut out = String::new();
@@ -301,25 +306,6 @@ fn requirepass_is_the_default_users_password_and_http_needs_it() {
     let mut d = conn(&s);
     assert!(is_err(&d.q("AUTH s3cret"), "WRONGPASS"));
     assert_eq!(d.q("AUTH other"), ok());
-}
-
-fn base64(s: &str) -> String {
-    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let b = s.as_bytes();
-    let mut out = String::new();
-    for ch in b.chunks(3) {
-        let n = (ch[0] as u32) << 16
-            | (*ch.get(1).unwrap_or(&0) as u32) << 8
-            | *ch.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= ch.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -90,16 +90,9 @@ fn cmds() -> &'static Cmds {
     })
 }
 
-/// Redis's `ACLLookupCommand`: `name` or `container|sub` (case-insensitive); a command without
-/// subcommands has none to name.
+/// Redis's `ACLLookupCommand`: `name` or `container|sub` (case-insensitive).
 pub fn lookup(name: &[u8]) -> Option<&'static Entry> {
-    let mut parts = name.split(|&b| b == b'|');
-    let top = registry().lookup(parts.next()?)?;
-    match (parts.next(), parts.next()) {
-        (None, _) => Some(top),
-        (Some(sub), None) if !top.subs.is_empty() => top.sub(sub),
-        _ => None,
-    }
+    registry().by_fullname(name)
 }
 
 /// A category name without its `@` (`ACLGetCommandCategoryFlagByName`).

@@ -419,44 +419,23 @@ async fn kill_pubsub_violators(cx: &mut ConnCtx, name: &str, new: &Arc<User>) {
         .flat_map(|s| s.channels.iter().cloned())
         .collect();
     let name = name.to_string();
-    let me = cx.client.id;
-    let hit = cx
-        .worker
-        .broadcast(move |_| {
-            let mut self_hit = false;
-            client::for_each_local(|id, h| {
-                if h.info.borrow().user != name {
-                    return;
-                }
-                let subs = h.subs.borrow();
-                if !subs.active() {
-                    return;
-                }
-                let refused = subs
-                    .patterns
+    close_where(cx, move |h| {
+        if h.info.borrow().user != name {
+            return false;
+        }
+        let subs = h.subs.borrow();
+        subs.active()
+            && (subs
+                .patterns
+                .iter()
+                .any(|p| !acl::selector::channel_in(&upcoming, p, true))
+                || subs
+                    .channels
                     .iter()
-                    .any(|p| !acl::selector::channel_in(&upcoming, p, true))
-                    || subs
-                        .channels
-                        .iter()
-                        .chain(subs.shard.iter())
-                        .any(|c| !acl::selector::channel_in(&upcoming, c, false));
-                drop(subs);
-                if refused {
-                    if id == me {
-                        self_hit = true;
-                    } else {
-                        h.killed.set(true);
-                        h.wake.notify_one();
-                    }
-                }
-            });
-            self_hit
-        })
-        .await;
-    if hit.into_iter().any(|b| b) {
-        cx.close = true;
-    }
+                    .chain(subs.shard.iter())
+                    .any(|c| !acl::selector::channel_in(&upcoming, c, false)))
+    })
+    .await;
 }
 
 /// Closes every connection authenticated as one of `names` (the caller's after its reply).
@@ -464,13 +443,22 @@ pub async fn kill_users(cx: &mut ConnCtx, names: Vec<String>) {
     if names.is_empty() {
         return;
     }
+    close_where(cx, move |h| names.contains(&h.info.borrow().user)).await;
+}
+
+/// Closes the connections on every thread that `pick` selects, as Redis frees a deleted
+/// user's clients: at once, except the caller's, which closes after its reply.
+async fn close_where(
+    cx: &mut ConnCtx,
+    pick: impl Fn(&client::ClientHandle) -> bool + Send + Sync + Clone + 'static,
+) {
     let me = cx.client.id;
     let hit = cx
         .worker
         .broadcast(move |_| {
             let mut self_hit = false;
             client::for_each_local(|id, h| {
-                if !names.contains(&h.info.borrow().user) {
+                if !pick(h) {
                     return;
                 }
                 if id == me {

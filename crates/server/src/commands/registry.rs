@@ -74,6 +74,22 @@ impl Registry {
         self.by_name.get(key)
     }
 
+    /// A command by its full name: `get`, or `config|get` for a subcommand (ASCII
+    /// case-insensitive, as COMMAND INFO and ACL rules name them). A command without
+    /// subcommands has none to name.
+    pub fn by_fullname(&self, name: &[u8]) -> Option<&Entry> {
+        match name.iter().position(|&b| b == b'|') {
+            None => self.lookup(name),
+            Some(bar) => {
+                let top = self.lookup(&name[..bar])?;
+                if top.subs.is_empty() {
+                    return None;
+                }
+                top.sub(&name[bar + 1..])
+            }
+        }
+    }
+
     /// Every top-level entry, sorted by name.
     pub fn all(&self) -> Vec<&Entry> {
         let mut v: Vec<&Entry> = self.by_name.values().collect();

@@ -706,14 +706,9 @@ mod tests {
     use super::*;
 
     fn entry(fullname: &str) -> &'static Entry {
-        let reg = registry();
-        let e = match fullname.split_once('|') {
-            Some((top, sub)) => reg
-                .lookup(top.as_bytes())
-                .and_then(|t| t.sub(sub.as_bytes())),
-            None => reg.lookup(fullname.as_bytes()),
-        };
-        e.unwrap_or_else(|| panic!("no command {fullname}"))
+        registry()
+            .by_fullname(fullname.as_bytes())
+            .unwrap_or_else(|| panic!("no command {fullname}"))
     }
 
     fn args(line: &str) -> Vec<&[u8]> {
