@@ -31,6 +31,12 @@
 #   --table              print the per-unit markdown table of tests/redis-suite/NOTES.md from the
 #                        last unfiltered --all runs of both servers in both modes (the result
 #                        directories below), plus the filtered damselfly normal-mode run; no run
+#   --tls                normal mode over TLS (runtest --tls: every server on a TLS port with the
+#                        certificates of the suite's utils/gen-test-certs.sh, TLS replication and
+#                        clients); compared with expected-pass-tls/<unit>.txt where one exists
+#                        (TLS-only units), else with the normal-mode list less the tests in
+#                        tls-exceptions/<unit>.txt (each with its reason); results in
+#                        results-normal-<server>-tls
 #   --update             rewrite the expected-pass lists from this run (damselfly, filtered runs);
 #                        in normal mode a unit with no passing test gets no list
 #   unit/... integration/...   units to run instead of the default ones
@@ -90,6 +96,7 @@ SERVER=damselfly
 MODE=external
 ALL=0
 UNFILTERED=0
+TLS=0
 TABLE=0
 UNITS=()
 usage() { sed -n '2,/^set -uo pipefail/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"; }
@@ -102,6 +109,7 @@ while [[ $# -gt 0 ]]; do
         --mode=*) MODE="${1#--mode=}" ;;
         --all) ALL=1 ;;
         --unfiltered) UNFILTERED=1 ;;
+        --tls) TLS=1 ;;
         --table) TABLE=1 ;;
         -h|--help) usage; exit 0 ;;
         unit/*|integration/*) UNITS+=("$1") ;;
@@ -115,6 +123,10 @@ case "$MODE" in
     both) MODES=(external normal) ;;
     *) echo "redis-suite: --mode external|normal|both" >&2; exit 2 ;;
 esac
+if [[ $TLS -eq 1 ]]; then
+    [[ $MODE == normal ]] || { echo "redis-suite: --tls runs in normal mode only (--mode normal)" >&2; exit 2; }
+    [[ $UPDATE -eq 0 ]] || { echo "redis-suite: --tls compares with the plain runs' lists; --update is for those" >&2; exit 2; }
+fi
 if [[ $UPDATE -eq 1 && $UNFILTERED -eq 1 ]]; then
     echo "redis-suite: --update needs the tag-filtered run the lists are made from (no --unfiltered)" >&2
     exit 2
@@ -260,6 +272,11 @@ prepare_normal_copy() { # -> NSUITE, RUN_DIR
         fi
     done
     [[ $SERVER == damselfly ]] && write_wrapper "$NSUITE/src/redis-server"
+    if [[ $TLS -eq 1 && ! -f $NSUITE/tests/tls/ca.crt ]]; then
+        command -v openssl >/dev/null || die "--tls needs openssl (the suite's certificates)"
+        log "generating the suite's TLS certificates (utils/gen-test-certs.sh)"
+        (cd "$NSUITE" && ./utils/gen-test-certs.sh >/dev/null 2>&1) || die "gen-test-certs.sh failed"
+    fi
     return 0
 }
 
@@ -497,6 +514,7 @@ run_runtest() { # mode unit out -> rc; runtest output in $out.log
     if [[ $UNFILTERED -ne 1 ]]; then
         if [[ $mode == normal ]]; then args+=(--tags "$TAGS_NORMAL"); else args+=(--tags "$TAGS"); fi
     fi
+    [[ $TLS -eq 1 ]] && args+=(--tls)
     # The runner's own test-server port is searched downwards from --baseport - 32, and its default
     # (21079) lies in the range the cargo test harnesses use; a busy port there made a whole unit
     # report nothing (seen in CI): start at a port checked free in our own range instead. In
@@ -531,6 +549,7 @@ run_mode() { # mode
     expdir="$(expected_dir "$mode")"
     results="$CACHE/results-$mode-$SERVER"
     [[ $UNFILTERED -eq 1 ]] && results="$results-unfiltered"
+    [[ $TLS -eq 1 ]] && results="$results-tls"
     if [[ ${#UNITS[@]} -gt 0 ]]; then
         units=("${UNITS[@]}")
     elif [[ $ALL -eq 1 ]]; then
@@ -547,7 +566,7 @@ run_mode() { # mode
     [[ $mode == normal ]] && prepare_normal_copy
     mkdir -p "$results"
     t_run=$(date +%s)
-    echo "==== Redis test suite: $mode mode, $SERVER, ${#units[@]} unit(s), tags: $([[ $UNFILTERED -eq 1 ]] && echo none || { [[ $mode == normal ]] && echo "$TAGS_NORMAL" || echo "$TAGS"; }) ===="
+    echo "==== Redis test suite: $mode mode$([[ $TLS -eq 1 ]] && echo ' over TLS'), $SERVER, ${#units[@]} unit(s), tags: $([[ $UNFILTERED -eq 1 ]] && echo none || { [[ $mode == normal ]] && echo "$TAGS_NORMAL" || echo "$TAGS"; }) ===="
 
     for unit in "${units[@]}"; do
         name="${unit//\//_}"
@@ -612,9 +631,17 @@ run_mode() { # mode
         skipped=$(grep -acE '^\[(skip|ignore)\]: ' "$out.log")
         npass=$(wc -l <"$out.pass"); nfail=$(wc -l <"$out.fail")
         expected="$expdir/$unit.txt"
+        local exceptions=/dev/null
+        if [[ $TLS -eq 1 ]]; then
+            [[ -f $ROOT/tests/redis-suite/expected-pass-tls/$unit.txt ]] &&
+                expected="$ROOT/tests/redis-suite/expected-pass-tls/$unit.txt"
+            [[ -f $ROOT/tests/redis-suite/tls-exceptions/$unit.txt ]] &&
+                exceptions="$ROOT/tests/redis-suite/tls-exceptions/$unit.txt"
+        fi
         missing=""
         if [[ $SERVER == damselfly && $UPDATE -eq 0 && $UNFILTERED -eq 0 && -f $expected ]]; then
-            missing=$(grep -v '^\s*$' "$expected" | grep -v '^#' | sort -u | comm -23 - "$out.pass")
+            missing=$(grep -v '^\s*$' "$expected" | grep -v '^#' | sort -u | comm -23 - "$out.pass" |
+                comm -23 - <(grep -v '^\s*$' "$exceptions" | grep -v '^#' | sort -u))
         fi
         nmiss=0; [[ -n $missing ]] && nmiss=$(printf '%s\n' "$missing" | wc -l)
         MISSING_TOTAL=$((MISSING_TOTAL + nmiss))

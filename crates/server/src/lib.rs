@@ -73,61 +73,73 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         .unwrap_or(511);
     let mut bound = Vec::new();
     let unixsocket = cfg.get("unixsocket").unwrap_or_default();
-    if port == 0
-        && unixsocket.is_empty()
-        && cfg.memcached_port() == 0
-        && cfg.get("admin_port").is_none_or(|p| p == "0")
-    {
+    let tls_port = cfg
+        .get("tls-port")
+        .and_then(|v| v.parse::<u16>().ok())
+        .unwrap_or(0);
+    let admin_port = cfg
+        .get("admin_port")
+        .and_then(|v| v.parse::<u16>().ok())
+        .unwrap_or(0);
+    let mc_port = cfg.memcached_port();
+    if port == 0 && tls_port == 0 && unixsocket.is_empty() && mc_port == 0 && admin_port == 0 {
         crate::log_warning!("Configured to not listen anywhere, exiting.");
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "Configured to not listen anywhere (port 0 and no unixsocket), exiting.",
         ));
     }
-    if port != 0 {
-        match net::listener::bind_all(&bind, port, backlog) {
-            Ok(ls) => bound.extend(ls.into_iter().map(net::listener::Bound::Tcp)),
+    if net::tls::wanted(&cfg) {
+        if let Err(e) = net::tls::configure(&cfg) {
+            crate::log_warning!("{e}");
+            crate::log_warning!("Failed to configure TLS. Check logs for more info.");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("Failed to configure TLS: {e}"),
+            ));
+        }
+    }
+    // Dragonfly's `--tls`: the main, memcache and (unless `no_tls_on_admin_port`) admin ports
+    // speak TLS. Redis's `tls-port` is a TLS port beside the plain one.
+    let tls_all = cfg.bool("tls");
+    let admin_bind = cfg
+        .get("admin_bind")
+        .filter(|b| !b.is_empty())
+        .unwrap_or(bind.clone());
+    use net::listener::Role;
+    let ports = [
+        (&bind, port, Role::Resp, tls_all, ""),
+        (&bind, tls_port, Role::Resp, true, ""),
+        (
+            &admin_bind,
+            admin_port,
+            Role::Admin,
+            tls_all && !cfg.bool("no_tls_on_admin_port"),
+            "admin ",
+        ),
+        (&bind, mc_port, Role::Memcache, tls_all, "memcached "),
+    ];
+    for (bind, port, role, tls, what) in ports {
+        if port == 0 {
+            continue;
+        }
+        match net::listener::bind_all(bind, port, backlog) {
+            Ok(ls) => bound.extend(ls.into_iter().map(|l| net::listener::Bound {
+                socket: net::listener::BoundSocket::Tcp(l),
+                role,
+                tls,
+            })),
             Err(e) => {
                 // The exact words Redis's test runner looks for to retry on another port.
                 crate::log_warning!("Warning: {e}");
-                crate::log_warning!("Failed listening on port {port} (TCP), aborting.");
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("Failed listening on port {port} (TCP), aborting."),
-                ));
-            }
-        }
-    }
-    let admin_port = cfg
-        .get("admin_port")
-        .and_then(|v| v.parse::<u16>().ok())
-        .unwrap_or(0);
-    if admin_port != 0 {
-        let admin_bind = cfg
-            .get("admin_bind")
-            .filter(|b| !b.is_empty())
-            .unwrap_or(bind.clone());
-        match net::listener::bind_all(&admin_bind, admin_port, backlog) {
-            Ok(ls) => bound.extend(ls.into_iter().map(net::listener::Bound::Admin)),
-            Err(e) => {
-                crate::log_warning!("Failed listening on admin port {admin_port}: {e}");
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("Failed listening on admin port {admin_port} (TCP), aborting."),
-                ));
-            }
-        }
-    }
-    let mc_port = cfg.memcached_port();
-    if mc_port != 0 {
-        match net::listener::bind_all(&bind, mc_port, backlog) {
-            Ok(ls) => bound.extend(ls.into_iter().map(net::listener::Bound::Memcache)),
-            Err(e) => {
-                crate::log_warning!("Failed listening on memcached port {mc_port}: {e}");
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("Failed listening on memcached port {mc_port} (TCP), aborting."),
-                ));
+                let proto = if role == Role::Resp && tls {
+                    "TLS"
+                } else {
+                    "TCP"
+                };
+                let msg = format!("Failed listening on {what}port {port} ({proto}), aborting.");
+                crate::log_warning!("{msg}");
+                return Err(std::io::Error::new(e.kind(), msg));
             }
         }
     }
@@ -137,7 +149,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             .and_then(|v| u32::from_str_radix(&v, 8).ok())
             .unwrap_or(0);
         match net::listener::bind_unix(&unixsocket, perm, backlog) {
-            Ok(l) => bound.push(net::listener::Bound::Unix(l)),
+            Ok(l) => bound.push(net::listener::Bound {
+                socket: net::listener::BoundSocket::Unix(l),
+                role: net::listener::Role::Resp,
+                tls: false,
+            }),
             Err(e) => {
                 crate::log_warning!("Failed opening Unix socket: {e}");
                 return Err(std::io::Error::new(

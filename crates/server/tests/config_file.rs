@@ -68,6 +68,12 @@ const NOT_IN_ROUND_TRIP: &[(&str, &str)] = &[
         "maxclients",
         "may be lowered to the descriptor limit at start-up (with a warning)",
     ),
+    // The switches that put TLS in use need real certificates (the other tls-* settings round
+    // trip here: unused without them).
+    ("tls", "turns TLS on: tests/tls.rs covers it with certificates"),
+    ("tls-port", "turns TLS on: tests/tls.rs"),
+    ("tls-replication", "turns TLS on: tests/tls.rs"),
+    ("tls-cluster", "turns TLS on: tests/tls.rs"),
 ];
 
 /// A valid value other than the default for `p`, or None when every other value is one that

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::net::stream::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 use super::persistence::key_image;
 use super::spec::prelude::*;
@@ -51,6 +51,8 @@ struct Opts<'a> {
     replace: bool,
     username: Option<&'a [u8]>,
     password: Option<&'a [u8]>,
+    /// Connect over TLS (`tls-cluster`, as Redis).
+    tls: bool,
     /// The keys: `args[first..first + num]`.
     first: usize,
     num: usize,
@@ -63,6 +65,7 @@ fn parse<'a>(args: &[&'a [u8]]) -> Result<Opts<'a>, &'static str> {
         replace: false,
         username: None,
         password: None,
+        tls: false,
         first: 3,
         num: 1,
     };
@@ -127,7 +130,8 @@ fn migrate_plan(args: &[&[u8]], plan: &mut dyn PlanSink) {
 
 /// A connection to a target instance.
 struct Target {
-    io: BufReader<TcpStream>,
+    io: BufReader<ReadHalf>,
+    out: WriteHalf,
     /// The database selected there (-1: unknown, SELECT next time).
     last_db: i64,
     last_use: Instant,
@@ -226,7 +230,13 @@ struct IoFail {
     timed_out: bool,
 }
 
-async fn connect(host: &[u8], port: &[u8], timeout: Duration) -> Option<TcpStream> {
+/// Opens a link to the target, over TLS with `tls-cluster` (as Redis's MIGRATE).
+async fn connect(
+    host: &[u8],
+    port: &[u8],
+    timeout: Duration,
+    tls: bool,
+) -> Option<(ReadHalf, WriteHalf)> {
     let host = String::from_utf8_lossy(host).into_owned();
     // As atoi: the leading digits.
     let digits: Vec<u8> = port
@@ -238,17 +248,16 @@ async fn connect(host: &[u8], port: &[u8], timeout: Duration) -> Option<TcpStrea
         .ok()
         .and_then(|s| s.parse::<u16>().ok())
         .unwrap_or(0);
-    let s = tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port)))
+    let s = tokio::time::timeout(timeout, Stream::connect(&host, port, tls, timeout))
         .await
         .ok()?
         .ok()?;
-    let _ = s.set_nodelay(true);
-    Some(s)
+    Some(s.into_split())
 }
 
 async fn write_all(t: &mut Target, buf: &[u8], timeout: Duration) -> Result<(), IoFail> {
     for chunk in buf.chunks(CHUNK) {
-        match tokio::time::timeout(timeout, t.io.get_mut().write_all(chunk)).await {
+        match tokio::time::timeout(timeout, t.out.write_all(chunk)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(IoFail { timed_out: false }),
             Err(_) => return Err(IoFail { timed_out: true }),
@@ -332,9 +341,10 @@ async fn exchange(
     loop {
         let mut t = match cache_take(&name) {
             Some(t) => t,
-            None => match connect(host, port, timeout).await {
-                Some(s) => Target {
-                    io: BufReader::new(s),
+            None => match connect(host, port, timeout, o.tls).await {
+                Some((r, w)) => Target {
+                    io: BufReader::new(r),
+                    out: w,
                     last_db: -1,
                     last_use: Instant::now(),
                 },
@@ -443,7 +453,10 @@ async fn exchange(
 fn migrate<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let o = match parse(args) {
-            Ok(o) => o,
+            Ok(o) => Opts {
+                tls: cx.shared().config.bool("tls-cluster"),
+                ..o
+            },
             Err(e) => return cx.reply.error(e),
         };
         let (Some(timeout), Some(db)) = (parse_i64(args[5]), parse_i64(args[4])) else {

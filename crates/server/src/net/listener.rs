@@ -87,21 +87,26 @@ pub fn bind_unix(path: &str, perm: u32, backlog: i32) -> std::io::Result<StdUnix
     Ok(sock.into())
 }
 
-/// A bound listening socket of either kind.
-pub enum Bound {
+/// A bound listening socket, with what its connections speak.
+pub struct Bound {
+    pub socket: BoundSocket,
+    pub role: Role,
+    /// Connections start with a TLS handshake (`tls-port`, or Dragonfly's `--tls`).
+    pub tls: bool,
+}
+
+pub enum BoundSocket {
     Tcp(StdListener),
     Unix(StdUnixListener),
-    /// The memcache port (`--memcached_port`): its connections speak memcached's protocol.
-    Memcache(StdListener),
-    /// The admin port (`--admin_port`): RESP and HTTP for operators (net/session.rs).
-    Admin(StdListener),
 }
 
 /// The protocol and role of a listener's connections.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
     Resp,
+    /// The memcache port (`--memcached_port`): memcached's protocol.
     Memcache,
+    /// The admin port (`--admin_port`): RESP and HTTP for operators (net/session.rs).
     Admin,
 }
 
@@ -130,6 +135,8 @@ impl Portable {
         Ok(match s {
             Stream::Tcp(s) => Portable::Tcp(s.into_std()?),
             Stream::Unix(s) => Portable::Unix(s.into_std()?),
+            // Accepted connections move before their handshake.
+            Stream::Tls(_) => return Err(std::io::ErrorKind::Unsupported.into()),
         })
     }
 
@@ -143,16 +150,10 @@ impl Portable {
 
 /// Accept loop (runs on thread 0).
 pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
-    let role = match bound {
-        Bound::Memcache(_) => Role::Memcache,
-        Bound::Admin(_) => Role::Admin,
-        _ => Role::Resp,
-    };
-    let listener = match bound {
-        Bound::Tcp(l) | Bound::Memcache(l) | Bound::Admin(l) => {
-            TcpListener::from_std(l).map(Listener::Tcp)
-        }
-        Bound::Unix(l) => UnixListener::from_std(l).map(Listener::Unix),
+    let (role, tls) = (bound.role, bound.tls);
+    let listener = match bound.socket {
+        BoundSocket::Tcp(l) => TcpListener::from_std(l).map(Listener::Tcp),
+        BoundSocket::Unix(l) => UnixListener::from_std(l).map(Listener::Unix),
     };
     let listener = match listener {
         Ok(l) => l,
@@ -178,11 +179,11 @@ pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
             .fetch_add(1, Ordering::Relaxed)
             % threads;
         if target == worker.id {
-            spawn_session(worker.clone(), stream, role);
+            spawn_session(worker.clone(), stream, role, tls);
         } else {
             match Portable::from(stream) {
                 Ok(p) => worker.post(target, move |w| match p.adopt() {
-                    Ok(s) => spawn_session(w.clone(), s, role),
+                    Ok(s) => spawn_session(w.clone(), s, role, tls),
                     Err(e) => crate::log_warning!("cannot adopt connection: {e}"),
                 }),
                 Err(e) => crate::log_warning!("cannot move connection: {e}"),
@@ -191,17 +192,25 @@ pub async fn accept_loop(worker: Rc<Worker>, bound: Bound) {
     }
 }
 
-/// Starts serving a connection on this thread, in the protocol of the port it came in on.
-fn spawn_session(worker: Rc<Worker>, stream: Stream, role: Role) {
-    match role {
-        Role::Memcache => {
-            tokio::task::spawn_local(crate::memcache::session::serve(worker, stream));
+/// Starts serving a connection on this thread, in the protocol of the port it came in on. A TLS
+/// port's handshake runs here too, so handshakes spread over the threads like the connections.
+fn spawn_session(worker: Rc<Worker>, stream: Stream, role: Role, tls: bool) {
+    tokio::task::spawn_local(async move {
+        let stream = match (tls, stream) {
+            (true, Stream::Tcp(tcp)) => match super::tls::accept(tcp).await {
+                Ok(io) => Stream::Tls(Rc::new(io)),
+                Err(e) => {
+                    // As Redis, at verbose level: port scanners and plain clients do this.
+                    crate::log_verbose!("Error accepting a client connection: {e}");
+                    return;
+                }
+            },
+            (_, s) => s,
+        };
+        match role {
+            Role::Memcache => crate::memcache::session::serve(worker, stream).await,
+            Role::Admin => crate::net::session::serve_as(worker, stream, true).await,
+            Role::Resp => crate::net::session::serve(worker, stream).await,
         }
-        Role::Admin => {
-            tokio::task::spawn_local(crate::net::session::serve_as(worker, stream, true));
-        }
-        Role::Resp => {
-            tokio::task::spawn_local(crate::net::session::serve(worker, stream));
-        }
-    }
+    });
 }

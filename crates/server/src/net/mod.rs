@@ -8,3 +8,4 @@ pub mod limits;
 pub mod listener;
 pub mod session;
 pub mod stream;
+pub mod tls;

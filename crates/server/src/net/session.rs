@@ -160,13 +160,16 @@ impl Output {
         reply.len() >= self.flush_at
     }
 
+    /// Output not on the socket yet: unwritten replies, or TLS records written but held back
+    /// by a full socket.
     #[inline]
     pub fn pending(&self, reply: &Reply) -> bool {
-        reply.len() > self.written
+        reply.len() > self.written || self.stream.backlogged()
     }
 
     /// Writes what the socket takes now, without waiting.
     pub fn try_flush(&mut self, reply: &mut Reply, worker: &Worker) -> std::io::Result<()> {
+        self.stream.flush_backlog()?;
         while self.written < reply.len() {
             match self.stream.try_write(&reply.buf[self.written..]) {
                 Ok(n) => {
@@ -211,8 +214,9 @@ impl Output {
 
 /// Writes all of `data`, waiting for the socket as needed.
 pub async fn write_all(stream: &WriteHalf, mut data: &[u8]) -> std::io::Result<()> {
-    while !data.is_empty() {
+    while !data.is_empty() || stream.backlogged() {
         stream.writable().await?;
+        stream.flush_backlog()?;
         match stream.try_write(data) {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::net::stream::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
 
 use crate::commands::ConnCtx;
 use crate::engine::Worker;
@@ -210,7 +210,7 @@ async fn run(w: Rc<Worker>, gen: u64, host: String, port: u16) {
     }
 }
 
-async fn read_line(r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Result<String, LinkError> {
+async fn read_line(r: &mut BufReader<ReadHalf>) -> Result<String, LinkError> {
     loop {
         let mut line = String::new();
         let n = tokio::time::timeout(Duration::from_secs(60), r.read_line(&mut line))
@@ -229,8 +229,8 @@ async fn read_line(r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Result<
 }
 
 async fn command(
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
-    r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    wr: &mut WriteHalf,
+    r: &mut BufReader<ReadHalf>,
     args: &[&[u8]],
 ) -> Result<String, LinkError> {
     wr.write_all(&super::journal::encode(args))
@@ -241,12 +241,12 @@ async fn command(
 
 /// One connection to the primary: handshake, sync, stream. Returns when it drops.
 async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), LinkError> {
-    let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+    let tls = w.shared.config.bool("tls-replication");
+    let stream = Stream::connect(host, port, tls, Duration::from_secs(10))
         .await
-        .map_err(|_| "connect timeout".to_string())?
         .map_err(|e| format!("connecting: {e}"))?;
-    let _ = stream.set_nodelay(true);
     crate::log_notice!("MASTER <-> REPLICA sync started");
+    let addrs = stream.addrs();
     let (rd, mut wr) = stream.into_split();
     let mut r = BufReader::with_capacity(64 * 1024, rd);
     let cfg = w.shared.config.clone();
@@ -333,14 +333,14 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     }
     crate::log_notice!("MASTER <-> REPLICA sync: Finished with success");
     set_state(gen, State::Connected);
-    apply_stream(w, gen, r, wr).await
+    apply_stream(w, gen, r, wr, addrs).await
 }
 
 /// Receives the snapshot (`$<len>` or the diskless `$EOF:<mark>` form) into a temporary file
 /// and loads it into every shard, replacing the dataset.
 async fn full_sync(
     w: &Rc<Worker>,
-    r: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    r: &mut BufReader<ReadHalf>,
 ) -> Result<Option<usize>, LinkError> {
     let head = read_line(r).await?;
     let Some(spec) = head.strip_prefix('$') else {
@@ -416,8 +416,9 @@ async fn full_sync(
 async fn apply_stream(
     w: &Rc<Worker>,
     gen: u64,
-    mut r: BufReader<tokio::net::tcp::OwnedReadHalf>,
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut r: BufReader<ReadHalf>,
+    mut wr: WriteHalf,
+    addrs: crate::net::stream::Addrs,
 ) -> Result<(), LinkError> {
     use damselfly_protocol::{Parser, ParserLimits};
     let mut cx = ConnCtx::internal(w.clone());
@@ -431,16 +432,8 @@ async fn apply_stream(
     // (by address, id or TYPE master) drops it and it reconnects.
     {
         let mut info = cx.client.info.borrow_mut();
-        info.addr = r
-            .get_ref()
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        info.laddr = r
-            .get_ref()
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
+        info.addr = addrs.peer;
+        info.laddr = addrs.local;
         info.flags = "M".into();
         info.name = String::new();
         info.local = true;
@@ -675,7 +668,7 @@ async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
     }
 }
 
-async fn send_ack(wr: &mut tokio::net::tcp::OwnedWriteHalf) -> Result<(), LinkError> {
+async fn send_ack(wr: &mut WriteHalf) -> Result<(), LinkError> {
     let off = super::master().offset.to_string();
     wr.write_all(&super::journal::encode(&[
         b"REPLCONF",

@@ -89,9 +89,32 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
             return false;
         }
     }
+    let tls_before: Vec<(&str, String)> = seen
+        .iter()
+        .filter(|n| n.starts_with("tls-"))
+        .map(|n| (*n, cfg.get(n).unwrap_or_default()))
+        .collect();
     for (name, value) in &pairs {
         if let Err(e) = cfg.set(name, value) {
             cx.reply.error(&set_error(name, &e));
+            return false;
+        }
+    }
+    if !tls_before.is_empty() {
+        // As Redis's TLS apply function: the new settings are built into a configuration for
+        // new connections, or nothing changes.
+        if let Err(e) = crate::net::tls::configure(&cfg) {
+            crate::log_warning!("Failed to update TLS configuration: {e}");
+            for (name, old) in &tls_before {
+                let _ = cfg.set(name, old);
+            }
+            let typed = pairs
+                .iter()
+                .find(|(n, _)| find_param(n).is_some_and(|p| p.name == tls_before[0].0))
+                .map_or(tls_before[0].0, |(n, _)| n.as_str());
+            cx.reply.error(&format!(
+                "ERR CONFIG SET failed (possibly related to argument '{typed}') - Unable to update TLS configuration. Check server logs."
+            ));
             return false;
         }
     }
