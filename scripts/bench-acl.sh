@@ -33,8 +33,8 @@ NAMES=(damselfly redis)
 MODES=(open acl)
 RULES="on >benchpw ~key:* resetchannels -@all +get +set +ping +config|get"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 start_server() { # name port -> pid
   case "$1" in
@@ -56,8 +56,7 @@ for round in $(seq 1 "$ROUNDS"); do
       [ "$mode" = acl ] && auth=(--user bench -a benchpw)
       for P in 1 30; do
         for t in set get; do
-          rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" "${auth[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null \
-                | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+          rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" "${auth[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null | csv_rps)
           RPS[$name,$mode,$t,$P]+="${rps:-0} "
         done
       done
@@ -69,8 +68,6 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.0f}')" $1; }
-ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 {
   echo "### ACL: restricted user vs default user, redis-benchmark, one server thread (run $(date -u +%Y-%m-%dT%H:%MZ))"
   echo

@@ -7,6 +7,7 @@
 # (Redis 7.0's Tcl suite against the release binary: external mode for the default units, compared
 # with tests/redis-suite/expected-pass, and normal mode - runtest starts the servers - for the units
 # with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md) →
+# redis-suite-tls (a set of those units again with runtest --tls) →
 # libraries (real client libraries' Lua scripts, bee-queue and redlock, against the release
 # binary and redis-server: tests/libraries/run.sh) → memcache-libs (pymemcache against
 # --memcached_port and real memcached: tests/libraries/memcache/run.sh) → memccapable
@@ -16,8 +17,8 @@
 # any stage failed.
 #
 # Environment:
-#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite libraries
-#                        memcache-libs memccapable)
+#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite
+#                        redis-suite-tls libraries memcache-libs memccapable)
 #   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
 #   TEST_PROFILE=release run `cargo test` in release mode with the test-only fault-injection
 #                        feature (faster CI, but no debug assertions / overflow checks)
@@ -68,13 +69,16 @@ install_deps() {
     command -v redis-server >/dev/null || need+=(redis-server)
     command -v redis-cli >/dev/null || need+=(redis-tools)
     command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
+    # The suite's --tls runs: Tcl's TLS package, and openssl for the certificates.
+    echo 'package require tls' | tclsh >/dev/null 2>&1 || need+=(tcl-tls)
+    command -v openssl >/dev/null || need+=(openssl)
     command -v memcached >/dev/null || need+=(memcached)
     command -v memccapable >/dev/null || need+=(libmemcached-tools)
     python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
     command -v node >/dev/null || need+=(nodejs)
     command -v npm >/dev/null || need+=(npm)
     if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh memcached memccapable pip node npm"
+        echo "all present: redis-server redis-cli tclsh tcl-tls openssl memcached memccapable pip node npm"
         return 0
     fi
     if [[ $(id -u) -ne 0 ]]; then
@@ -95,17 +99,24 @@ cargo_test() {
     fi
 }
 
+# The suite over TLS (runtest --tls: TLS ports, client certificates, TLS replication): these
+# units in CI; `scripts/redis-suite.sh --mode normal --tls` runs every normal-mode unit
+# (tests/redis-suite/NOTES.md has that run's result).
+TLS_UNITS=(unit/tls unit/protocol unit/keyspace unit/type/incr unit/type/hash unit/pubsub
+    unit/tracking unit/acl unit/info unit/limits unit/obuf-limits integration/replication-4)
+
 run_stage deps install_deps
 run_stage fmt cargo fmt --all -- --check
 run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
 if run_stage build cargo build --release; then
     run_stage test cargo_test
     run_stage redis-suite ./scripts/redis-suite.sh --mode both
+    run_stage redis-suite-tls ./scripts/redis-suite.sh --mode normal --tls "${TLS_UNITS[@]}"
     run_stage libraries ./tests/libraries/run.sh
     run_stage memcache-libs ./tests/libraries/memcache/run.sh
     run_stage memccapable ./tests/libraries/memcache/memccapable.sh
 else
-    for s in test redis-suite libraries memcache-libs memccapable; do
+    for s in test redis-suite redis-suite-tls libraries memcache-libs memccapable; do
         NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
     done
 fi

@@ -70,7 +70,10 @@ const NOT_IN_ROUND_TRIP: &[(&str, &str)] = &[
     ),
     // The switches that put TLS in use need real certificates (the other tls-* settings round
     // trip here: unused without them).
-    ("tls", "turns TLS on: tests/tls.rs covers it with certificates"),
+    (
+        "tls",
+        "turns TLS on: tests/tls.rs covers it with certificates",
+    ),
     ("tls-port", "turns TLS on: tests/tls.rs"),
     ("tls-replication", "turns TLS on: tests/tls.rs"),
     ("tls-cluster", "turns TLS on: tests/tls.rs"),

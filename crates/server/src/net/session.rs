@@ -60,15 +60,25 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
     let (mut reader, writer) = stream.into_split();
     shared.total_connections.fetch_add(1, Ordering::Relaxed);
 
+    // Refusals are written on plain connections only: Redis writes them before a TLS
+    // handshake could have completed, so a TLS client just sees the connection close.
+    let refuse = |msg: String| {
+        let writer = &writer;
+        async move {
+            if !matches!(writer, WriteHalf::Tls(_)) {
+                let _ = write_all(writer, msg.as_bytes()).await;
+            }
+        }
+    };
     // Protected mode: no password → loopback clients only.
     if shared.config.protected_mode() && !shared.config.has_password() && !addrs.is_local {
-        let _ = write_all(&writer, format!("-{DENIED_MSG}\r\n").as_bytes()).await;
+        refuse(format!("-{DENIED_MSG}\r\n")).await;
         shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return;
     }
     let connected = shared.connected_clients.fetch_add(1, Ordering::Relaxed) + 1;
     if connected > shared.config.maxclients() && !admin {
-        let _ = write_all(&writer, b"-ERR max number of clients reached\r\n").await;
+        refuse("-ERR max number of clients reached\r\n".into()).await;
         shared.connected_clients.fetch_sub(1, Ordering::Relaxed);
         shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return;
