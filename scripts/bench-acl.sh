@@ -13,28 +13,14 @@
 # Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=1000000
-ROUNDS=3
-OUT=""
-SERVER_CPU=${SERVER_CPU:-1}
-LOAD_CPU=${LOAD_CPU:-0}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --requests) N=$2; shift 2 ;;
-    --rounds) ROUNDS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-done
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+bench_args "$@"
 cargo build --release -q -p damselfly
 BIN=target/release/damselfly
 NAMES=(damselfly redis)
 MODES=(open acl)
 RULES="on >benchpw ~key:* resetchannels -@all +get +set +ping +config|get"
-
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh
 
 start_server() { # name port -> pid
   case "$1" in
@@ -75,17 +61,5 @@ done
   echo "\`redis-benchmark -t set,get -n $N -r 100000 -d 32 -c 50 -P {1,30}\`, as the default user (open) and as"
   echo "\`ACL SETUSER bench $RULES\` (acl, \`--user bench -a benchpw\`). Machine: $(nproc) cores, $(uname -r)."
   echo
-  echo "| test | pipeline | damselfly open | redis open | ratio open | damselfly acl | redis acl | ratio acl |"
-  echo "|---|---|---|---|---|---|---|---|"
-  for P in 1 30; do for t in set get; do
-    do_=$(median "${RPS[damselfly,open,$t,$P]}"); ro=$(median "${RPS[redis,open,$t,$P]}")
-    da=$(median "${RPS[damselfly,acl,$t,$P]}"); ra=$(median "${RPS[redis,acl,$t,$P]}")
-    echo "| ${t^^} | $P | $do_ | $ro | $(ratio "$do_" "$ro") | $da | $ra | $(ratio "$da" "$ra") |"
-  done; done
-  echo
-  echo "Per-round ops/s (damselfly / redis):"
-  echo
-  for mode in "${MODES[@]}"; do for P in 1 30; do for t in set get; do
-    echo "- $mode ${t^^} -P $P: ${RPS[damselfly,$mode,$t,$P]% } / ${RPS[redis,$mode,$t,$P]% }"
-  done; done; done
+  report_two_modes "${MODES[@]}"
 } | tee ${OUT:+"$OUT"}

@@ -13,25 +13,12 @@
 # machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=1000000
-ROUNDS=3
-OUT=""
-SERVER_CPU=${SERVER_CPU:-1}
-LOAD_CPU=${LOAD_CPU:-0}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --requests) N=$2; shift 2 ;;
-    --rounds) ROUNDS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-done
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+bench_args "$@"
 command -v openssl >/dev/null || { echo "openssl not found (apt-get install -y openssl)" >&2; exit 1; }
 cargo build --release -q -p damselfly
 BIN=$PWD/target/release/damselfly
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh
 NAMES=(damselfly redis)
 MODES=(plain tls)
 
@@ -90,17 +77,5 @@ done
   echo "\`redis-benchmark -t set,get -n $N -r 100000 -d 32 -c 50 -P {1,30}\` on the plain port and on the TLS port"
   echo "(\`--tls\` with a client certificate; RSA 2048 certificates; rustls vs OpenSSL $(openssl version | awk '{print $2}')). Machine: $(nproc) cores, $(uname -r)."
   echo
-  echo "| test | pipeline | damselfly plain | redis plain | ratio plain | damselfly tls | redis tls | ratio tls |"
-  echo "|---|---|---|---|---|---|---|---|"
-  for P in 1 30; do for t in set get; do
-    dp=$(median "${RPS[damselfly,plain,$t,$P]}"); rp=$(median "${RPS[redis,plain,$t,$P]}")
-    dt=$(median "${RPS[damselfly,tls,$t,$P]}"); rt=$(median "${RPS[redis,tls,$t,$P]}")
-    echo "| ${t^^} | $P | $dp | $rp | $(ratio "$dp" "$rp") | $dt | $rt | $(ratio "$dt" "$rt") |"
-  done; done
-  echo
-  echo "Per-round ops/s (damselfly / redis):"
-  echo
-  for mode in "${MODES[@]}"; do for P in 1 30; do for t in set get; do
-    echo "- $mode ${t^^} -P $P: ${RPS[damselfly,$mode,$t,$P]% } / ${RPS[redis,$mode,$t,$P]% }"
-  done; done; done
+  report_two_modes "${MODES[@]}"
 } | tee ${OUT:+"$OUT"}
