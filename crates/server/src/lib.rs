@@ -65,7 +65,6 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     let shared = Shared::new(cfg.clone());
     engine::notify::set_sink(pubsub::publish_event);
     engine::tracking::set_sink(pubsub::tracking::sink);
-    let bind = cfg.get("bind").unwrap_or_default();
     let port = cfg.port();
     let backlog = cfg
         .get("tcp-backlog")
@@ -99,49 +98,8 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             ));
         }
     }
-    // Dragonfly's `--tls`: the main, memcache and (unless `no_tls_on_admin_port`) admin ports
-    // speak TLS. Redis's `tls-port` is a TLS port beside the plain one.
-    let tls_all = cfg.bool("tls");
-    let admin_bind = cfg
-        .get("admin_bind")
-        .filter(|b| !b.is_empty())
-        .unwrap_or(bind.clone());
-    use net::listener::Role;
-    let ports = [
-        (&bind, port, Role::Resp, tls_all, ""),
-        (&bind, tls_port, Role::Resp, true, ""),
-        (
-            &admin_bind,
-            admin_port,
-            Role::Admin,
-            tls_all && !cfg.bool("no_tls_on_admin_port"),
-            "admin ",
-        ),
-        (&bind, mc_port, Role::Memcache, tls_all, "memcached "),
-    ];
-    for (bind, port, role, tls, what) in ports {
-        if port == 0 {
-            continue;
-        }
-        match net::listener::bind_all(bind, port, backlog) {
-            Ok(ls) => bound.extend(ls.into_iter().map(|l| net::listener::Bound {
-                socket: net::listener::BoundSocket::Tcp(l),
-                role,
-                tls,
-            })),
-            Err(e) => {
-                // The exact words Redis's test runner looks for to retry on another port.
-                crate::log_warning!("Warning: {e}");
-                let proto = if role == Role::Resp && tls {
-                    "TLS"
-                } else {
-                    "TCP"
-                };
-                let msg = format!("Failed listening on {what}port {port} ({proto}), aborting.");
-                crate::log_warning!("{msg}");
-                return Err(std::io::Error::new(e.kind(), msg));
-            }
-        }
+    for p in net::listener::Port::ALL {
+        bound.extend(p.bind(&cfg)?);
     }
     if !unixsocket.is_empty() {
         let perm = cfg
@@ -153,6 +111,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
                 socket: net::listener::BoundSocket::Unix(l),
                 role: net::listener::Role::Resp,
                 tls: false,
+                port: None,
             }),
             Err(e) => {
                 crate::log_warning!("Failed opening Unix socket: {e}");
@@ -357,7 +316,7 @@ fn thread_main(
         tokio::task::spawn_local(w.clone().run_ticker());
         tokio::task::spawn_local(net::cron::run(w.clone()));
         for l in listeners {
-            tokio::task::spawn_local(net::listener::accept_loop(w.clone(), l));
+            net::listener::spawn(w.clone(), l);
         }
         if id == 0 {
             tokio::task::spawn_local(watch_signals(w.clone()));

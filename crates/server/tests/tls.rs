@@ -533,3 +533,53 @@ fn redis_server_and_damselfly_replicate_each_other_over_tls() {
         .cmd(&["REPLICAOF", "127.0.0.1", &redis_tls.to_string()]);
     check_replicates(&redis_primary, &replica);
 }
+
+#[test]
+fn config_set_moves_the_plain_and_tls_ports() {
+    let (s, tls_port) = start_tls(&[]);
+    let plain_port = s.port();
+    let mut plain = s.raw_conn();
+    // The TLS port moves: the old one stops accepting, the new one serves TLS.
+    let moved = free_port();
+    assert_eq!(
+        plain.cmd(&["CONFIG", "SET", "tls-port", &moved.to_string()]),
+        common::ok()
+    );
+    assert!(TcpStream::connect(("127.0.0.1", tls_port)).is_err());
+    let mut t = tls_connect(moved, true).unwrap();
+    assert_eq!(
+        cmd(&mut t, &["PING"]).unwrap(),
+        Resp::Simple(b"PONG".to_vec())
+    );
+    // The plain port off, then on another number; connections already open go on.
+    assert_eq!(plain.q("CONFIG SET port 0"), common::ok());
+    assert!(TcpStream::connect(("127.0.0.1", plain_port)).is_err());
+    assert_eq!(plain.q("PING"), Resp::Simple(b"PONG".to_vec()));
+    assert_eq!(
+        cmd(&mut t, &["CONFIG", "SET", "port", &plain_port.to_string()]).unwrap(),
+        common::ok()
+    );
+    assert_eq!(s.raw_conn().q("PING"), Resp::Simple(b"PONG".to_vec()));
+    // A port in use: Redis's error, and the old port still listens.
+    let busy = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let busy_port = busy.local_addr().unwrap().port().to_string();
+    assert_eq!(
+        plain.cmd(&["CONFIG", "SET", "port", &busy_port]),
+        common::err("ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs.")
+    );
+    assert_eq!(
+        plain.q("CONFIG GET port"),
+        Resp::Array(vec![
+            common::bulk("port"),
+            common::bulk(&plain_port.to_string())
+        ])
+    );
+    assert_eq!(s.raw_conn().q("PING"), Resp::Simple(b"PONG".to_vec()));
+    // A bind address this host does not have: refused, the listeners stay.
+    assert_eq!(
+        plain.q("CONFIG SET bind 999.999.999.999"),
+        common::err("ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses.")
+    );
+    assert_eq!(s.raw_conn().q("PING"), Resp::Simple(b"PONG".to_vec()));
+    assert!(tls_connect(moved, true).is_ok());
+}

@@ -70,7 +70,7 @@ pub static PARAMS: &[Param] = &[
         &[],
         Kind::Int(0, 65535),
         "6379",
-        false,
+        true,
         "Redis protocol port",
     ),
     p(
@@ -78,7 +78,7 @@ pub static PARAMS: &[Param] = &[
         &[],
         Kind::Words(words::bind),
         "0.0.0.0",
-        false,
+        true,
         "addresses to listen on, space separated (e.g. 'localhost' or '127.0.0.1 ::1')",
     ),
     p("requirepass", &[], Kind::Str, "", true, "password for AUTH"),
@@ -533,7 +533,7 @@ pub static PARAMS: &[Param] = &[
         &[],
         Kind::Int(0, 65535),
         "0",
-        false,
+        true,
         "TLS port (RESP and HTTPS); 0 disables it",
     ),
     p(

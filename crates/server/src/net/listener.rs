@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, UnixListener};
 
 use super::stream::Stream;
 
+use crate::config::Config;
 use crate::engine::Worker;
 
 /// Binds every address of `bind` (space separated) on `port`, Redis-style: an address written
@@ -93,6 +94,137 @@ pub struct Bound {
     pub role: Role,
     /// Connections start with a TLS handshake (`tls-port`, or Dragonfly's `--tls`).
     pub tls: bool,
+    /// Which configured port it is (None: the unix socket), for CONFIG SET's rebinding.
+    pub port: Option<Port>,
+}
+
+/// The TCP ports a configuration can ask for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Port {
+    /// `port` (TLS with Dragonfly's `--tls`).
+    Main,
+    /// `tls-port`.
+    Tls,
+    /// `admin_port`, on `admin_bind`.
+    Admin,
+    /// `memcached_port`.
+    Memcache,
+}
+
+impl Port {
+    pub const ALL: [Port; 4] = [Port::Main, Port::Tls, Port::Admin, Port::Memcache];
+
+    /// The ports a CONFIG SET of `name` moves (Redis: `port`, `tls-port`, `bind`).
+    pub fn moved_by(name: &str) -> &'static [Port] {
+        match name {
+            "port" => &[Port::Main],
+            "tls-port" => &[Port::Tls],
+            "bind" => &[Port::Main, Port::Tls, Port::Memcache],
+            _ => &[],
+        }
+    }
+
+    /// Binds this port as the configuration says now: nothing when its number is 0. The
+    /// error names the port as Redis's log line does (its test runner looks for the words).
+    pub fn bind(self, cfg: &Config) -> std::io::Result<Vec<Bound>> {
+        let num = |name: &str| {
+            cfg.get(name)
+                .and_then(|v| v.parse::<u16>().ok())
+                .unwrap_or(0)
+        };
+        let bind = cfg.get("bind").unwrap_or_default();
+        // Dragonfly's `--tls`: the main, memcache and (unless `no_tls_on_admin_port`) admin
+        // ports speak TLS. Redis's `tls-port` is a TLS port beside the plain one.
+        let tls_all = cfg.bool("tls");
+        let (addrs, port, role, tls, what) = match self {
+            Port::Main => (bind, num("port"), Role::Resp, tls_all, ""),
+            Port::Tls => (bind, num("tls-port"), Role::Resp, true, ""),
+            Port::Admin => (
+                cfg.get("admin_bind")
+                    .filter(|b| !b.is_empty())
+                    .unwrap_or(bind),
+                num("admin_port"),
+                Role::Admin,
+                tls_all && !cfg.bool("no_tls_on_admin_port"),
+                "admin ",
+            ),
+            Port::Memcache => (
+                bind,
+                num("memcached_port"),
+                Role::Memcache,
+                tls_all,
+                "memcached ",
+            ),
+        };
+        if port == 0 {
+            return Ok(Vec::new());
+        }
+        let backlog = cfg
+            .get("tcp-backlog")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(511);
+        match bind_all(&addrs, port, backlog) {
+            Ok(ls) => Ok(ls
+                .into_iter()
+                .map(|l| Bound {
+                    socket: BoundSocket::Tcp(l),
+                    role,
+                    tls,
+                    port: Some(self),
+                })
+                .collect()),
+            Err(e) => {
+                crate::log_warning!("Warning: {e}");
+                let proto = if self == Port::Tls { "TLS" } else { "TCP" };
+                let msg = format!("Failed listening on {what}port {port} ({proto}), aborting.");
+                crate::log_warning!("{msg}");
+                Err(std::io::Error::new(e.kind(), msg))
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The accept loops running on this thread (thread 0), by the port they serve.
+    static RUNNING: std::cell::RefCell<Vec<(Option<Port>, tokio::task::JoinHandle<()>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Starts accepting on `bound` (on thread 0, which accepts for every thread).
+pub fn spawn(worker: Rc<Worker>, bound: Bound) {
+    let port = bound.port;
+    let h = tokio::task::spawn_local(accept_loop(worker, bound));
+    RUNNING.with(|r| r.borrow_mut().push((port, h)));
+}
+
+/// CONFIG SET of `port`, `tls-port` or `bind` (run on thread 0): closes the listeners of
+/// `ports`, waits until their sockets are closed, and binds them again as the configuration
+/// says now. On error nothing listens on those ports; the caller puts the old values back and
+/// calls this again. Open connections are not affected.
+pub async fn rebind(worker: Rc<Worker>, ports: Vec<Port>) -> Result<(), String> {
+    let stopping: Vec<tokio::task::JoinHandle<()>> = RUNNING.with(|r| {
+        let mut r = r.borrow_mut();
+        let (stop, keep): (Vec<_>, Vec<_>) = r
+            .drain(..)
+            .partition(|(p, _)| p.is_some_and(|p| ports.contains(&p)));
+        *r = keep;
+        stop.into_iter().map(|(_, h)| h).collect()
+    });
+    for h in &stopping {
+        h.abort();
+    }
+    for h in stopping {
+        // Returns once the task, and with it its listening socket, is dropped.
+        let _ = h.await;
+    }
+    let mut new = Vec::new();
+    for p in ports {
+        new.extend(p.bind(&worker.shared.config).map_err(|e| e.to_string())?);
+    }
+    for b in new {
+        spawn(worker.clone(), b);
+    }
+    Ok(())
 }
 
 pub enum BoundSocket {

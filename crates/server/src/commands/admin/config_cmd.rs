@@ -41,7 +41,10 @@ fn set_error(typed: &str, e: &ConfigError) -> String {
 /// them affects new connections only.
 pub fn config_set<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        if set_all(cx, args) {
+        let Some(moved) = set_all(cx, args) else {
+            return;
+        };
+        if moved.is_empty() || relisten(cx, &moved).await {
             // A new client limit (or a new maxmemory under a percentage) applies at once, as
             // Redis evicts clients before it answers anything else.
             crate::net::client_evict::reconsider();
@@ -51,11 +54,64 @@ pub fn config_set<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// Applies CONFIG SET's pairs; false when one was refused (the error is the reply).
-fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
+/// A listener parameter CONFIG SET changed: (canonical name, name as typed, old value).
+type Moved = Vec<(&'static str, String, String)>;
+
+/// `port`, `tls-port`, `bind` changed: the listeners they name are bound again on thread 0 (the
+/// accepting thread). If that fails the old values come back and are bound again, and the reply
+/// is Redis's error; true when it worked.
+async fn relisten(cx: &mut ConnCtx, moved: &Moved) -> bool {
+    use crate::net::listener::{rebind, Port};
+    let mut ports: Vec<Port> = Vec::new();
+    for (name, _, _) in moved {
+        for p in Port::moved_by(name) {
+            if !ports.contains(p) {
+                ports.push(*p);
+            }
+        }
+    }
+    let run = |w: &std::rc::Rc<crate::engine::Worker>, ports: Vec<Port>| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        w.post(0, move |w| {
+            let w = w.clone();
+            tokio::task::spawn_local(async move {
+                let _ = tx.send(rebind(w, ports).await);
+            });
+        });
+        rx
+    };
+    let Err(e) = run(&cx.worker, ports.clone())
+        .await
+        .unwrap_or_else(|_| Err("the accepting thread is gone".into()))
+    else {
+        return true;
+    };
+    crate::log_warning!("CONFIG SET: {e}");
+    let cfg = cx.shared().config.clone();
+    for (name, _, old) in moved {
+        let _ = cfg.set(name, old);
+    }
+    if let Ok(Err(e)) = run(&cx.worker, ports).await {
+        crate::log_warning!("CONFIG SET: the previous listeners could not be restored: {e}");
+    }
+    let (name, typed, _) = &moved[0];
+    let why = if *name == "bind" {
+        "Failed to bind to specified addresses."
+    } else {
+        "Unable to listen on this port. Check server logs."
+    };
+    cx.reply.error(&format!(
+        "ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}"
+    ));
+    false
+}
+
+/// Applies CONFIG SET's pairs: None when one was refused (the error is the reply), else the
+/// listener parameters among them (see `relisten`).
+fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<Moved> {
     if !args.len().is_multiple_of(2) {
         cx.reply.error(ERR_SYNTAX);
-        return false;
+        return None;
     }
     let cfg = cx.shared().config.clone();
     let pairs: Vec<(String, String)> = args[2..]
@@ -73,22 +129,30 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
         let Some(p) = find_param(name) else {
             cx.reply
                 .error(&set_error(name, &ConfigError::UnknownParam(name.clone())));
-            return false;
+            return None;
         };
         if seen.contains(&p.name) {
             cx.reply.error(&format!(
                 "ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"
             ));
-            return false;
+            return None;
         }
         seen.push(p.name);
     }
     for (name, value) in &pairs {
         if let Err(e) = cfg.check(name, value) {
             cx.reply.error(&set_error(name, &e));
-            return false;
+            return None;
         }
     }
+    let moved: Moved = pairs
+        .iter()
+        .filter_map(|(n, _)| {
+            let p = find_param(n)?;
+            (!crate::net::listener::Port::moved_by(p.name).is_empty())
+                .then(|| (p.name, n.clone(), cfg.get(p.name).unwrap_or_default()))
+        })
+        .collect();
     let tls_before: Vec<(&str, String)> = seen
         .iter()
         .filter(|n| n.starts_with("tls-"))
@@ -97,7 +161,7 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
     for (name, value) in &pairs {
         if let Err(e) = cfg.set(name, value) {
             cx.reply.error(&set_error(name, &e));
-            return false;
+            return None;
         }
     }
     if !tls_before.is_empty() {
@@ -115,10 +179,10 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> bool {
             cx.reply.error(&format!(
                 "ERR CONFIG SET failed (possibly related to argument '{typed}') - Unable to update TLS configuration. Check server logs."
             ));
-            return false;
+            return None;
         }
     }
-    true
+    Some(moved)
 }
 
 /// Resets the INFO counters of every thread and shard.
