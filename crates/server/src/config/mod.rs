@@ -875,7 +875,10 @@ mod tests {
         let c = Config::new();
         assert!(c.set("proto-max-bulk-len", "10mb").is_ok());
         assert_eq!(c.get("proto-max-bulk-len").as_deref(), Some("10485760"));
-        assert!(matches!(c.set("port", "1"), Err(ConfigError::Immutable(_))));
+        assert!(matches!(
+            c.set("databases", "1"),
+            Err(ConfigError::Immutable(_))
+        ));
         assert!(matches!(
             c.set("nope", "1"),
             Err(ConfigError::UnknownParam(_))
