@@ -82,30 +82,29 @@ impl Stream {
     }
 
     pub fn addrs(&self) -> Addrs {
-        match self {
-            Stream::Tcp(_) | Stream::Tls(_) => {
-                let s = self.tcp().expect("a TCP stream");
-                let peer = s.peer_addr().ok();
-                Addrs {
-                    peer: peer.map(|a| a.to_string()).unwrap_or_default(),
-                    local: s.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-                    is_local: peer.is_some_and(|p| p.ip().is_loopback()),
-                    unix: false,
-                }
-            }
-            Stream::Unix(s) => {
-                let path = s
-                    .local_addr()
-                    .ok()
-                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
-                    .unwrap_or_default();
-                Addrs {
-                    peer: format!("{path}:0"),
-                    local: format!("{path}:0"),
-                    is_local: true,
-                    unix: true,
-                }
-            }
+        if let Stream::Unix(s) = self {
+            let path = s
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                .unwrap_or_default();
+            return Addrs {
+                peer: format!("{path}:0"),
+                local: format!("{path}:0"),
+                is_local: true,
+                unix: true,
+            };
+        }
+        let peer = self.tcp().and_then(|s| s.peer_addr().ok());
+        Addrs {
+            peer: peer.map(|a| a.to_string()).unwrap_or_default(),
+            local: self
+                .tcp()
+                .and_then(|s| s.local_addr().ok())
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            is_local: peer.is_some_and(|p| p.ip().is_loopback()),
+            unix: false,
         }
     }
 

@@ -269,7 +269,7 @@ pub async fn accept(tcp: TcpStream) -> io::Result<TlsIo> {
 pub async fn connect(tcp: TcpStream, host: &str) -> io::Result<TlsIo> {
     let config = client_config().map_err(|e| io::Error::new(io::ErrorKind::NotConnected, e))?;
     let name = ServerName::try_from(host.to_string())
-        .unwrap_or_else(|_| ServerName::try_from("localhost").expect("a valid name"));
+        .unwrap_or(ServerName::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
     let conn = ClientConnection::new(config, name).map_err(tls_error)?;
     let io = TlsIo::new(tcp, Connection::Client(conn));
     io.handshake().await?;
