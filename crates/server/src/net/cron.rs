@@ -59,7 +59,13 @@ fn resize_query_buffer(h: &ClientHandle, now: Instant) {
     };
     let size = len + free;
     let peak = h.qbuf_peak.get();
-    if free > MIN_WASTE {
+    if idle > IDLE && len == 0 && size > 0 {
+        // An idle connection holds no buffer at all (the session allocates on the first
+        // bytes), even one already shrunk below MIN_WASTE to its last peak; Redis would keep
+        // such a few-byte buffer.
+        h.resize_qbuf.set(Some(0));
+        h.wake.notify_one();
+    } else if free > MIN_WASTE {
         let target = if idle > IDLE {
             Some(len)
         } else if size > RESIZE_THRESHOLD && size / 2 > peak {
