@@ -750,3 +750,274 @@ fn no_stream_counted_without_replicas() {
         );
     }
 }
+
+/// Pipelined writes to a read-only replica are refused one by one (they once slipped past the
+/// check in a squashed run and wrote to the replica).
+#[test]
+fn pipelined_writes_on_a_replica_are_refused() {
+    let primary = Server::start_threads(2, DISKLESS_NOW);
+    let replica = Server::start_threads(3, DISKLESS_NOW);
+    replicaof(&replica, &primary);
+    wait_caught_up(&primary, &replica);
+    let mut raw = replica.raw_conn();
+    let mut batch = Vec::new();
+    for i in 0..50 {
+        batch.extend(common::encode(&["SET", &format!("p:{i}"), "x"]));
+    }
+    raw.send_raw(&batch);
+    for _ in 0..50 {
+        assert_eq!(
+            raw.read(),
+            common::err("READONLY You can't write against a read only replica.")
+        );
+    }
+    assert_eq!(raw.q("DBSIZE"), common::Resp::Int(0));
+}
+
+fn role_word(s: &Server) -> String {
+    let mut c = s.client();
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut c).unwrap();
+    match &role[0] {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        v => panic!("ROLE: {v:?}"),
+    }
+}
+
+fn wait_failover_state(s: &Server, want: &str) {
+    let mut c = s.client();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(&mut c, "replication", "master_failover_state").as_deref() != Some(want) {
+        assert!(
+            Instant::now() < deadline,
+            "failover state never became {want}\n{}",
+            s.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn partial_syncs(s: &Server) -> i64 {
+    info_field(&mut s.client(), "stats", "sync_partial_ok")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// FAILOVER TO a replica under a pipelined write load: writes pause, the replica catches up,
+/// the roles swap with partial resyncs only, the writes held meanwhile answer -READONLY, and
+/// all three servers end with the same data.
+#[test]
+fn failover_to_a_replica_under_pipelined_load() {
+    let a = Server::start_threads(3, DISKLESS_NOW);
+    let b = Server::start_threads(2, DISKLESS_NOW);
+    let c = Server::start_threads(2, DISKLESS_NOW);
+    replicaof(&b, &a);
+    replicaof(&c, &a);
+    wait_caught_up(&a, &b);
+    wait_caught_up(&a, &c);
+    let mut ac = a.client();
+    let err = cmd(&mut ac, &["FAILOVER", "TO", "127.0.0.1", "1"]).unwrap_err();
+    assert_eq!(err.to_string(), "An error was signalled by the server - ResponseError: FAILOVER target HOST and PORT is not a replica.");
+    let err = cmd(&mut ac, &["FAILOVER", "FORCE", "TIMEOUT", "10"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("requires both a timeout and target"),
+        "{err}"
+    );
+    let err = cmd(&mut b.client(), &["FAILOVER"]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not valid when server is a replica"),
+        "{err}"
+    );
+
+    // Pipelined writers in two databases, each reading its replies in batches.
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = a.port();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut raw = common::RawConn::new(
+                    std::net::TcpStream::connect(("127.0.0.1", port)).unwrap(),
+                );
+                raw.cmd(&["SELECT", &w.to_string()]);
+                let (mut ok, mut readonly, mut i) = (0, 0, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let mut batch = Vec::new();
+                    for _ in 0..20 {
+                        i += 1;
+                        batch.extend(common::encode(&[
+                            "SET",
+                            &format!("f:{w}:{}", i % 5000),
+                            &i.to_string(),
+                        ]));
+                    }
+                    raw.send_raw(&batch);
+                    for _ in 0..20 {
+                        match raw.read() {
+                            common::Resp::Simple(_) => ok += 1,
+                            common::Resp::Error(e) if e.starts_with(b"READONLY") => readonly += 1,
+                            r => panic!("unexpected reply {r:?}"),
+                        }
+                    }
+                }
+                (ok, readonly)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let _: () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(b.port())
+        .query(&mut ac)
+        .unwrap();
+    wait_failover_state(&a, "no-failover");
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let (mut ok, mut readonly) = (0, 0);
+    for w in writers {
+        let (o, r) = w.join().unwrap();
+        ok += o;
+        readonly += r;
+    }
+    assert!(ok > 100, "writes went through before the failover ({ok})");
+    assert!(readonly > 0, "writes after the failover were refused");
+    assert_eq!(role_word(&a), "slave");
+    assert_eq!(role_word(&b), "master");
+    replicaof(&c, &b);
+    wait_caught_up(&b, &a);
+    wait_caught_up(&b, &c);
+    assert_eq!(
+        partial_syncs(&b),
+        2,
+        "both servers continued with +CONTINUE\n{}",
+        b.output()
+    );
+    assert_eq!(
+        info_field(&mut b.client(), "stats", "sync_full").as_deref(),
+        Some("0")
+    );
+    let keys = assert_same_data(&b, &a);
+    assert!(keys > 100, "{keys}");
+    assert_same_data(&b, &c);
+    // The new primary's writes reach its replicas.
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("1")
+        .query(&mut b.client())
+        .unwrap();
+    wait_caught_up(&b, &a);
+    assert_same_data(&b, &a);
+}
+
+/// A replica that never acknowledges: FAILOVER with TIMEOUT gives up, FAILOVER ABORT stops a
+/// waiting one (the held writes then run on the primary), and with FORCE the primary hands over
+/// anyway once the replica is back.
+#[test]
+fn failover_timeout_abort_and_force() {
+    let a = Server::start_threads(2, DISKLESS_NOW);
+    let b = Server::start_threads(2, DISKLESS_NOW);
+    replicaof(&b, &a);
+    wait_caught_up(&a, &b);
+    let mut ac = a.client();
+    let stop_b = || {
+        std::process::Command::new("kill")
+            .args(["-STOP", &b.pid().to_string()])
+            .status()
+            .unwrap();
+    };
+    let cont_b = || {
+        std::process::Command::new("kill")
+            .args(["-CONT", &b.pid().to_string()])
+            .status()
+            .unwrap();
+    };
+    stop_b();
+    let _: () = redis::cmd("SET")
+        .arg("case")
+        .arg("1")
+        .query(&mut ac)
+        .unwrap();
+    let _: () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(b.port())
+        .arg("TIMEOUT")
+        .arg(300)
+        .query(&mut ac)
+        .unwrap();
+    wait_failover_state(&a, "no-failover");
+    assert_eq!(role_word(&a), "master");
+    assert!(
+        a.output()
+            .contains("Replica never caught up before timeout"),
+        "{}",
+        a.output()
+    );
+
+    // Waiting, then aborted: a write sent meanwhile is held, then done on the primary.
+    let _: () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(b.port())
+        .arg("TIMEOUT")
+        .arg(60000)
+        .query(&mut ac)
+        .unwrap();
+    assert_eq!(
+        info_field(&mut ac, "replication", "master_failover_state").as_deref(),
+        Some("waiting-for-sync")
+    );
+    let err = cmd(&mut ac, &["FAILOVER"]).unwrap_err();
+    assert!(err.to_string().contains("already in progress"), "{err}");
+    let err = cmd(&mut ac, &["REPLICAOF", "NO", "ONE"]).unwrap_err();
+    assert!(
+        err.to_string().contains("not allowed while failing over"),
+        "{err}"
+    );
+    let mut held = a.raw_conn();
+    held.send(&["SET", "held", "yes"]);
+    // Reads go on.
+    let v: Option<String> = redis::cmd("GET").arg("case").query(&mut ac).unwrap();
+    assert_eq!(v.as_deref(), Some("1"));
+    let _: () = redis::cmd("FAILOVER").arg("ABORT").query(&mut ac).unwrap();
+    assert_eq!(held.read(), common::ok());
+    let err = cmd(&mut ac, &["FAILOVER", "ABORT"]).unwrap_err();
+    assert!(err.to_string().contains("No failover in progress"), "{err}");
+
+    // Forced: after the timeout the primary becomes the replica's replica, and the replica
+    // (running again) takes over.
+    let _: () = redis::cmd("SET")
+        .arg("case")
+        .arg("2")
+        .query(&mut ac)
+        .unwrap();
+    let _: () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(b.port())
+        .arg("TIMEOUT")
+        .arg(100)
+        .arg("FORCE")
+        .query(&mut ac)
+        .unwrap();
+    wait_failover_state(&a, "failover-in-progress");
+    assert_eq!(role_word(&a), "slave");
+    cont_b();
+    wait_failover_state(&a, "no-failover");
+    assert_eq!(role_word(&b), "master");
+    assert!(
+        a.output().contains("time out exceeded, failing over."),
+        "{}",
+        a.output()
+    );
+    wait_caught_up(&b, &a);
+    let v: Option<String> = redis::cmd("GET")
+        .arg("held")
+        .query(&mut b.client())
+        .unwrap();
+    assert_eq!(v.as_deref(), Some("yes"));
+    assert_same_data(&b, &a);
+}

@@ -655,7 +655,7 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) ->
 /// (`READONLY`), a write without enough good replicas (`NOREPLICAS`), a command that needs
 /// fresh data on a replica whose link is down with `replica-serve-stale-data no`
 /// (`MASTERDOWN`). EXEC counts as its queued commands.
-fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'static str> {
+pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'static str> {
     if cx.is_master || cx.in_script || cx.coord.in_exec() {
         return None;
     }
@@ -882,6 +882,15 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         let writes = pause_writes(cx, spec, args);
         if crate::engine::pause::blocks(writes) {
             crate::engine::pause::wait(writes).await;
+            // Redis processes a paused command anew: a failover may have made this server a
+            // replica meanwhile (a paused write then gets -READONLY).
+            if crate::replication::replica::is_replica() {
+                if let Some(err) = replication_refusal(cx, spec) {
+                    reject(cx, entry.id, err);
+                    multi::flag(cx);
+                    return;
+                }
+            }
         }
     }
     // A script's reads are tracked as its declared keys, once it ran (commands/scripting.rs).

@@ -25,6 +25,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master."),
     cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Local(role)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "2.8.12", "Returns the replication role."),
+    cmd("failover", -1, ADMIN | NOSCRIPT | STALE, NOKEYS, Conn(failover)).acl(acl::DANGEROUS)
+        .doc(G, "6.2.0", "Starts a coordinated failover from a server to one of its replicas."),
     cmd("wait", 3, NOSCRIPT, NOKEYS, Conn(wait)).family(acl::CONNECTION)
         .doc(Group::Generic, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
 ];
@@ -37,16 +39,30 @@ const NO_ASYNC: u32 = 0;
 /// sync: a background snapshot whose point is where the replica's stream starts.
 fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        let psync = eq_ic(args[0], "psync");
+        // `PSYNC <replid> <offset> FAILOVER`: our primary hands its role to us (FAILOVER).
+        // Our history is its history, so it continues as our replica.
+        if psync && args.len() > 3 && eq_ic(args[3], "failover") {
+            if args[1] != repl::master().replid.as_bytes() {
+                cx.reply
+                    .error("ERR PSYNC FAILOVER replid must match my replid.");
+                return;
+            }
+            if replica::is_replica() {
+                unset_master(&cx.worker).await;
+                let line = cx.client.info.borrow().line();
+                crate::log_notice!("MASTER MODE enabled (failover request from '{line}')");
+            }
+        }
+        // Replicas do not sync with a primary that is handing over.
+        if repl::failover::phase() != repl::failover::Phase::None {
+            cx.reply.error("NOMASTERLINK Can't SYNC while failing over");
+            return;
+        }
         // A replica serves replicas only from a live link (its data is its primary's then).
         if replica::is_replica() && !replica::link_is_up() {
             cx.reply
                 .error("NOMASTERLINK Can't SYNC while not connected with my master");
-            return;
-        }
-        let psync = eq_ic(args[0], "psync");
-        if psync && args.len() != 3 {
-            cx.reply
-                .error("ERR wrong number of arguments for 'psync' command");
             return;
         }
         let (id, tid) = (cx.client_id(), cx.worker.id);
@@ -370,10 +386,16 @@ fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
 /// REPLICAOF host port | NO ONE.
 fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
+        if repl::failover::phase() != repl::failover::Phase::None {
+            cx.reply
+                .error("ERR REPLICAOF not allowed while failing over.");
+            return;
+        }
         if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
-            if replica::stop() {
-                promote(cx).await;
-                crate::log_notice!("MASTER MODE enabled (user request from '{}')", cx.cmd_name);
+            if replica::is_replica() {
+                unset_master(&cx.worker).await;
+                let line = cx.client.info.borrow().line();
+                crate::log_notice!("MASTER MODE enabled (user request from '{line}')");
             }
             cx.reply.ok();
             return;
@@ -394,10 +416,20 @@ fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
+/// Redis's `replicationUnsetMaster` (REPLICAOF NO ONE, a failover's target, a failover
+/// aborted after its hand-over): the link stops, the history goes on under a new id (the
+/// old one valid up to here as `replid2`), and the replicas reconnect to learn it.
+pub(crate) async fn unset_master(w: &std::rc::Rc<crate::engine::Worker>) {
+    if replica::stop() {
+        promote(w).await;
+        repl::disconnect_replicas(w);
+    }
+}
+
 /// A promoted replica journals its own writes from now on: every shard starts at one point
 /// (all held), and the stream goes on from the offset the link reached.
-async fn promote(cx: &mut ConnCtx) {
-    let w = cx.worker.clone();
+async fn promote(w: &std::rc::Rc<crate::engine::Worker>) {
+    let w = w.clone();
     let mut icx = ConnCtx::internal(w.clone());
     icx.run_internal(&[b"flushall"], move |cx| {
         Box::pin(async move {
@@ -411,7 +443,6 @@ async fn promote(cx: &mut ConnCtx) {
         })
     })
     .await;
-    let _ = cx;
 }
 
 fn disconnect_replicas(cx: &ConnCtx) {
@@ -550,8 +581,12 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
     }
     let _ = write!(
         o,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
-        m.replid, m.replid2, m.offset, m.second_offset
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\n",
+        repl::failover::phase_word(),
+        m.replid,
+        m.replid2,
+        m.offset,
+        m.second_offset
     );
     let (active, size, first, hist) = match &m.backlog {
         Some(b) => (1, b.size(), m.backlog_first_byte(), b.histlen()),
@@ -561,4 +596,107 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
         o,
         "repl_backlog_active:{active}\r\nrepl_backlog_size:{size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{hist}\r\n"
     );
+}
+
+/// FAILOVER [TO host port [FORCE]] [TIMEOUT ms] | FAILOVER ABORT (Redis 6.2's checks and
+/// errors, in its order). The mechanism is `replication::failover`.
+fn failover<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
+    use repl::failover::{self as fo, Phase};
+    Box::pin(async move {
+        if args.len() == 2 && eq_ic(args[1], "abort") {
+            if fo::phase() == Phase::None {
+                cx.reply.error("ERR No failover in progress.");
+                return;
+            }
+            fo::abort(&cx.worker, "Failover manually aborted").await;
+            cx.reply.ok();
+            return;
+        }
+        let mut timeout_ms: i64 = 0;
+        let mut force = false;
+        let mut target: Option<(String, i64)> = None;
+        let mut j = 1;
+        while j < args.len() {
+            if eq_ic(args[j], "timeout") && j + 1 < args.len() && timeout_ms == 0 {
+                let Some(t) = parse_i64(args[j + 1]) else {
+                    cx.reply.error(ERR_NOT_INT);
+                    return;
+                };
+                if t <= 0 {
+                    cx.reply
+                        .error("ERR FAILOVER timeout must be greater than 0");
+                    return;
+                }
+                timeout_ms = t;
+                j += 2;
+            } else if eq_ic(args[j], "to") && j + 2 < args.len() && target.is_none() {
+                let Some(port) = parse_i64(args[j + 2]) else {
+                    cx.reply.error(ERR_NOT_INT);
+                    return;
+                };
+                target = Some((String::from_utf8_lossy(args[j + 1]).into_owned(), port));
+                j += 3;
+            } else if eq_ic(args[j], "force") && !force {
+                force = true;
+                j += 1;
+            } else {
+                cx.reply.error(ERR_SYNTAX);
+                return;
+            }
+        }
+        if fo::phase() != Phase::None {
+            cx.reply.error("ERR FAILOVER already in progress.");
+            return;
+        }
+        if replica::is_replica() {
+            cx.reply
+                .error("ERR FAILOVER is not valid when server is a replica.");
+            return;
+        }
+        if repl::master().replicas.is_empty() {
+            cx.reply.error("ERR FAILOVER requires connected replicas.");
+            return;
+        }
+        if force && (timeout_ms == 0 || target.is_none()) {
+            cx.reply.error(
+                "ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+            );
+            return;
+        }
+        let target = match target {
+            Some((host, port)) => {
+                let found = u16::try_from(port)
+                    .ok()
+                    .and_then(|p| fo::find_replica(&host, p).map(|online| (p, online)));
+                match found {
+                    None => {
+                        cx.reply
+                            .error("ERR FAILOVER target HOST and PORT is not a replica.");
+                        return;
+                    }
+                    Some((_, false)) => {
+                        cx.reply.error("ERR FAILOVER target replica is not online.");
+                        return;
+                    }
+                    Some((p, true)) => {
+                        crate::log_notice!("FAILOVER requested to {host}:{p}.");
+                        Some((host, p))
+                    }
+                }
+            }
+            None => {
+                crate::log_notice!("FAILOVER requested to any replica.");
+                None
+            }
+        };
+        fo::begin(
+            &cx.worker,
+            fo::Request {
+                target,
+                timeout_ms: timeout_ms as u64,
+                force,
+            },
+        );
+        cx.reply.ok();
+    })
 }

@@ -5,8 +5,11 @@
 //! no key expires, actively or on access (an expired key reads as missing and stays), so a
 //! replica promoted during a failover sees exactly the primary's data.
 //!
+//! FAILOVER holds writes the same way while it waits for its replica (a pause of its own,
+//! without deadline, that CLIENT UNPAUSE leaves alone).
+//!
 //! Process-wide state in atomics: set by CLIENT PAUSE on any thread, read on every command
-//! (one relaxed load when no pause is in effect).
+//! (two relaxed loads when no pause is in effect).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,6 +20,9 @@ use std::time::Duration;
 static END_MS: AtomicU64 = AtomicU64::new(0);
 /// The pause covers every command (`ALL`), not only writes.
 static ALL: AtomicBool = AtomicBool::new(false);
+/// FAILOVER's pause of writes (Redis's `PAUSE_DURING_FAILOVER`): held until the failover
+/// ends, apart from CLIENT PAUSE (CLIENT UNPAUSE does not lift it).
+static FAILOVER: AtomicBool = AtomicBool::new(false);
 
 fn wake() -> &'static tokio::sync::Notify {
     static N: OnceLock<tokio::sync::Notify> = OnceLock::new();
@@ -51,11 +57,19 @@ fn merged(end: u64, all: bool, now: u64, timeout: u64, new_all: bool) -> (u64, b
     (end.max(new_end), all || new_all)
 }
 
-/// CLIENT UNPAUSE: every waiting client goes on.
+/// CLIENT UNPAUSE: every waiting client goes on (unless a failover holds writes).
 pub fn unpause() {
     END_MS.store(0, Ordering::Release);
     ALL.store(false, Ordering::Release);
     wake().notify_waiters();
+}
+
+/// FAILOVER pauses writes until it ends (`on` false: the waiting writers go on).
+pub fn failover_pause(on: bool) {
+    FAILOVER.store(on, Ordering::Release);
+    if !on {
+        wake().notify_waiters();
+    }
 }
 
 /// The pause in effect at `now_ms`: Some(true) for ALL, Some(false) for WRITE.
@@ -63,22 +77,28 @@ pub fn unpause() {
 pub fn state(now_ms: u64) -> Option<bool> {
     let end = END_MS.load(Ordering::Acquire);
     if end == 0 || end <= now_ms {
-        return None;
+        return FAILOVER.load(Ordering::Acquire).then_some(false);
     }
     Some(ALL.load(Ordering::Acquire))
 }
 
-/// Might a pause be in effect? One relaxed load, no clock read: the per-command check.
+/// Might a pause be in effect? Relaxed loads, no clock read: the per-command check.
 #[inline]
 pub fn maybe_paused() -> bool {
-    END_MS.load(Ordering::Relaxed) != 0
+    END_MS.load(Ordering::Relaxed) != 0 || FAILOVER.load(Ordering::Relaxed)
 }
 
 /// Is a pause in effect (no key may expire)?
 #[inline]
 pub fn expiry_paused() -> bool {
     let end = END_MS.load(Ordering::Relaxed);
-    end != 0 && end > crate::engine::clock::unix_ms()
+    (end != 0 && end > crate::engine::clock::unix_ms()) || FAILOVER.load(Ordering::Relaxed)
+}
+
+/// Are writes held now (the stream must not grow: no PING, no GETACK to replicas)?
+#[inline]
+pub fn writes_paused() -> bool {
+    maybe_paused() && state(crate::engine::clock::unix_ms()).is_some()
 }
 
 /// Must a command that writes (`writes`) wait now?
@@ -101,7 +121,9 @@ pub async fn wait(writes: bool) {
     WAITING.with(|w| w.set(w.get() + 1));
     while blocks(writes) {
         let end = END_MS.load(Ordering::Acquire);
-        let left = end.saturating_sub(crate::engine::clock::unix_ms()).max(1);
+        let now = crate::engine::clock::unix_ms();
+        // A failover's pause has no deadline: it ends with a wake-up.
+        let left = if end > now { end - now } else { 100 };
         let notified = wake().notified();
         // The deadline passing wakes nobody: sleep until it (or an UNPAUSE) at most.
         tokio::select! {

@@ -12,6 +12,7 @@
 //! The state here (`MASTER`) is behind a mutex: the feeder takes it once per batch of records,
 //! PSYNC/REPLCONF/INFO rarely. Shards never take it: they only push to the journal.
 
+pub mod failover;
 pub mod journal;
 pub mod replica;
 pub mod rewrite;
@@ -473,7 +474,12 @@ pub async fn feed(w: Rc<Worker>) {
             m.lonely_since_ms = 0;
             // (Journaling goes on: the shards keep their flags; the bytes just go nowhere.)
         }
-        if !m.replicas.is_empty() && last_ping.elapsed().as_secs() >= period {
+        // No PING while writes are paused (CLIENT PAUSE, FAILOVER): the stream must stand
+        // still for a replica to catch up with it, as Redis's does.
+        if !m.replicas.is_empty()
+            && last_ping.elapsed().as_secs() >= period
+            && !crate::engine::pause::writes_paused()
+        {
             last_ping = std::time::Instant::now();
             buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
         }

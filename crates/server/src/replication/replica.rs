@@ -292,12 +292,20 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
             ("?".to_string(), "-1".to_string())
         }
     };
-    let reply = command(
-        &mut wr,
-        &mut r,
-        &[b"PSYNC", replid.as_bytes(), next.as_bytes()],
-    )
-    .await?;
+    // A primary handing over to us (FAILOVER): the target promotes itself on `FAILOVER`.
+    let failover = super::failover::phase() == super::failover::Phase::InProgress;
+    let mut psync: Vec<&[u8]> = vec![b"PSYNC", replid.as_bytes(), next.as_bytes()];
+    if failover {
+        psync.push(b"FAILOVER");
+    }
+    let reply = command(&mut wr, &mut r, &psync).await?;
+    if failover {
+        let accepted = reply.starts_with("+FULLRESYNC") || reply.starts_with("+CONTINUE");
+        super::failover::psync_answered(w, accepted).await;
+        if !accepted {
+            return Err(format!("failover target refused PSYNC: {reply}"));
+        }
+    }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC ") {
         let mut it = rest.split_whitespace();
         let id = it.next().unwrap_or_default().to_string();
@@ -326,6 +334,10 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
             if m.replid != new_id {
                 m.replid2 = std::mem::replace(&mut m.replid, new_id.to_string());
                 m.second_offset = m.offset as i64 + 1;
+                drop(m);
+                // Our replicas must learn the new id: they reconnect and continue (Redis's
+                // disconnectSlaves here).
+                super::disconnect_replicas(w);
             }
         }
     } else {

@@ -60,6 +60,13 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     }
     let entry = registry().lookup(args[0])?;
     let spec = entry.spec;
+    // A replica's read-only and stale-data rules, `min-replicas-to-write`: `execute` answers
+    // (a pipelined write must not slip past them in a run).
+    if (crate::replication::too_few_replicas() || crate::replication::replica::is_replica())
+        && crate::commands::replication_refusal(cx, spec).is_some()
+    {
+        return None;
+    }
     // A tracking connection's reads must register their keys first (`execute`).
     if cx.client.tracking.borrow().on {
         return None;
