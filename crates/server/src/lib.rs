@@ -225,6 +225,16 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         shared.persist.loading.store(false, Ordering::SeqCst);
         return Ok(());
     };
+    // A replica's own snapshot: its link continues from where the snapshot stands.
+    if let (Some((id, offset)), Some(db), Some(_)) = (
+        ds.repl_position.clone(),
+        ds.repl_stream_db,
+        shared.config.get("replicaof").filter(|v| !v.is_empty()),
+    ) {
+        if id.len() == 40 && offset > 0 {
+            replication::replica::resume_from_snapshot(id, offset, db);
+        }
+    }
     // Function libraries: every thread loads them into its registry before serving.
     let codes: std::sync::Arc<Vec<String>> = std::sync::Arc::new(
         ds.functions

@@ -1021,3 +1021,69 @@ fn failover_timeout_abort_and_force() {
     assert_eq!(v.as_deref(), Some("yes"));
     assert_same_data(&b, &a);
 }
+
+/// A replica's own snapshot records where in its primary's history it stands (`repl-id`,
+/// `repl-offset`, `repl-stream-db`): restarted from it (with the `replicaof` line CONFIG
+/// REWRITE wrote), it continues with a partial resync in the right database.
+#[test]
+fn replica_restarted_from_its_snapshot_continues_with_partial_resync() {
+    let primary = Server::start_threads(3, DISKLESS_NOW);
+    let dir = std::env::temp_dir().join(format!(
+        "dfly-repl-restart-{}-{}",
+        std::process::id(),
+        common::free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("replica.conf");
+    std::fs::write(
+        &conf,
+        format!("dir {}\nsave \"\"\nproactor_threads 2\n", dir.display()),
+    )
+    .unwrap();
+    let mut replica = Server::start_config(&conf, &[]);
+    replicate_under_load(&primary, &replica);
+    let mut p = primary.client();
+    let _: () = redis::cmd("SELECT").arg(1).query(&mut p).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("in-db-1")
+        .arg("x")
+        .query(&mut p)
+        .unwrap();
+    wait_caught_up(&primary, &replica);
+    let mut r = replica.client();
+    let _: () = redis::cmd("CONFIG").arg("REWRITE").query(&mut r).unwrap();
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(
+        text.contains(&format!("replicaof 127.0.0.1 {}", primary.port())),
+        "{text}"
+    );
+    let _: () = redis::cmd("SAVE").query(&mut r).unwrap();
+    drop(r);
+    replica.kill9();
+    // Written while the replica is down: the backlog still has it.
+    let _: () = redis::cmd("SET")
+        .arg("in-db-1-later")
+        .arg("y")
+        .query(&mut p)
+        .unwrap();
+    let full_before = info_field(&mut p, "stats", "sync_full").unwrap();
+    replica.restart();
+    wait_caught_up(&primary, &replica);
+    // The stream goes on in the database the snapshot recorded.
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("l:after")
+        .arg("z")
+        .query(&mut p)
+        .unwrap();
+    wait_caught_up(&primary, &replica);
+    assert_same_data(&primary, &replica);
+    assert_eq!(
+        info_field(&mut p, "stats", "sync_full").unwrap(),
+        full_before
+    );
+    assert_eq!(
+        info_field(&mut p, "stats", "sync_partial_ok").as_deref(),
+        Some("1")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

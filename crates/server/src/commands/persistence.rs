@@ -78,6 +78,18 @@ pub async fn save_snapshot(
 /// journals and attaches the replica there (`replication`).
 pub type AtBarrier = Box<dyn FnOnce()>;
 
+/// The replica's link, stopped for a snapshot's point, goes on when this is dropped (on every
+/// way out of the save).
+struct LinkPause(bool);
+
+impl Drop for LinkPause {
+    fn drop(&mut self) {
+        if self.0 {
+            crate::replication::replica::resume();
+        }
+    }
+}
+
 /// A full sync's snapshot: the hook at its point, and where it goes.
 pub struct ForReplica {
     pub at_barrier: AtBarrier,
@@ -104,6 +116,22 @@ pub async fn save_snapshot_at(
         None => (None, None, None),
     };
     let to_file = stream.is_none();
+    // A replica's own snapshot records where in its primary's history it stands, so that
+    // after a restart it continues with PSYNC (Redis's `repl-id`/`repl-offset` aux fields):
+    // the link stops between two batches until the snapshot's point is taken.
+    let mut link = LinkPause(false);
+    let mut repl_position = None;
+    let mut own_stream_db = None;
+    if at_barrier.is_none() && crate::replication::replica::is_replica() {
+        link.0 = true;
+        if crate::replication::replica::pause().await {
+            let m = crate::replication::master();
+            if m.offset > 0 {
+                repl_position = Some((m.replid.clone(), m.offset));
+                own_stream_db = Some(crate::replication::replica::stream_db());
+            }
+        }
+    }
     let header = Header {
         redis_ver: super::connection::REDIS_VERSION,
         used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
@@ -114,7 +142,8 @@ pub async fn save_snapshot_at(
             .iter()
             .map(|l| l.code.clone())
             .collect(),
-        repl_stream_db,
+        repl_stream_db: repl_stream_db.or(own_stream_db),
+        repl_position,
     };
     let lim = EncLimits::from_config(&shared.config);
     let key_delay = shared
@@ -151,6 +180,7 @@ pub async fn save_snapshot_at(
                 })
                 .run_more()
                 .await;
+            drop(std::mem::replace(&mut link, LinkPause(false)));
             if !keep_locks {
                 cx.hops().all_shards(|_, ()| ()).run().await;
             }
@@ -173,6 +203,7 @@ pub async fn save_snapshot_at(
             match at_barrier {
                 None => {
                     chain.run().await;
+                    drop(std::mem::replace(&mut link, LinkPause(false)));
                 }
                 Some(f) => {
                     // The shards stay held until the hook ran, then conclude.

@@ -33,6 +33,13 @@ pub fn rewrite(cfg: &Config, force_all: bool) -> Result<(), String> {
                 std::env::current_dir()
                     .map(|d| d.display().to_string())
                     .unwrap_or(v)
+            } else if p.name == "replicaof" {
+                // Redis's rewriteConfigReplicaOfOption: the primary followed now (REPLICAOF
+                // changes it at run time), none for a primary.
+                crate::replication::replica::link()
+                    .as_ref()
+                    .map(|l| format!("{} {}", l.host, l.port))
+                    .unwrap_or_default()
             } else {
                 v
             };

@@ -40,6 +40,9 @@ pub struct Dataset {
     /// snapshot is in (a replica's snapshot for its own replica: the stream it forwards does
     /// not start with a SELECT).
     pub repl_stream_db: Option<usize>,
+    /// The `repl-id` and `repl-offset` aux fields (a replica's snapshot): where in its
+    /// primary's history the data stands.
+    pub repl_position: Option<(String, u64)>,
 }
 
 /// Why a file could not be loaded.
@@ -148,6 +151,7 @@ fn parse_inner(
         keys_expired: 0,
         functions: Vec::new(),
         repl_stream_db: None,
+        repl_position: None,
     };
     let mut db = 0usize;
     let mut expire_at: Option<u64> = None;
@@ -188,6 +192,18 @@ fn parse_inner(
                         .ok()
                         .and_then(|s| s.parse().ok())
                         .unwrap_or(0);
+                } else if &k[..] == b"repl-id" && v.len() == 40 {
+                    let id = String::from_utf8_lossy(&v).into_owned();
+                    let off = out.repl_position.take().map_or(0, |(_, o)| o);
+                    out.repl_position = Some((id, off));
+                } else if &k[..] == b"repl-offset" {
+                    if let Some(off) = std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()) {
+                        let id = out
+                            .repl_position
+                            .take()
+                            .map_or_else(String::new, |(i, _)| i);
+                        out.repl_position = Some((id, off));
+                    }
                 } else if &k[..] == b"repl-stream-db" {
                     out.repl_stream_db = std::str::from_utf8(&v)
                         .ok()

@@ -103,6 +103,9 @@ pub struct Header {
     pub functions: Vec<std::sync::Arc<str>>,
     /// A full sync's snapshot: the `repl-stream-db` aux field (see `load::Dataset`).
     pub repl_stream_db: Option<usize>,
+    /// A replica's snapshot: where in its primary's history it stands (`repl-id`,
+    /// `repl-offset`), for a partial resync after a restart.
+    pub repl_position: Option<(String, u64)>,
 }
 
 /// Starts the writer thread for a snapshot that will be renamed to `path` when complete. The
@@ -239,6 +242,10 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
     w.write_aux_int(b"aof-base", 0)?;
     if let Some(db) = h.repl_stream_db {
         w.write_aux_int(b"repl-stream-db", db as i64)?;
+    }
+    if let Some((id, offset)) = &h.repl_position {
+        w.write_aux(b"repl-id", id.as_bytes())?;
+        w.write_aux_int(b"repl-offset", *offset as i64)?;
     }
     for code in &h.functions {
         w.write_u8(crate::persistence::rdb::wire::opcode::FUNCTION2)?;

@@ -162,6 +162,17 @@ fn current(gen: u64) -> bool {
     GEN.load(Ordering::SeqCst) == gen
 }
 
+/// A replica restarted from its own snapshot continues its primary's history from there
+/// (Redis's `replicationCacheMasterUsingMyself` after loading `repl-id`/`repl-offset`): the
+/// next PSYNC asks for what follows.
+pub fn resume_from_snapshot(replid: String, offset: u64, db: usize) {
+    let mut m = super::master();
+    m.replid = replid;
+    m.offset = offset;
+    drop(m);
+    STREAM_DB.store(db, Ordering::Relaxed);
+}
+
 /// The database the applied stream is in now (a paused link's is stable).
 pub fn stream_db() -> usize {
     STREAM_DB.load(Ordering::Relaxed)
@@ -282,6 +293,10 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"],
     )
     .await?;
+    // The snapshot loading at start-up may say where our history ends: wait for it.
+    while w.shared.persist.loading.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Continue where this server's history ends, if it has one (a replica before, or a
     // primary demoted: its own id and offset).
     let (replid, next) = {
@@ -329,6 +344,9 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let new_id = rest.trim();
         crate::log_notice!("Successful partial resynchronization with master.");
+        // Restarted from our snapshot, we have no backlog yet: the offset counts only bytes
+        // a backlog or a replica takes (Redis creates it here too).
+        super::master().ensure_backlog(super::backlog_size(&cfg));
         if !new_id.is_empty() {
             let mut m = super::master();
             if m.replid != new_id {
