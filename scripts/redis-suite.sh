@@ -88,8 +88,8 @@ DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 u
 # `--all`, or naming them, runs and checks them.
 NORMAL_SLOW_UNITS=(unit/expire unit/multi unit/introspection unit/memefficiency
     unit/type/stream unit/type/stream-cgroups
-    unit/scripting unit/functions integration/failover integration/replication-3 integration/psync2
-    integration/psync2-reg)
+    unit/scripting unit/functions integration/replication-3 integration/psync2
+    integration/psync2-reg integration/psync2-pingoff)
 
 UPDATE=0
 SERVER=damselfly

@@ -49,7 +49,18 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 return;
             }
             if replica::is_replica() {
-                unset_master(&cx.worker).await;
+                // A forced failover may hand over before we applied its last writes, which
+                // are on our link still: take them first (up to a second), so that it
+                // continues with +CONTINUE instead of a full sync.
+                let want = parse_i64(args[2]).unwrap_or(0) - 1;
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+                while replica::link_is_up()
+                    && (repl::master().offset as i64) < want
+                    && std::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                unset_master(cx).await;
                 let line = cx.client.info.borrow().line();
                 crate::log_notice!("MASTER MODE enabled (failover request from '{line}')");
             }
@@ -393,7 +404,18 @@ fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
             if replica::is_replica() {
-                unset_master(&cx.worker).await;
+                // A forced failover may hand over before we applied its last writes, which
+                // are on our link still: take them first (up to a second), so that it
+                // continues with +CONTINUE instead of a full sync.
+                let want = parse_i64(args[2]).unwrap_or(0) - 1;
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+                while replica::link_is_up()
+                    && (repl::master().offset as i64) < want
+                    && std::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                unset_master(cx).await;
                 let line = cx.client.info.borrow().line();
                 crate::log_notice!("MASTER MODE enabled (user request from '{line}')");
             }
@@ -419,17 +441,28 @@ fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 /// Redis's `replicationUnsetMaster` (REPLICAOF NO ONE, a failover's target, a failover
 /// aborted after its hand-over): the link stops, the history goes on under a new id (the
 /// old one valid up to here as `replid2`), and the replicas reconnect to learn it.
-pub(crate) async fn unset_master(w: &std::rc::Rc<crate::engine::Worker>) {
+pub(crate) async fn unset_master(cx: &mut ConnCtx) {
     if replica::stop() {
-        promote(w).await;
-        repl::disconnect_replicas(w);
+        promote(cx).await;
+        repl::disconnect_replicas(&cx.worker);
     }
 }
 
 /// A promoted replica journals its own writes from now on: every shard starts at one point
 /// (all held), and the stream goes on from the offset the link reached.
-async fn promote(w: &std::rc::Rc<crate::engine::Worker>) {
-    let w = w.clone();
+async fn promote(cx: &mut ConnCtx) {
+    if cx.coord.in_exec() {
+        // REPLICAOF NO ONE inside MULTI: EXEC already holds every shard (a keyless command
+        // locks them all); a transaction of our own would wait for it forever.
+        cx.hops()
+            .all_shards(|_, ()| journal::enable_here())
+            .run_more()
+            .await;
+        journal::begin(&cx.shared().next_txid);
+        journal::resume();
+        return;
+    }
+    let w = cx.worker.clone();
     let mut icx = ConnCtx::internal(w.clone());
     icx.run_internal(&[b"flushall"], move |cx| {
         Box::pin(async move {

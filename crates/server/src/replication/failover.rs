@@ -109,7 +109,8 @@ pub async fn abort(w: &Rc<Worker>, why: &str) {
         None => crate::log_notice!("FAILOVER to any replica aborted: {why}"),
     }
     if phase == Phase::InProgress {
-        crate::commands::replication::unset_master(w).await;
+        let mut icx = crate::commands::ConnCtx::internal(w.clone());
+        crate::commands::replication::unset_master(&mut icx).await;
     }
     clear();
 }
