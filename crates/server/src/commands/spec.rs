@@ -827,6 +827,7 @@ mod tests {
         ("latency|doctor", "@admin @slow @dangerous"),
         ("latency|help", "@slow"),
         ("replicaof", "@admin @slow @dangerous"),
+        ("failover", "@admin @slow @dangerous"),
         ("slaveof", "@admin @slow @dangerous"),
         ("sync", "@admin @slow @dangerous"),
         ("psync", "@admin @slow @dangerous"),
