@@ -404,17 +404,6 @@ fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         }
         if eq_ic(args[1], "no") && eq_ic(args[2], "one") {
             if replica::is_replica() {
-                // A forced failover may hand over before we applied its last writes, which
-                // are on our link still: take them first (up to a second), so that it
-                // continues with +CONTINUE instead of a full sync.
-                let want = parse_i64(args[2]).unwrap_or(0) - 1;
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-                while replica::link_is_up()
-                    && (repl::master().offset as i64) < want
-                    && std::time::Instant::now() < deadline
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
                 unset_master(cx).await;
                 let line = cx.client.info.borrow().line();
                 crate::log_notice!("MASTER MODE enabled (user request from '{line}')");
