@@ -122,7 +122,13 @@ pub async fn save_snapshot_at(
     let mut link = LinkPause(false);
     let mut repl_position = None;
     let mut own_stream_db = None;
-    if at_barrier.is_none() && crate::replication::replica::is_replica() {
+    // Not for a save that holds locks already (FLUSHALL's, DEBUG RELOAD's) or that the link
+    // itself runs (the primary's FLUSHALL): the link could not reach a batch boundary then.
+    if at_barrier.is_none()
+        && crate::replication::replica::is_replica()
+        && !cx.is_master
+        && !cx.coord.in_transaction()
+    {
         link.0 = true;
         if crate::replication::replica::pause().await {
             let m = crate::replication::master();
