@@ -443,28 +443,27 @@ async fn promote(cx: &mut ConnCtx) {
     if cx.coord.in_exec() {
         // REPLICAOF NO ONE inside MULTI: EXEC already holds every shard (a keyless command
         // locks them all); a transaction of our own would wait for it forever.
-        cx.hops()
-            .all_shards(|_, ()| journal::enable_here())
-            .run_more()
-            .await;
-        journal::begin(&cx.shared().next_txid);
-        journal::resume();
+        start_journal(cx).await;
         return;
     }
-    let w = cx.worker.clone();
-    let mut icx = ConnCtx::internal(w.clone());
+    let mut icx = ConnCtx::internal(cx.worker.clone());
     icx.run_internal(&[b"flushall"], move |cx| {
         Box::pin(async move {
-            cx.hops()
-                .all_shards(|_, ()| journal::enable_here())
-                .run_more()
-                .await;
-            journal::begin(&cx.shared().next_txid);
-            journal::resume();
+            start_journal(cx).await;
             cx.hops().all_shards(|_, ()| ()).run().await;
         })
     })
     .await;
+}
+
+/// With every shard held by `cx`'s transaction: journaling starts on all of them at once.
+async fn start_journal(cx: &mut ConnCtx) {
+    cx.hops()
+        .all_shards(|_, ()| journal::enable_here())
+        .run_more()
+        .await;
+    journal::begin(&cx.shared().next_txid);
+    journal::resume();
 }
 
 fn disconnect_replicas(cx: &ConnCtx) {
