@@ -752,6 +752,17 @@ fn misc(g: &mut G) -> Vec<Cmd> {
                 "REPLICAOF a",
                 "PSYNC a",
                 "SYNC x",
+                // FAILOVER without replicas: only its argument checks and refusals.
+                "FAILOVER",
+                "FAILOVER ABORT",
+                "FAILOVER TIMEOUT 0",
+                "FAILOVER TIMEOUT x",
+                "FAILOVER TIMEOUT 10 TIMEOUT 20",
+                "FAILOVER TO 127.0.0.1 x",
+                "FAILOVER TO 127.0.0.1",
+                "FAILOVER FORCE FORCE",
+                "FAILOVER FORCE",
+                "FAILOVER bogus",
             ]);
             line.split(|&c| c == b' ').map(|w| w.to_vec()).collect()
         }
