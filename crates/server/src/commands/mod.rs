@@ -900,7 +900,12 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
-    let plan = coordinator::plan_command(cx, spec, args);
+    // Scripts plan their own transaction (commands/scripting.rs: declared keys or all).
+    let plan = if spec.flags & flags::SCRIPT_CALL != 0 {
+        coordinator::LockPlan::default()
+    } else {
+        coordinator::plan_command(cx, spec, args)
+    };
     cx.coord.begin_command(spec, plan);
     if journal::active() {
         cx.hop_dirty

@@ -226,7 +226,8 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
         }
     }
     let read_only = ro || flags.no_writes;
-    let name = String::from_utf8_lossy(&sha).into_owned();
+    // (A script id is hex: ASCII.)
+    let name = std::str::from_utf8(&sha).unwrap_or_default().to_owned();
     run_script(cx, args, keys, name.clone(), flags, read_only, |cx| {
         scripting::start(&func, name.clone(), keys, argv, busy_threshold(cx))
     })
@@ -308,14 +309,20 @@ async fn run_once(
         }
         cx.coord.begin_exec(&w, plan).await;
         // A hop on every shard of the transaction: every earlier conflicting transaction there
-        // is done (see the module docs).
-        let shards = cx.coord.exec_shards();
-        cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
+        // is done (see the module docs). On this thread's shard alone that is a check.
+        if !cx.coord.try_start_local(&w) {
+            let shards = cx.coord.exec_shards();
+            cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
+        }
     }
     // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
     // are the running script's), taken once the transaction is active: the holder never waits
     // for another transaction, so waiting for it cannot close a cycle.
-    let _slot = SCRIPT_SLOT.with(|s| s.clone()).lock_owned().await;
+    let slot = SCRIPT_SLOT.with(|s| s.clone());
+    let _slot = match slot.clone().try_lock_owned() {
+        Ok(g) => g,
+        Err(_) => slot.lock_owned().await,
+    };
     let saved_name = cx.cmd_name;
     // A SELECT inside the script changes the script's database, not the caller's.
     let saved_db = cx.db;

@@ -6,17 +6,43 @@
 //! written into the caller's reply by `lua_to_reply`, in the caller's protocol.
 
 use damselfly_protocol::Reply;
-use mlua::{Lua, Table, Value};
+use mlua::{ffi, Lua, Table, Value};
 
 /// Nesting kept when converting Lua tables to replies (Redis stops at the Lua stack limit; a
 /// self-referencing table must not recurse forever).
 const MAX_DEPTH: usize = 1000;
 
-/// One reply from `buf` at `*pos` as a Lua value (Redis's protocol-to-Lua rules): integers are
-/// numbers, bulk strings strings, nil bulk/array `false`, status `{ok=...}`, error `{err=...}`,
-/// arrays tables; RESP3 types as Redis 7 maps them (null `nil`, booleans, `{double=}`,
-/// `{big_number=}`, `{map=}`, `{set=}`, `{verbatim_string={format=, string=}}`).
+/// One reply from `buf` at `*pos` as a Lua value (Redis's protocol-to-Lua rules, see
+/// `push_reply`).
 pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Value> {
+    let mut p = *pos;
+    // SAFETY: `push_reply` pushes one value on the stack `exec_raw` set up, which returns it;
+    // its only Lua error (stack overflow, memory) is caught by `exec_raw`'s protected call.
+    let v = unsafe {
+        lua.exec_raw::<Value>((), |state| {
+            if !push_reply(state, buf, &mut p) {
+                mlua::ffi::luaL_error(state, c"reply too deeply nested".as_ptr());
+            }
+        })
+    }?;
+    *pos = p;
+    Ok(v)
+}
+
+/// Pushes one reply from `buf` at `*pos` onto the Lua stack (Redis's `redisProtocolToLuaType`):
+/// integers are numbers, bulk strings strings, nil bulk/array `false`, status `{ok=...}`,
+/// error `{err=...}`, arrays tables; RESP3 types as Redis 7 maps them (null `nil`, booleans,
+/// `{double=}`, `{big_number=}`, `{map=}`, `{set=}`, `{verbatim_string={format=, string=}}`).
+/// Written against the C API because redis.call's synchronous path (a C function) converts
+/// every reply with it. False when the stack cannot grow (a reply nested too deep).
+///
+/// # Safety
+/// `state` is a valid Lua state. Pushing may raise a Lua memory error (a `longjmp` through
+/// this frame, which owns nothing that needs dropping).
+pub unsafe fn push_reply(state: *mut ffi::lua_State, buf: &[u8], pos: &mut usize) -> bool {
+    if ffi::lua_checkstack(state, 4) == 0 {
+        return false;
+    }
     let kind = buf[*pos];
     let line_end = find_crlf(buf, *pos + 1);
     let line = &buf[*pos + 1..line_end];
@@ -27,21 +53,39 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Valu
             .and_then(|s| s.parse().ok())
             .unwrap_or(0)
     };
-    Ok(match kind {
-        b':' => Value::Number(num(line) as f64),
-        b'+' => single(lua, "ok", Value::String(lua.create_string(line)?))?,
+    let push_str = |b: &[u8]| ffi::lua_pushlstring(state, b.as_ptr() as *const _, b.len());
+    // Sets field `name` of the table under the value on the top to that value.
+    let set_field = |name: &std::ffi::CStr| {
+        ffi::lua_pushstring(state, name.as_ptr());
+        ffi::lua_insert(state, -2);
+        ffi::lua_rawset(state, -3);
+    };
+    // A one-field table holding the value on the top.
+    let wrap = |name: &std::ffi::CStr| {
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_insert(state, -2);
+        set_field(name);
+    };
+    match kind {
+        b':' => ffi::lua_pushnumber(state, num(line) as f64),
+        b'+' => {
+            push_str(line);
+            wrap(c"ok");
+        }
         b'-' => {
             // The failed command's error is in the statistics already (Redis marks the table
             // so that the script's own error reply does not count it again).
-            let t = lua.create_table()?;
-            t.raw_set("err", lua.create_string(line)?)?;
-            t.raw_set("ignore_error_stats_update", true)?;
-            Value::Table(t)
+            ffi::lua_createtable(state, 0, 2);
+            push_str(line);
+            set_field(c"err");
+            ffi::lua_pushboolean(state, 1);
+            set_field(c"ignore_error_stats_update");
         }
         b'$' | b'=' => {
             let n = num(line);
             if n < 0 {
-                return Ok(Value::Boolean(false));
+                ffi::lua_pushboolean(state, 0);
+                return true;
             }
             let body = &buf[*pos..*pos + n as usize];
             *pos += n as usize + 2;
@@ -52,54 +96,66 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Valu
                 } else {
                     (&b"txt"[..], body)
                 };
-                let t = lua.create_table()?;
-                t.raw_set("format", lua.create_string(fmt)?)?;
-                t.raw_set("string", lua.create_string(text)?)?;
-                single(lua, "verbatim_string", Value::Table(t))?
+                ffi::lua_createtable(state, 0, 2);
+                push_str(fmt);
+                set_field(c"format");
+                push_str(text);
+                set_field(c"string");
+                wrap(c"verbatim_string");
             } else {
-                Value::String(lua.create_string(body)?)
+                push_str(body);
             }
         }
         b'*' | b'~' | b'>' => {
             let n = num(line);
             if n < 0 {
-                return Ok(Value::Boolean(false));
+                ffi::lua_pushboolean(state, 0);
+                return true;
             }
-            let t = lua.create_table_with_capacity(n as usize, 0)?;
             if kind == b'~' {
+                ffi::lua_createtable(state, 0, n.min(1 << 16) as i32);
                 for _ in 0..n {
-                    let v = reply_to_lua(lua, buf, pos)?;
-                    t.raw_set(v, true)?;
+                    if !push_reply(state, buf, pos) {
+                        return false;
+                    }
+                    ffi::lua_pushboolean(state, 1);
+                    ffi::lua_rawset(state, -3);
                 }
-                single(lua, "set", Value::Table(t))?
+                wrap(c"set");
             } else {
+                ffi::lua_createtable(state, n.min(1 << 16) as i32, 0);
                 for i in 0..n {
-                    let v = reply_to_lua(lua, buf, pos)?;
-                    t.raw_set(i + 1, v)?;
+                    if !push_reply(state, buf, pos) {
+                        return false;
+                    }
+                    ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
                 }
-                Value::Table(t)
             }
         }
         b'%' => {
             let n = num(line);
-            let t = lua.create_table()?;
+            ffi::lua_createtable(state, 0, n.clamp(0, 1 << 16) as i32);
             for _ in 0..n.max(0) {
-                let k = reply_to_lua(lua, buf, pos)?;
-                let v = reply_to_lua(lua, buf, pos)?;
-                t.raw_set(k, v)?;
+                if !push_reply(state, buf, pos) || !push_reply(state, buf, pos) {
+                    return false;
+                }
+                ffi::lua_rawset(state, -3);
             }
-            single(lua, "map", Value::Table(t))?
+            wrap(c"map");
         }
         b'|' => {
             // Attributes are out-of-band: skipped, the reply that follows is the value.
             let n = num(line);
             for _ in 0..n.max(0) * 2 {
-                reply_to_lua(lua, buf, pos)?;
+                if !push_reply(state, buf, pos) {
+                    return false;
+                }
+                ffi::lua_pop(state, 1);
             }
-            reply_to_lua(lua, buf, pos)?
+            return push_reply(state, buf, pos);
         }
-        b'_' => Value::Nil,
-        b'#' => Value::Boolean(line == b"t"),
+        b'_' => ffi::lua_pushnil(state),
+        b'#' => ffi::lua_pushboolean(state, (line == b"t") as i32),
         b',' => {
             let s = std::str::from_utf8(line).unwrap_or("0");
             let d = match s {
@@ -108,11 +164,16 @@ pub fn reply_to_lua(lua: &Lua, buf: &[u8], pos: &mut usize) -> mlua::Result<Valu
                 "nan" => f64::NAN,
                 s => s.parse().unwrap_or(0.0),
             };
-            single(lua, "double", Value::Number(d))?
+            ffi::lua_pushnumber(state, d);
+            wrap(c"double");
         }
-        b'(' => single(lua, "big_number", Value::String(lua.create_string(line)?))?,
-        _ => Value::Nil,
-    })
+        b'(' => {
+            push_str(line);
+            wrap(c"big_number");
+        }
+        _ => ffi::lua_pushnil(state),
+    }
+    true
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> usize {

@@ -30,6 +30,29 @@ pub static DENY_SCRIPT_OFF: std::sync::atomic::AtomicBool =
 /// A script's id: the hex SHA1 of its body, as Redis names scripts.
 pub type Sha = [u8; 40];
 
+/// Maps keyed by script id, looked up on every EVALSHA: a script id is a hex SHA1, uniform
+/// already, so its first 16 digits make the hash (SipHash over 40 bytes showed in profiles).
+type ShaMap<V> = HashMap<Sha, V, std::hash::BuildHasherDefault<ShaHasher>>;
+
+#[derive(Default)]
+struct ShaHasher(u64);
+
+impl std::hash::Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8).take(2) {
+            let mut a = [0u8; 8];
+            a[..c.len()].copy_from_slice(c);
+            self.0 = (self.0 ^ u64::from_le_bytes(a)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, _: usize) {}
+}
+
 pub fn sha1_hex(body: &[u8]) -> Sha {
     let hex = sha1_smol::Sha1::from(body).digest().to_string();
     let mut out = [0u8; 40];
@@ -139,11 +162,20 @@ pub struct RunState {
 /// The Lua interpreter of one thread, with the scripts compiled on it.
 pub(crate) struct Vm {
     lua: Lua,
-    /// The real globals (the script's global table is a read-only view of it) and that view:
-    /// kept here, not only in the registry, as every script call sets KEYS and ARGV in `real`.
-    real: Table,
+    /// The protected environment scripts run in (a read-only view of the real globals).
     env: Table,
-    compiled: RefCell<HashMap<Sha, Function>>,
+    compiled: RefCell<ShaMap<Function>>,
+    /// Coroutines of scripts that returned normally, reused by the next ones (`Thread::reset`):
+    /// creating one per call was a large share of a short script's cost and garbage.
+    threads: RefCell<Vec<mlua::Thread>>,
+    /// The interpreter's main state, for the C-API work done between scripts
+    /// (`set_keys_argv`).
+    main: *mut mlua::ffi::lua_State,
+    /// Registry references: the real globals, and the KEYS and ARGV tables (with their
+    /// global's name) that the next script reuses.
+    real_ref: std::os::raw::c_int,
+    keys_ref: Cell<(&'static std::ffi::CStr, std::os::raw::c_int)>,
+    argv_ref: Cell<(&'static std::ffi::CStr, std::os::raw::c_int)>,
     /// Function libraries run on this interpreter: name -> (the code that ran, its
     /// functions' callbacks).
     #[allow(clippy::type_complexity)]
@@ -154,7 +186,7 @@ thread_local! {
     static VM: RefCell<Option<std::rc::Rc<Vm>>> = const { RefCell::new(None) };
     /// This thread's copy of the script cache (every thread has every script: a script loaded
     /// on one connection is callable from all).
-    static BODIES: RefCell<HashMap<Sha, Arc<[u8]>>> = RefCell::new(HashMap::new());
+    static BODIES: RefCell<ShaMap<Arc<[u8]>>> = RefCell::new(ShaMap::default());
     static REQUEST: RefCell<Option<Request>> = const { RefCell::new(None) };
     pub static RUN: RunState = RunState::default();
     /// The driver's synchronous path for redis.call, set only while it polls the script.
@@ -261,6 +293,8 @@ pub enum Outcome {
 /// A script on its way: poll `next` for the commands it asks for, until it ends.
 pub struct Running {
     fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
+    /// The script's coroutine, back to the pool when the script returned normally.
+    thread: Option<mlua::Thread>,
     name: String,
     /// The chunk name errors cite: "@user_script" (EVAL) or "@user_function" (FCALL).
     source: &'static str,
@@ -284,32 +318,117 @@ pub fn start(
     threshold_ms: u64,
 ) -> Running {
     let vm = vm();
-    let lua = vm.lua.clone();
     RUN.with(|r| {
         r.resp3.set(false);
         r.running.set(true);
     });
-    let setup = (|| {
-        let real = vm.real()?;
-        real.raw_set("KEYS", string_array(&lua, keys)?)?;
-        real.raw_set("ARGV", string_array(&lua, argv)?)?;
-        lua.create_thread(f.clone())
-    })();
-    let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
+    let setup = set_keys_argv(&vm, keys, argv).and_then(|()| vm.thread(f));
+    let (fut, thread): (
+        std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
+        _,
+    ) = match setup {
         Ok(thread) => {
             busy::begin(&thread, threshold_ms, false);
-            Box::pin(thread.into_async::<Value>(()))
+            (
+                Box::pin(thread.clone().into_async::<Value>(())),
+                Some(thread),
+            )
         }
-        Err(e) => Box::pin(std::future::ready(Err(e))),
+        Err(e) => (Box::pin(std::future::ready(Err(e))), None),
     };
     Running {
         fut,
+        thread,
         name,
         source: "@user_script",
     }
 }
 
-/// Starts function callback `f` (FCALL) with the KEYS and ARGV tables as its arguments.
+/// Sets the KEYS and ARGV globals for a script. The tables of the previous script are reused
+/// when small (emptied first, their metatable removed: a script cannot keep a reference to
+/// them, as EVAL scripts have no state that outlives them), filled through the C API in one
+/// protected call.
+fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
+    use mlua::ffi;
+    let l = vm.main;
+    // SAFETY: `main` is the interpreter's main state, idle here (no Lua runs on it while a
+    // script starts); the stack is left as found. Without a protected call, a memory error
+    // would end the process (Lua's panic), as for mlua's own unprotected calls when no memory
+    // limit is set (none is): the protected call cost more than filling the tables.
+    unsafe {
+        let top = ffi::lua_gettop(l);
+        if ffi::lua_checkstack(l, 8) == 0 {
+            return Err(mlua::Error::StackError);
+        }
+        for (slot, items) in [(&vm.keys_ref, keys), (&vm.argv_ref, argv)] {
+            let (name, mut r) = slot.get();
+            let reuse = r != ffi::LUA_NOREF && items.len() <= REUSE_MAX && {
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, r as ffi::lua_Integer);
+                if ffi::lua_objlen(l, -1) <= REUSE_MAX {
+                    true
+                } else {
+                    ffi::lua_pop(l, 1);
+                    false
+                }
+            };
+            if !reuse {
+                ffi::lua_createtable(l, items.len().min(1 << 20) as i32, 0);
+            }
+            fill_array(l, items, reuse);
+            if !reuse {
+                // The new table becomes the global (raw: `real`'s __index raises the
+                // nonexistent-global error) and the one the next script reuses.
+                ffi::lua_rawgeti(l, ffi::LUA_REGISTRYINDEX, vm.real_ref as ffi::lua_Integer);
+                ffi::lua_pushstring(l, name.as_ptr());
+                ffi::lua_pushvalue(l, -3);
+                ffi::lua_rawset(l, -3);
+                ffi::lua_pop(l, 1);
+                ffi::luaL_unref(l, ffi::LUA_REGISTRYINDEX, r);
+                r = ffi::luaL_ref(l, ffi::LUA_REGISTRYINDEX);
+                slot.set((name, r));
+            }
+            ffi::lua_settop(l, top);
+        }
+    }
+    Ok(())
+}
+
+/// KEYS and ARGV tables up to this length are reused by the next script.
+const REUSE_MAX: usize = 64;
+
+/// Fills the table on the top of the stack with `items` as `1..=n`; `clear`: the table was used
+/// before, so everything else it holds goes (and its metatable).
+///
+/// # Safety
+/// A table on the top of `state`'s stack, with room for three more values.
+unsafe fn fill_array(state: *mut mlua::ffi::lua_State, items: &[&[u8]], clear: bool) {
+    use mlua::ffi;
+    for (i, a) in items.iter().enumerate() {
+        ffi::lua_pushlstring(state, a.as_ptr() as *const _, a.len());
+        ffi::lua_rawseti(state, -2, (i + 1) as ffi::lua_Integer);
+    }
+    if !clear {
+        return;
+    }
+    ffi::lua_pushnil(state);
+    ffi::lua_setmetatable(state, -2);
+    // Every key after `n` in traversal order: the array part beyond it, then the hash part.
+    if items.is_empty() {
+        ffi::lua_pushnil(state);
+    } else {
+        ffi::lua_pushinteger(state, items.len() as ffi::lua_Integer);
+    }
+    while ffi::lua_next(state, -2) != 0 {
+        ffi::lua_pop(state, 1);
+        // Setting an existing field to nil during the traversal is allowed.
+        ffi::lua_pushvalue(state, -1);
+        ffi::lua_pushnil(state);
+        ffi::lua_rawset(state, -4);
+    }
+}
+
+/// Starts function callback `f` (FCALL) with the KEYS and ARGV tables as its arguments (new
+/// tables: a library may keep what its functions get).
 pub fn start_function(
     f: &Function,
     name: String,
@@ -317,7 +436,8 @@ pub fn start_function(
     argv: &[&[u8]],
     threshold_ms: u64,
 ) -> Running {
-    let lua = vm().lua.clone();
+    let vm = vm();
+    let lua = vm.lua.clone();
     RUN.with(|r| {
         r.resp3.set(false);
         r.running.set(true);
@@ -325,17 +445,24 @@ pub fn start_function(
     let setup = (|| {
         let k = string_array(&lua, keys)?;
         let a = string_array(&lua, argv)?;
-        Ok::<_, mlua::Error>((lua.create_thread(f.clone())?, k, a))
+        Ok::<_, mlua::Error>((vm.thread(f)?, k, a))
     })();
-    let fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>> = match setup {
+    let (fut, thread): (
+        std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
+        _,
+    ) = match setup {
         Ok((thread, k, a)) => {
             busy::begin(&thread, threshold_ms, true);
-            Box::pin(thread.into_async::<Value>((k, a)))
+            (
+                Box::pin(thread.clone().into_async::<Value>((k, a))),
+                Some(thread),
+            )
         }
-        Err(e) => Box::pin(std::future::ready(Err(e))),
+        Err(e) => (Box::pin(std::future::ready(Err(e))), None),
     };
     Running {
         fut,
+        thread,
         name,
         source: "@user_function",
     }
@@ -364,6 +491,11 @@ impl Running {
             Ok(req) => Step::Call(req),
             Err(r) => {
                 RUN.with(|r| r.running.set(false));
+                if r.is_ok() {
+                    if let Some(t) = self.thread.take() {
+                        vm().recycle(t);
+                    }
+                }
                 Step::Done(match r {
                     Ok(v) => Outcome::Value(v),
                     Err(e) => Outcome::Error(
@@ -603,14 +735,12 @@ async fn redis_call(
 }
 
 /// redis.call / redis.pcall with many arguments, which the wrapper passes as a table `t` of
-/// `n` values: the synchronous path, else the asynchronous one.
+/// `n` values (always the asynchronous path: rare, and the C path's stack is small).
 async fn big_call(lua: Lua, t: Table, n: i64, raise_errors: bool) -> mlua::Result<MultiValue> {
-    let args = || -> mlua::Result<MultiValue> { (1..=n).map(|i| t.raw_get::<Value>(i)).collect() };
-    let r = inline_call(&lua, args()?, raise_errors)?;
-    if !r.is_empty() {
-        return Ok(r);
-    }
-    let (ok, v, counted) = redis_call(lua, args()?, raise_errors).await?;
+    let args = (1..=n)
+        .map(|i| t.raw_get::<Value>(i))
+        .collect::<mlua::Result<MultiValue>>()?;
+    let (ok, v, counted) = redis_call(lua, args, raise_errors).await?;
     Ok(MultiValue::from_iter([
         Value::Boolean(ok),
         v,
@@ -636,42 +766,106 @@ fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(boo
     Ok((true, convert::reply_to_lua(lua, reply, &mut pos)?, false))
 }
 
-/// The synchronous first try of redis.call / redis.pcall: the driver's `Inline` path, without
-/// the coroutine yield and the async call's machinery. Returns nothing when the command (or an
-/// error in its arguments) must go the asynchronous way.
-fn inline_call(lua: &Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<MultiValue> {
+/// The synchronous first try of redis.call / redis.pcall (`fast` in CALL_WRAPPERS), a C
+/// function: the arguments are read in place, the driver's `Inline` path runs the command, the
+/// reply is pushed with `convert::push_reply`, with none of mlua's callback machinery (that
+/// and copying the arguments were most of a short script's cost). Returns `(ok, value,
+/// counted)` as `redis_call`, or nothing when the command must go the asynchronous way (not
+/// inline, no script running, an argument neither string nor number).
+///
+/// # Safety
+/// Called by Lua as a C function with a valid state. A Lua memory error raised while pushing
+/// unwinds by `longjmp` through this frame: what it owns then (the reply) leaks.
+unsafe extern "C-unwind" fn fast_call_c(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    unsafe { fast_call(l, true) }
+}
+
+/// `fast_call_c` for redis.pcall.
+///
+/// # Safety
+/// As `fast_call_c`.
+unsafe extern "C-unwind" fn fast_pcall_c(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    unsafe { fast_call(l, false) }
+}
+
+/// See `fast_call_c`.
+///
+/// # Safety
+/// As `fast_call_c`.
+unsafe fn fast_call(l: *mut mlua::ffi::lua_State, raise_errors: bool) -> std::os::raw::c_int {
+    use mlua::ffi;
     let Some(inline) = INLINE.with(|i| i.get()) else {
-        return Ok(MultiValue::new());
+        return 0;
     };
-    if !RUN.with(|r| r.running.get()) {
-        return Ok(MultiValue::new());
+    let n = ffi::lua_gettop(l);
+    if n == 0 || !RUN.with(|r| r.running.get()) || ffi::lua_checkstack(l, 8) == 0 {
+        return 0;
     }
-    let Ok(args) = call_args(args) else {
-        return Ok(MultiValue::new());
-    };
-    let argv: smallvec::SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
+    // Numbers become strings as Redis formats them (%.17g), in place.
+    for i in 1..=n {
+        match ffi::lua_type(l, i) {
+            ffi::LUA_TSTRING => {}
+            ffi::LUA_TNUMBER => {
+                let s = format_g17(ffi::lua_tonumber(l, i));
+                ffi::lua_pushlstring(l, s.as_ptr() as *const _, s.len());
+                ffi::lua_replace(l, i);
+            }
+            _ => return 0,
+        }
+    }
+    let argv: smallvec::SmallVec<[&[u8]; 8]> = (1..=n)
+        .map(|i| {
+            let mut len = 0usize;
+            let p = ffi::lua_tolstring(l, i, &mut len);
+            // SAFETY: a string on the stack stays alive (and unmoved) while it is there.
+            unsafe { std::slice::from_raw_parts(p as *const u8, len) }
+        })
+        .collect();
     // SAFETY: `inline` was registered by the driver for this poll (see `Running::next`).
     let Some(reply) = (unsafe { (inline.run)(inline.data, &argv) }) else {
-        return Ok(MultiValue::new());
+        return 0;
     };
-    let (ok, v, counted) = call_result(lua, &reply, raise_errors)?;
-    Ok(MultiValue::from_iter([
-        Value::Boolean(ok),
-        v,
-        Value::Boolean(counted),
-    ]))
+    drop(argv);
+    if raise_errors && reply.first() == Some(&b'-') {
+        let end = reply
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(reply.len());
+        ffi::lua_pushboolean(l, 0);
+        ffi::lua_pushlstring(l, reply[1..].as_ptr() as *const _, end.saturating_sub(1));
+        ffi::lua_pushboolean(l, 1);
+        return 3;
+    }
+    ffi::lua_pushboolean(l, 1);
+    let mut pos = 0;
+    if !convert::push_reply(l, &reply, &mut pos) {
+        drop(reply);
+        return ffi::luaL_error(l, c"reply too deeply nested".as_ptr());
+    }
+    2
 }
 
 impl Vm {
-    /// The table holding the real globals (the script's global table is a read-only view of
-    /// it).
-    fn real(&self) -> mlua::Result<Table> {
-        Ok(self.real.clone())
-    }
-
     /// The protected environment scripts and functions run in.
     fn env(&self) -> mlua::Result<Table> {
         Ok(self.env.clone())
+    }
+
+    /// A coroutine to run `f` in: a finished one from the pool, else a new one.
+    fn thread(&self, f: &Function) -> mlua::Result<mlua::Thread> {
+        let pooled = self.threads.borrow_mut().pop();
+        match pooled {
+            Some(t) if t.reset(f.clone()).is_ok() => Ok(t),
+            _ => self.lua.create_thread(f.clone()),
+        }
+    }
+
+    /// Gives back the coroutine of a script that returned normally.
+    fn recycle(&self, t: mlua::Thread) {
+        let mut pool = self.threads.borrow_mut();
+        if pool.len() < 4 && t.status() == mlua::ThreadStatus::Finished {
+            pool.push(t);
+        }
     }
 
     /// Scripts see the protected globals.
@@ -831,12 +1025,25 @@ fn new_vm() -> mlua::Result<Vm> {
         raise_at(&lua)?,
     ))?;
     lua.set_named_registry_value("damselfly_real_globals", real.clone())?;
+    let (mut main, mut real_ref) = (std::ptr::null_mut(), mlua::ffi::LUA_NOREF);
+    // SAFETY: reads the main state's pointer (no coroutine runs yet) and takes a registry
+    // reference to `real` (the argument on the stack).
+    unsafe {
+        lua.exec_raw::<()>(real, |state| {
+            main = state;
+            real_ref = mlua::ffi::luaL_ref(state, mlua::ffi::LUA_REGISTRYINDEX);
+        })?
+    };
     lua.set_named_registry_value("damselfly_env", env.clone())?;
     Ok(Vm {
         lua,
-        real,
         env,
-        compiled: RefCell::new(HashMap::new()),
+        compiled: RefCell::new(ShaMap::default()),
+        threads: RefCell::new(Vec::new()),
+        main,
+        real_ref,
+        keys_ref: Cell::new((c"KEYS", mlua::ffi::LUA_NOREF)),
+        argv_ref: Cell::new((c"ARGV", mlua::ffi::LUA_NOREF)),
         functions: RefCell::new(HashMap::new()),
     })
 }
@@ -866,8 +1073,9 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     let (call, pcall): (Function, Function) = lua.load(CALL_WRAPPERS).set_name("=redis").call((
         raw_call,
         raw_pcall,
-        lua.create_function(|lua, args: MultiValue| inline_call(lua, args, true))?,
-        lua.create_function(|lua, args: MultiValue| inline_call(lua, args, false))?,
+        // SAFETY: C functions with the lua_CFunction contract (see `fast_call_c`).
+        unsafe { lua.create_c_function(fast_call_c)? },
+        unsafe { lua.create_c_function(fast_pcall_c)? },
         getinfo,
         raise_at(lua)?,
         lua.create_async_function(|lua, (t, n): (Table, i64)| big_call(lua, t, n, true))?,

@@ -188,6 +188,18 @@ impl Coord {
             .unwrap_or_default()
     }
 
+    /// Starts EXEC's transaction here when its only shard is this thread's and nothing
+    /// earlier there conflicts: what a barrier hop would wait for, without the hop. False
+    /// otherwise (then the caller hops).
+    pub fn try_start_local(&mut self, w: &Rc<Worker>) -> bool {
+        match &self.tx {
+            Some(t) if t.deferred.is_none() && t.shards.as_slice() == [w.id] => {
+                vll::try_start_hop(w, t.id)
+            }
+            _ => false,
+        }
+    }
+
     /// Concludes EXEC's transaction on every shard.
     pub fn end_exec(&mut self, w: &Rc<Worker>) {
         self.exec = false;
