@@ -225,14 +225,24 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         shared.persist.loading.store(false, Ordering::SeqCst);
         return Ok(());
     };
-    // A replica's own snapshot: its link continues from where the snapshot stands.
-    if let (Some((id, offset)), Some(db), Some(_)) = (
-        ds.repl_position.clone(),
-        ds.repl_stream_db,
-        shared.config.get("replicaof").filter(|v| !v.is_empty()),
-    ) {
-        if id.len() == 40 && offset > 0 {
-            replication::replica::resume_from_snapshot(id, offset, db);
+    // A replica's own snapshot: its link continues from where the snapshot stands. A
+    // primary's: it continues its stream from there (journaling on every shard before any
+    // write), so its replicas continue with PSYNC.
+    let follows = shared
+        .config
+        .get("replicaof")
+        .is_some_and(|v| !v.is_empty());
+    let mut journal_everywhere = false;
+    if let (Some((id, offset)), Some(db)) = (ds.repl_position.clone(), ds.repl_stream_db) {
+        if id.len() == 40 {
+            if follows {
+                if offset > 0 {
+                    replication::replica::resume_from_snapshot(id, offset, db);
+                }
+            } else {
+                replication::restore_primary(id, offset, replication::backlog_size(&shared.config));
+                journal_everywhere = true;
+            }
         }
     }
     // Function libraries: every thread loads them into its registry before serving.
@@ -249,6 +259,9 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
             shared.threads,
             i,
             Box::new(move |_: &Worker| {
+                if journal_everywhere {
+                    replication::journal::enable_here();
+                }
                 let _ = tx.send(scripting::functions::load_here(&codes, true, false));
             }),
         );
@@ -256,6 +269,25 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
     drop(tx);
     for res in rx.iter() {
         res.map_err(|e| fatal(&e))?;
+    }
+    if journal_everywhere {
+        replication::journal::begin(&shared.next_txid);
+        // The keys that expired while the server was down leave the replicas too, before
+        // anything else (Redis: DEL, or UNLINK with lazyfree-lazy-expire).
+        let verb: &[u8] = if shared.config.bool("lazyfree-lazy-expire") {
+            b"UNLINK"
+        } else {
+            b"DEL"
+        };
+        replication::journal::push_records(
+            ds.expired
+                .iter()
+                .map(|(db, key)| replication::journal::Record {
+                    db: *db,
+                    resp: replication::journal::encode(&[verb, key]),
+                })
+                .collect(),
+        );
     }
     let (tx, rx) = std::sync::mpsc::channel();
     for (i, batch) in ds.shards.into_iter().enumerate() {

@@ -534,7 +534,7 @@ fn replica_killed_and_restarted_resyncs() {
 
 /// The primary restarts from its snapshot (a new history: the replica resyncs fully).
 #[test]
-fn primary_restarted_from_its_snapshot_is_followed_again() {
+fn primary_restarted_from_its_snapshot_is_followed_again_with_partial_resync() {
     let mut primary = Server::start_threads(3, DISK_SYNC);
     let replica = Server::start_threads(2, DISKLESS_NOW);
     replicate_under_load(&primary, &replica);
@@ -551,6 +551,17 @@ fn primary_restarted_from_its_snapshot_is_followed_again() {
         .unwrap();
     wait_caught_up(&primary, &replica);
     assert_same_data(&primary, &replica);
+    // The snapshot recorded the primary's replication id and offset: the replica continued
+    // with PSYNC instead of a full sync (the restarted process counts its syncs afresh).
+    let mut p = primary.client();
+    assert_eq!(
+        info_field(&mut p, "stats", "sync_full").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        info_field(&mut p, "stats", "sync_partial_ok").as_deref(),
+        Some("1")
+    );
 }
 
 /// REPLICAOF NO ONE promotes the replica; the old primary then follows it and continues with

@@ -109,7 +109,7 @@ pub async fn save_snapshot_at(
     mode: SaveMode,
     replica: Option<ForReplica>,
 ) -> Result<Option<std::path::PathBuf>, SaveError> {
-    let shared = cx.shared();
+    let shared = cx.worker.shared.clone();
     let path = persist::snapshot_path(&shared.config);
     let (at_barrier, stream, repl_stream_db) = match replica {
         Some(r) => (Some(r.at_barrier), r.stream, Some(r.stream_db)),
@@ -137,6 +137,22 @@ pub async fn save_snapshot_at(
                 own_stream_db = Some(crate::replication::replica::stream_db());
             }
         }
+    }
+    // A primary's snapshot records its replication id and the stream's offset at the
+    // snapshot's point, so that after a restart from it its replicas continue with PSYNC
+    // (Redis 7.0 saves a master's `repl-id`/`repl-offset` too): every shard is held (an empty
+    // first hop of the save's transaction, which the save's own hops continue) while a fence
+    // in the journal answers with the offset everything before it reached.
+    if at_barrier.is_none()
+        && repl_position.is_none()
+        && !cx.coord.in_transaction()
+        && !crate::replication::replica::is_replica()
+        && crate::replication::journal::active()
+    {
+        cx.hops().all_shards(|_, ()| ()).run_more().await;
+        let offset = crate::replication::settled_offset().await;
+        repl_position = Some((crate::replication::master().replid.clone(), offset));
+        own_stream_db = Some(0);
     }
     let header = Header {
         redis_ver: super::connection::REDIS_VERSION,

@@ -36,6 +36,9 @@ pub struct Dataset {
     pub functions: Vec<Vec<u8>>,
     pub keys_loaded: u64,
     pub keys_expired: u64,
+    /// The keys skipped as expired (database, name): a primary that continues its replication
+    /// stream after the load sends their DELs (Redis's master does).
+    pub expired: Vec<(usize, Vec<u8>)>,
     /// The `repl-stream-db` aux field: the database a replication stream that follows this
     /// snapshot is in (a replica's snapshot for its own replica: the stream it forwards does
     /// not start with a SELECT).
@@ -149,6 +152,7 @@ fn parse_inner(
         shards: (0..shards.max(1)).map(|_| Vec::new()).collect(),
         keys_loaded: 0,
         keys_expired: 0,
+        expired: Vec::new(),
         functions: Vec::new(),
         repl_stream_db: None,
         repl_position: None,
@@ -245,6 +249,7 @@ fn parse_inner(
                 };
                 if at.is_some_and(|at| at <= now) {
                     out.keys_expired += 1;
+                    out.expired.push((db, key.into_owned()));
                     continue;
                 }
                 out.keys_loaded += 1;

@@ -82,6 +82,16 @@ pub struct SyncStats {
     pub partial_err: std::sync::atomic::AtomicU64,
 }
 
+impl SyncStats {
+    /// CONFIG RESETSTAT.
+    pub fn reset(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.full.store(0, Relaxed);
+        self.partial_ok.store(0, Relaxed);
+        self.partial_err.store(0, Relaxed);
+    }
+}
+
 pub static STATS: SyncStats = SyncStats {
     full: std::sync::atomic::AtomicU64::new(0),
     partial_ok: std::sync::atomic::AtomicU64::new(0),
@@ -358,6 +368,22 @@ pub fn announced(client: u64) -> Announced {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&client)
         .unwrap_or_default()
+}
+
+/// A primary restarted from its own snapshot continues the replication history recorded there
+/// (`repl-id`, `repl-offset`), as Redis 7.0 does: a new id, the saved one as `replid2` valid
+/// up to the saved offset, and an empty backlog from there, so that the replicas that followed
+/// it continue with PSYNC (and take the new id). The caller turns journaling on everywhere
+/// before the first write.
+pub fn restore_primary(replid: String, offset: u64, backlog: usize) {
+    let mut m = master();
+    m.replid = new_replid();
+    m.replid2 = replid;
+    m.second_offset = offset as i64 + 1;
+    m.offset = offset;
+    m.seldb = None;
+    m.backlog = Some(Backlog::new(backlog));
+    m.lonely_since_ms = crate::engine::clock::unix_ms();
 }
 
 /// The stream's offset once everything journaled so far is in it (WAIT's target).

@@ -202,6 +202,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
         shared.rejected_connections.store(0, Ordering::Relaxed);
         super::sysinfo::reset_peak();
         crate::engine::evict::reset_stats();
+        crate::replication::STATS.reset();
         crate::net::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
         cx.reply.ok();
     })
