@@ -410,17 +410,35 @@ async fn watch_signals(w: Rc<Worker>) {
         };
         crate::log_warning!("Received {name} scheduling shutdown...");
         crate::log_warning!("User requested shutdown...");
-        // As Redis: with save points configured the final snapshot must succeed, or the
-        // server keeps running (nothing acknowledged is lost by exiting).
-        if !commands::persistence::save_points(&w.shared.config).is_empty() {
+        // `shutdown-on-sigint` / `shutdown-on-sigterm` (Redis 7.0): by default the final
+        // snapshot is taken when save points are configured, `save` / `nosave` decide instead;
+        // the snapshot must succeed or the server keeps running (nothing acknowledged is lost
+        // by exiting), unless `force`. (`now`: there is no wait for lagging replicas anyway.)
+        let param = if name == "SIGINT" {
+            "shutdown-on-sigint"
+        } else {
+            "shutdown-on-sigterm"
+        };
+        let flags = w.shared.config.get(param).unwrap_or_default();
+        let has = |f: &str| flags.split(' ').any(|x| x == f);
+        let save = if has("nosave") {
+            false
+        } else {
+            has("save") || !commands::persistence::save_points(&w.shared.config).is_empty()
+        };
+        if save {
             let mut cx = commands::ConnCtx::internal(w.clone());
             if let Err(e) = commands::persistence::shutdown_save(&mut cx).await {
-                crate::log_warning!("Error trying to save the DB, can't exit: {e}");
-                crate::log_warning!(
-                    "{name} received but errors trying to shut down the server, check the logs \
-                     for more information"
-                );
-                continue;
+                if has("force") {
+                    crate::log_warning!("Error trying to save the DB, exiting anyway (force): {e}");
+                } else {
+                    crate::log_warning!("Error trying to save the DB, can't exit: {e}");
+                    crate::log_warning!(
+                        "{name} received but errors trying to shut down the server, check the \
+                         logs for more information"
+                    );
+                    continue;
+                }
             }
         }
         request_shutdown(&w.shared);

@@ -740,6 +740,42 @@ fn save_points_bgsave_and_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `shutdown-on-sigterm` / `shutdown-on-sigint` (Redis 7.0): `save` saves without save points,
+/// `nosave` exits without saving despite them.
+#[test]
+fn shutdown_on_signal_flags() {
+    let dir = tmpdir("sigflags");
+    let d = dir.to_str().unwrap();
+    for (save, param, flags, signal, saved) in [
+        ("", "shutdown-on-sigterm", "save", libc::SIGTERM, true),
+        (
+            "60 1",
+            "shutdown-on-sigint",
+            "nosave now",
+            libc::SIGINT,
+            false,
+        ),
+    ] {
+        let _ = std::fs::remove_file(dir.join("dump.rdb"));
+        let mut srv = Server::start(&["--dir", d, "--save", save]);
+        let mut con = srv.client();
+        qs(&mut con, &["SET", "k", "v"]);
+        qs(&mut con, &["CONFIG", "SET", param, flags]);
+        assert_eq!(
+            items(qs(&mut con, &["CONFIG", "GET", param])),
+            [param.as_bytes().to_vec(), flags.as_bytes().to_vec()]
+        );
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(srv.pid() as i32, signal) };
+        assert!(srv
+            .wait_exit(std::time::Duration::from_secs(10))
+            .expect("exits")
+            .success());
+        assert_eq!(dir.join("dump.rdb").exists(), saved, "{param} {flags}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The crash test: `kill -9` during a BGSAVE leaves the previous snapshot, which the restart
 /// loads; after a completed BGSAVE taken while a client writes, `kill -9` and restart give
 /// exactly a point in time: the base dataset intact and the writer's keys a gap-free prefix.

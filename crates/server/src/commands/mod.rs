@@ -1126,20 +1126,30 @@ pub(crate) fn record_call(
     if crate::pubsub::monitor::active()
         && entry.spec.flags & (flags::SKIP_MONITOR | flags::ADMIN) == 0
     {
-        let addr = cx.client.info.borrow().addr.clone();
-        crate::pubsub::monitor::feed(
-            &cx.worker,
-            cx.db,
-            &addr,
-            args,
-            crate::engine::clock::unix_us(),
-        );
+        feed_monitors(cx, args);
     }
     let slower = cx.worker.shared.config.slowlog_slower_than();
     if slower >= 0 && usec >= slower as u64 && entry.spec.flags & flags::SKIP_SLOWLOG == 0 {
         drop(st);
         admin::slowlog_record(cx, args, usec);
     }
+}
+
+/// Shows `args`, run by this connection now, to the MONITOR clients; a script's commands show
+/// as Redis's do, `[db lua]`.
+pub(crate) fn feed_monitors(cx: &ConnCtx, args: &[&[u8]]) {
+    let addr = if cx.in_script {
+        "lua".to_string()
+    } else {
+        cx.client.info.borrow().addr.clone()
+    };
+    crate::pubsub::monitor::feed(
+        &cx.worker,
+        cx.db,
+        &addr,
+        args,
+        crate::engine::clock::unix_us(),
+    );
 }
 
 fn error_code(buf: &[u8]) -> String {

@@ -247,6 +247,11 @@ async fn run_script(
     read_only: bool,
     start: impl Fn(&mut ConnCtx) -> scripting::Running,
 ) {
+    // MONITOR shows the script's command before the commands it runs (the command itself is
+    // SKIP_MONITOR, so `record_call` does not show it after), as Redis does.
+    if crate::pubsub::monitor::active() {
+        super::feed_monitors(cx, command);
+    }
     // Inside EXEC the transaction is EXEC's (it locked everything for the script). With one
     // shard the whole keyspace is that shard: locking only the declared keys would buy no
     // parallelism and cost the undo log.

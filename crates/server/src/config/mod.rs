@@ -371,6 +371,17 @@ impl Default for Config {
     }
 }
 
+/// Parameters CONFIG GET shows only when asked for by their exact name (Redis 7.0's
+/// HIDDEN_CONFIG ones).
+const HIDDEN: &[&str] = &[
+    "use-exit-on-panic",
+    "lua-enable-deprecated-api",
+    "rdb-key-save-delay",
+    "key-load-delay",
+    "watchdog-period",
+    "loading-process-events-interval-bytes",
+];
+
 impl Config {
     /// All defaults.
     pub fn new() -> Self {
@@ -586,27 +597,43 @@ impl Config {
 
     /// CONFIG SET of one parameter.
     pub fn set(&self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let p = self.settable(name)?;
+        self.set_from(name, value, false)
+    }
+
+    /// CONFIG SET of one parameter by a client; `local`: connected over loopback or a unix
+    /// socket (what `enable-protected-configs local` trusts).
+    pub fn set_from(&self, name: &str, value: &str, local: bool) -> Result<(), ConfigError> {
+        let p = self.settable(name, local)?;
         self.store(p, &[value], false)
     }
 
     /// The parameter CONFIG SET may change, or why not.
-    fn settable(&self, name: &str) -> Result<&'static Param, ConfigError> {
+    fn settable(&self, name: &str, local: bool) -> Result<&'static Param, ConfigError> {
         let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
         if !p.mutable {
             return Err(ConfigError::Immutable(p.name.to_string()));
         }
-        if PROTECTED.contains(&p.name)
-            && self.get("enable-protected-configs").as_deref() != Some("yes")
-        {
-            return Err(ConfigError::Protected(p.name.to_string()));
+        if PROTECTED.contains(&p.name) {
+            let allowed = match self.get("enable-protected-configs").as_deref() {
+                Some("yes") => true,
+                Some("local") => local,
+                _ => false,
+            };
+            if !allowed {
+                return Err(ConfigError::Protected(p.name.to_string()));
+            }
         }
         Ok(p)
     }
 
     /// Validates without applying (CONFIG SET is all-or-nothing for several pairs).
     pub fn check(&self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let p = self.settable(name)?;
+        self.check_from(name, value, false)
+    }
+
+    /// `check` for a client (`local`: see `set_from`).
+    pub fn check_from(&self, name: &str, value: &str, local: bool) -> Result<(), ConfigError> {
+        let p = self.settable(name, local)?;
         let current = self.get(p.name).unwrap_or_default();
         accepted(p, &current, &[value]).map(|_| ())
     }
@@ -648,11 +675,14 @@ impl Config {
         let mut out = Vec::new();
         for p in PARAMS {
             let names = std::iter::once(p.name).chain(p.aliases.iter().copied());
+            let hidden = HIDDEN.contains(&p.name);
             for n in names {
-                if patterns
-                    .iter()
-                    .any(|pat| glob::matches(pat, n.as_bytes(), true))
-                {
+                // A hidden parameter answers its exact name only, never a pattern (Redis's
+                // HIDDEN_CONFIG: test aids such as key-load-delay).
+                if patterns.iter().any(|pat| {
+                    !(hidden && pat.iter().any(|c| matches!(c, b'*' | b'?' | b'[')))
+                        && glob::matches(pat, n.as_bytes(), true)
+                }) {
                     let v = values.get(p.name).cloned().unwrap_or_default();
                     let v = match p.name {
                         "proactor_threads" => self.threads().to_string(),

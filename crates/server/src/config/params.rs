@@ -809,6 +809,22 @@ pub static PARAMS: &[Param] = &[
         "adjust the OOM killer score; only 'no' until it is implemented",
     ),
     p(
+        "shutdown-on-sigint",
+        &[],
+        Kind::Words(words::shutdown_on_sig),
+        "default",
+        true,
+        "what SIGINT's shutdown does: default (save when save points are set), save, nosave, now, force",
+    ),
+    p(
+        "shutdown-on-sigterm",
+        &[],
+        Kind::Words(words::shutdown_on_sig),
+        "default",
+        true,
+        "what SIGTERM's shutdown does: default (save when save points are set), save, nosave, now, force",
+    ),
+    p(
         "oom-score-adj-values",
         &[],
         Kind::Words(words::oom_score_adj_values),
@@ -1238,6 +1254,42 @@ pub static PARAMS: &[Param] = &[
 
 /// Checks of the multi-argument parameters, with Redis's error texts.
 mod words {
+    /// `shutdown-on-sigint` / `shutdown-on-sigterm`: Redis's flags (`save`, `nosave`, `now`,
+    /// `force`; `default` is none), shown back as Redis names the combination.
+    pub fn shutdown_on_sig(_: &str, args: &[&str]) -> Result<String, String> {
+        const NAMES: [&str; 5] = ["default", "save", "nosave", "now", "force"];
+        let bad = || {
+            format!(
+                "argument(s) must be one of the following: {}",
+                NAMES.join(", ")
+            )
+        };
+        if args.is_empty() {
+            return Err(bad());
+        }
+        let mut bits = 0u8;
+        for a in args {
+            let i = NAMES
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(a))
+                .ok_or_else(bad)?;
+            if i > 0 {
+                bits |= 1 << (i - 1);
+            }
+        }
+        if bits & 0b11 == 0b11 {
+            return Err("shutdown options SAVE and NOSAVE can't be used simultaneously".into());
+        }
+        if bits == 0 {
+            return Ok("default".into());
+        }
+        let names: Vec<&str> = (0..4)
+            .filter(|i| bits & (1 << i) != 0)
+            .map(|i| NAMES[i + 1])
+            .collect();
+        Ok(names.join(" "))
+    }
+
     /// `notify-keyspace-events KEA`: Redis's classes, shown back in Redis's canonical order.
     pub fn keyspace_events(_: &str, args: &[&str]) -> Result<String, String> {
         let v = match args {
@@ -1428,7 +1480,10 @@ pub static UNSUPPORTED: &[(&str, &str)] = &[
         "active defragmentation is not implemented yet",
     ),
     ("lua-*", "this Lua setting is not implemented"),
-    ("shutdown-*", "this shutdown setting is not implemented yet"),
+    (
+        "shutdown-timeout",
+        "waiting for lagging replicas at shutdown is not implemented yet",
+    ),
     (
         "sanitize-dump-payload",
         "DUMP/RESTORE are not implemented yet",

@@ -189,6 +189,8 @@ thread_local! {
     static BODIES: RefCell<ShaMap<Arc<[u8]>>> = RefCell::new(ShaMap::default());
     static REQUEST: RefCell<Option<Request>> = const { RefCell::new(None) };
     pub static RUN: RunState = RunState::default();
+    /// A panic of the synchronous redis.call path, raised again by the driver (`Running::next`).
+    static PANICKED: RefCell<Option<Box<dyn std::any::Any + Send>>> = const { RefCell::new(None) };
     /// The driver's synchronous path for redis.call, set only while it polls the script.
     static INLINE: Cell<Option<Inline>> = const { Cell::new(None) };
 }
@@ -346,8 +348,8 @@ pub fn start(
 
 /// Sets the KEYS and ARGV globals for a script. The tables of the previous script are reused
 /// when small (emptied first, their metatable removed: a script cannot keep a reference to
-/// them, as EVAL scripts have no state that outlives them), filled through the C API in one
-/// protected call.
+/// them, as EVAL scripts have no state that outlives them), filled through the C API on the
+/// main state.
 fn set_keys_argv(vm: &Vm, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<()> {
     use mlua::ffi;
     let l = vm.main;
@@ -478,6 +480,9 @@ impl Running {
             let outer = INLINE.with(|i| i.replace(inline));
             let r = fut.as_mut().poll(cx);
             INLINE.with(|i| i.set(outer));
+            if let Some(payload) = PANICKED.with(|p| p.borrow_mut().take()) {
+                std::panic::resume_unwind(payload);
+            }
             match r {
                 std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(r)),
                 std::task::Poll::Pending => match REQUEST.with(|q| q.borrow_mut().take()) {
@@ -821,9 +826,20 @@ unsafe fn fast_call(l: *mut mlua::ffi::lua_State, raise_errors: bool) -> std::os
             unsafe { std::slice::from_raw_parts(p as *const u8, len) }
         })
         .collect();
-    // SAFETY: `inline` was registered by the driver for this poll (see `Running::next`).
-    let Some(reply) = (unsafe { (inline.run)(inline.data, &argv) }) else {
-        return 0;
+    // A panic must not unwind through Lua's C frames: it is kept and raised again by the
+    // driver once the poll is back in Rust (as mlua does for its callbacks); the script takes
+    // the asynchronous path meanwhile, which the driver never serves.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `inline` was registered by the driver for this poll (see `Running::next`).
+        unsafe { (inline.run)(inline.data, &argv) }
+    }));
+    let reply = match ran {
+        Ok(Some(reply)) => reply,
+        Ok(None) => return 0,
+        Err(payload) => {
+            PANICKED.with(|p| *p.borrow_mut() = Some(payload));
+            return 0;
+        }
     };
     drop(argv);
     if raise_errors && reply.first() == Some(&b'-') {

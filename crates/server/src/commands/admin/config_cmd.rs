@@ -139,8 +139,23 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<Moved> {
         }
         seen.push(p.name);
     }
+    // Redis's DENY_LOADING_CONFIG parameters wait until the dataset is loaded (the LOADING
+    // error takes precedence over a bad value).
+    if cx
+        .shared()
+        .persist
+        .loading
+        .load(std::sync::atomic::Ordering::SeqCst)
+        && seen
+            .iter()
+            .any(|n| matches!(*n, "appendonly" | "repl-diskless-load" | "dir"))
+    {
+        cx.reply.error(crate::commands::ERR_LOADING);
+        return None;
+    }
+    let local = cx.client.info.borrow().local;
     for (name, value) in &pairs {
-        if let Err(e) = cfg.check(name, value) {
+        if let Err(e) = cfg.check_from(name, value, local) {
             cx.reply.error(&set_error(name, &e));
             return None;
         }
@@ -159,7 +174,7 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<Moved> {
         .map(|n| (*n, cfg.get(n).unwrap_or_default()))
         .collect();
     for (name, value) in &pairs {
-        if let Err(e) = cfg.set(name, value) {
+        if let Err(e) = cfg.set_from(name, value, local) {
             cx.reply.error(&set_error(name, &e));
             return None;
         }
