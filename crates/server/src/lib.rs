@@ -51,6 +51,12 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     process::log_starting(&cfg);
     adjust_open_files_limit(&cfg);
     process::apply_thp(&cfg);
+    if let Err(e) = process::apply_oom_score_adj(
+        &cfg.get("oom-score-adj").unwrap_or_default(),
+        &cfg.get("oom-score-adj-values").unwrap_or_default(),
+    ) {
+        crate::log_warning!("{e}");
+    }
     process::apply_jemalloc_bg_thread(cfg.bool("jemalloc-bg-thread"));
     if let Err(e) = acl::load_at_startup(&cfg.acl_users(), &cfg.get("aclfile").unwrap_or_default())
     {
@@ -59,6 +65,9 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             std::io::ErrorKind::InvalidInput,
             format!("Aborting Redis startup because of ACL errors: {e}"),
         ));
+    }
+    if let Err(e) = commands::registry::install_renames(&cfg.renames()) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
     }
     process::mark_started();
     let cfg = Arc::new(cfg);

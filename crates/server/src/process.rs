@@ -91,6 +91,72 @@ pub fn apply_thp(cfg: &Config) {
     }
 }
 
+/// What `oom-score-adj` last applied (Redis's `setOOMScoreAdj`): the mode and the values by
+/// class, and the process's own score from before the server first changed it (`base`:
+/// restored when the mode goes back to `no`; `relative` adds to it).
+struct Oom {
+    mode: String,
+    values: [i64; 3],
+    base: Option<i64>,
+}
+
+static OOM: std::sync::Mutex<Oom> = std::sync::Mutex::new(Oom {
+    mode: String::new(),
+    values: [0, 200, 800],
+    base: None,
+});
+
+/// Where Linux keeps the process's OOM-killer adjustment.
+const OOM_SCORE_ADJ: &str = "/proc/self/oom_score_adj";
+
+/// `oom-score-adj` (`no`, `yes`/`relative`, `absolute`) with `oom-score-adj-values` (primary,
+/// replica, background child: the child class is unused, as no child process exists) applied
+/// to this process for its current role. At start-up, on CONFIG SET (whose rollback calls it
+/// again with the old values) and on a role change (`oom_role_changed`).
+pub fn apply_oom_score_adj(mode: &str, values: &str) -> Result<(), String> {
+    let mut o = OOM.lock().unwrap_or_else(|e| e.into_inner());
+    o.mode = mode.to_ascii_lowercase();
+    for (slot, v) in o.values.iter_mut().zip(values.split_whitespace()) {
+        *slot = v.parse().unwrap_or(0);
+    }
+    write_oom(&mut o)
+}
+
+/// REPLICAOF made this server a replica or a primary: the class's value applies.
+pub fn oom_role_changed() {
+    let mut o = OOM.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = write_oom(&mut o) {
+        crate::log_warning!("{e}");
+    }
+}
+
+fn write_oom(o: &mut Oom) -> Result<(), String> {
+    let val = if o.mode != "no" && !o.mode.is_empty() {
+        let base = match o.base {
+            Some(b) => b,
+            None => {
+                let text = std::fs::read_to_string(OOM_SCORE_ADJ)
+                    .map_err(|e| format!("Unable to read oom_score_adj: {e}"))?;
+                let b = text.trim().parse().unwrap_or(0);
+                o.base = Some(b);
+                b
+            }
+        };
+        let class = usize::from(crate::replication::replica::is_replica());
+        let mut v = o.values[class];
+        if o.mode != "absolute" {
+            v += base;
+        }
+        v.clamp(-1000, 1000)
+    } else if let Some(base) = o.base.take() {
+        base
+    } else {
+        return Ok(());
+    };
+    std::fs::write(OOM_SCORE_ADJ, format!("{val}\n"))
+        .map_err(|e| format!("Unable to write oom_score_adj: {e}"))
+}
+
 /// `jemalloc-bg-thread`: jemalloc purges freed pages from its own thread instead of on the
 /// allocating threads. Only meaningful when jemalloc is the allocator (the server binary).
 pub fn apply_jemalloc_bg_thread(on: bool) {

@@ -598,9 +598,10 @@ fn daemonize_writes_pid_file_and_detaches() {
     std::fs::write(
         &conf,
         format!(
-            "daemonize yes\nport {port}\nbind 127.0.0.1\npidfile {}\nlogfile {}\n",
+            "daemonize yes\nport {port}\nbind 127.0.0.1\npidfile {}\nlogfile {}\ndir {}\n",
             pidf.display(),
-            logf.display()
+            logf.display(),
+            dir.display()
         ),
     )
     .unwrap();
@@ -719,4 +720,214 @@ fn debian_stock_redis_conf_starts() {
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+fn config_value(c: &mut common::RawConn, name: &str) -> String {
+    bulk_pairs(c.q(&format!("CONFIG GET {name}")))
+        .remove(name)
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[test]
+fn rename_command_as_redis() {
+    let dir = tmpdir("rename");
+    let conf = dir.join("r.conf");
+    std::fs::write(
+        &conf,
+        "rename-command flushdb badger\n\
+         rename-command config b840fc02d524045429941cc15f59e41cb7be6c52\n\
+         rename-command save \"\"\n",
+    )
+    .unwrap();
+    let mut srv = Server::start_config(&conf, &[]);
+    let mut c = srv.raw_conn();
+    assert_eq!(c.q("SET k v"), Resp::Simple(b"OK".to_vec()));
+    let Resp::Error(e) = c.q("FLUSHDB") else {
+        panic!("flushdb still reachable")
+    };
+    assert!(e.starts_with(b"ERR unknown command 'FLUSHDB'"), "{e:?}");
+    assert!(matches!(c.q("SAVE"), Resp::Error(_)));
+    // The new names (any case, longer than any command name) reach the commands; scripts see
+    // the table the clients see.
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('badger')", "0"]),
+        Resp::Simple(b"OK".to_vec())
+    );
+    assert_eq!(c.q("DBSIZE"), Resp::Int(0));
+    let Resp::Array(v) = c.q("B840FC02D524045429941CC15F59E41CB7BE6C52 GET maxclients") else {
+        panic!("renamed CONFIG")
+    };
+    assert_eq!(v.len(), 2);
+    // CONFIG REWRITE keeps the directives, so a restart renames the same way.
+    assert_eq!(
+        c.q("b840fc02d524045429941cc15f59e41cb7be6c52 REWRITE"),
+        Resp::Simple(b"OK".to_vec())
+    );
+    let text = std::fs::read_to_string(&conf).unwrap();
+    assert!(text.contains("rename-command flushdb badger"), "{text}");
+    // The server's own uses of a renamed command still work: SHUTDOWN SAVE writes the
+    // snapshot although SAVE has no name.
+    assert_eq!(c.q("SET kept 1"), Resp::Simple(b"OK".to_vec()));
+    c.send_raw(b"SHUTDOWN SAVE\r\n");
+    assert!(srv
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits")
+        .success());
+    let srv = Server::start_config(&conf, &[]);
+    let mut c = srv.raw_conn();
+    assert!(matches!(c.q("FLUSHDB"), Resp::Error(_)));
+    drop(c);
+    drop(srv);
+
+    // Redis's errors for directives that cannot apply, at their line.
+    for (line, why) in [
+        (
+            "rename-command nosuch x",
+            "No such command in rename-command",
+        ),
+        (
+            "rename-command get set",
+            "Target command name already exists",
+        ),
+        ("rename-command get", "wrong number of arguments"),
+    ] {
+        let bad = dir.join("bad.conf");
+        std::fs::write(&bad, format!("{line}\n")).unwrap();
+        let (st, out, err) = run_to_exit(&[bad.to_str().unwrap()], None);
+        assert!(!st.success());
+        let text = format!("{out}{err}");
+        assert!(text.contains(why) && text.contains(line), "{line}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn save_points_default_and_accumulate_as_in_redis() {
+    let dir = tmpdir("save");
+    let conf = dir.join("s.conf");
+    // No `save`: Redis's built-in save points.
+    std::fs::write(&conf, "hz 10\n").unwrap();
+    let srv = Server::start_config(&conf, &[]);
+    let mut c = srv.raw_conn();
+    assert_eq!(config_value(&mut c, "save"), "3600 1 300 100 60 10000");
+    drop(c);
+    drop(srv);
+    // The first `save` replaces them, later ones append, the command line's too; `save ""`
+    // clears.
+    std::fs::write(&conf, "save 900 1\nsave 300 10\n").unwrap();
+    for (args, want) in [
+        (&[][..], "900 1 300 10"),
+        (&["--save", "100", "100"][..], "900 1 300 10 100 100"),
+        (&["--save", ""][..], ""),
+    ] {
+        let srv = Server::start_config(&conf, args);
+        let mut c = srv.raw_conn();
+        assert_eq!(config_value(&mut c, "save"), want, "{args:?}");
+        // CONFIG SET replaces.
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "save", "5 5"]),
+            Resp::Simple(b"OK".to_vec())
+        );
+        assert_eq!(config_value(&mut c, "save"), "5 5");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn immutable_parameters_by_dragonfly_names_accept_their_own_value() {
+    let srv = Server::start(&["--proactor_threads", "2"]);
+    let mut c = srv.raw_conn();
+    // A tool writing back every value of CONFIG GET * (Redis's "CONFIG sanity" test) works for
+    // Dragonfly's start-up flags and aliases...
+    for (name, v) in [
+        ("proactor_threads", "2"),
+        ("dbnum", "16"),
+        ("tcp_backlog", "511"),
+    ] {
+        assert_eq!(
+            c.q(&format!("CONFIG SET {name} {v}")),
+            Resp::Simple(b"OK".to_vec()),
+            "{name}"
+        );
+    }
+    // ...a change is refused, and so is any CONFIG SET of Redis's own immutable parameters.
+    for line in [
+        "CONFIG SET proactor_threads 3",
+        "CONFIG SET databases 16",
+        "CONFIG SET tcp-backlog 511",
+        "CONFIG SET daemonize no",
+    ] {
+        let Resp::Error(e) = c.q(line) else {
+            panic!("{line} accepted")
+        };
+        assert!(
+            String::from_utf8_lossy(&e).ends_with("can't set immutable config"),
+            "{line}: {e:?}"
+        );
+    }
+}
+
+#[test]
+fn oom_score_adj_follows_the_role_and_rolls_back() {
+    let read = |pid: u32| -> i64 {
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let srv = Server::start(&[]);
+    let pid = srv.pid();
+    let base = read(pid);
+    let mut c = srv.raw_conn();
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "oom-score-adj-values",
+            "10 20 30",
+            "oom-score-adj",
+            "yes"
+        ]),
+        Resp::Simple(b"OK".to_vec())
+    );
+    assert_eq!(read(pid), base + 10);
+    assert_eq!(c.q("REPLICAOF 127.0.0.1 1"), Resp::Simple(b"OK".to_vec()));
+    assert_eq!(read(pid), base + 20, "the replica class");
+    assert_eq!(c.q("REPLICAOF NO ONE"), Resp::Simple(b"OK".to_vec()));
+    assert_eq!(read(pid), base + 10);
+    assert_eq!(
+        c.q("CONFIG SET oom-score-adj absolute"),
+        Resp::Simple(b"OK".to_vec())
+    );
+    assert_eq!(read(pid), 10);
+    // A CONFIG SET whose port cannot be bound takes everything back, the score included.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let port = port.to_string();
+    let Resp::Error(e) = c.cmd(&[
+        "CONFIG",
+        "SET",
+        "oom-score-adj-values",
+        "50 60 70",
+        "maxmemory",
+        "10000001",
+        "port",
+        &port,
+    ]) else {
+        panic!("bound a taken port")
+    };
+    assert!(
+        String::from_utf8_lossy(&e).contains("Unable to listen on this port"),
+        "{e:?}"
+    );
+    assert_eq!(read(pid), 10);
+    assert_eq!(config_value(&mut c, "oom-score-adj-values"), "10 20 30");
+    assert_eq!(config_value(&mut c, "maxmemory"), "0");
+    // `no` gives the process its own score back.
+    assert_eq!(
+        c.q("CONFIG SET oom-score-adj no"),
+        Resp::Simple(b"OK".to_vec())
+    );
+    assert_eq!(read(pid), base);
 }

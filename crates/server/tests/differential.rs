@@ -12,6 +12,7 @@
 //!   always compared after every command).
 //! - `DIFF_KEEP_GOING=1` — don't stop at the first diverging seed: report the first mismatch of
 //!   every seed at the end (useful to collect all differences at once).
+//! - `DIFF_TRACE=FILE` — append every command and the reference's reply to FILE.
 //!
 //! On the first mismatch the test panics with the seed, step, command, both replies and the
 //! commands leading up to it, plus a command line that reproduces just that seed.
@@ -102,6 +103,15 @@ fn run_seed(
     let mut history: Vec<String> = Vec::new();
     let enabled = |n: &str| specs.iter().any(|s| s.name == n);
     let paranoid = std::env::var("DIFF_PARANOID").is_ok_and(|v| v != "0");
+    // DIFF_TRACE=FILE: every exchange with the reference's reply appended to FILE (to see what a
+    // generator produces).
+    let mut trace = std::env::var("DIFF_TRACE").ok().map(|f| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(f)
+            .expect("DIFF_TRACE file")
+    });
     // Norms of the commands queued since MULTI (for comparing EXEC's array).
     let mut queued: Vec<Norm> = Vec::new();
     let mut exchange = |args: &[Vec<u8>], norm: Norm, step: usize, history: &mut Vec<String>| {
@@ -127,7 +137,12 @@ fn run_seed(
                 dfly: show(&d),
             });
         }
-        history.push(format!("#{step} {shown} -> {}", show(&r)));
+        let line = format!("#{step} {shown} -> {}", show(&r));
+        if let Some(t) = trace.as_mut() {
+            use std::io::Write;
+            let _ = writeln!(t, "seed {seed} {line}");
+        }
+        history.push(line);
         Ok(r.ok())
     };
 

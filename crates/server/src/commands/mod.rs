@@ -399,8 +399,9 @@ impl ConnCtx {
         args: &[&[u8]],
         job: impl for<'c> FnOnce(&'c mut ConnCtx) -> Pin<Box<dyn Future<Output = R> + 'c>>,
     ) -> Option<R> {
-        // (Jobs name declared commands; an unknown name runs nothing.)
-        let entry = registry().lookup(args[0])?;
+        // (Jobs name declared commands, by their own names whatever rename-command did; an
+        // unknown name runs nothing.)
+        let entry = registry().lookup_original(args[0])?;
         let plan = coordinator::plan_command(self, entry.spec, args);
         self.coord.begin_command(entry.spec, plan);
         let res = guard::CatchUnwind::new(job(self)).await;

@@ -66,12 +66,77 @@ fn lower<'a>(name: &[u8], buf: &'a mut [u8; 32]) -> Option<&'a [u8]> {
     Some(&buf[..name.len()])
 }
 
+/// `rename-command` directives in effect: a name clients use (lowercase) to the original name
+/// of the command it reaches, or to None for a name renamed away. Set once at start-up, only
+/// when the configuration renames something (the lookups then pay one atomic load).
+type Renames = StdHashMap<Vec<u8>, Option<&'static str>>;
+
+static RENAMES: OnceLock<Renames> = OnceLock::new();
+
+/// Applies `rename-command <old> <new>` directives in order as Redis does to its command table
+/// (a later one may rename the result of an earlier one; an empty new name removes the
+/// command). Err: Redis's reason for the first directive that cannot apply.
+pub fn plan_renames(directives: &[(String, String)]) -> Result<Renames, String> {
+    let reg = registry();
+    let mut renames = Renames::new();
+    let resolve = |r: &Renames, name: &[u8]| -> Option<&'static str> {
+        match r.get(name) {
+            Some(target) => *target,
+            None => reg.lookup_original(name).map(|e| e.spec.name),
+        }
+    };
+    for (old, new) in directives {
+        let old = old.to_ascii_lowercase().into_bytes();
+        let Some(target) = resolve(&renames, &old) else {
+            return Err("No such command in rename-command".into());
+        };
+        renames.insert(old, None);
+        if !new.is_empty() {
+            let new = new.to_ascii_lowercase().into_bytes();
+            if resolve(&renames, &new).is_some() {
+                return Err("Target command name already exists".into());
+            }
+            renames.insert(new, Some(target));
+        }
+    }
+    Ok(renames)
+}
+
+/// Installs the start-up's renames (see `RENAMES`); nothing when there are none.
+pub fn install_renames(directives: &[(String, String)]) -> Result<(), String> {
+    if directives.is_empty() {
+        return Ok(());
+    }
+    let _ = RENAMES.set(plan_renames(directives)?);
+    Ok(())
+}
+
 impl Registry {
+    /// A command by the name a client sends (`rename-command` applies).
     #[inline]
     pub fn lookup(&self, name: &[u8]) -> Option<&Entry> {
+        match RENAMES.get() {
+            None => self.lookup_original(name),
+            Some(r) => self.lookup_renamed(r, name),
+        }
+    }
+
+    /// A command by its own name, whatever `rename-command` did: for the server's internal
+    /// uses (a shutdown's SAVE, memcache's SET).
+    #[inline]
+    pub fn lookup_original(&self, name: &[u8]) -> Option<&Entry> {
         let mut buf = [0u8; 32];
         let key = lower(name, &mut buf)?;
         self.by_name.get(key)
+    }
+
+    #[cold]
+    fn lookup_renamed(&self, r: &Renames, name: &[u8]) -> Option<&Entry> {
+        match r.get(&name.to_ascii_lowercase()) {
+            Some(Some(orig)) => self.by_name.get(orig.as_bytes()),
+            Some(None) => None,
+            None => self.lookup_original(name),
+        }
     }
 
     /// A command by its full name: `get`, or `config|get` for a subcommand (ASCII

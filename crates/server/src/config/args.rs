@@ -89,8 +89,19 @@ pub fn parse_args(args: &[String], env: &[(String, String)]) -> Result<Startup, 
     // A value damselfly refuses counts only if no later source overrides it (`redis.conf` says
     // `save 900 1`, the command line `--save ""`): it is reported at the directive that set it.
     let mut set_by: std::collections::HashMap<&'static str, &Directive> = Default::default();
+    // `save` lines add up (Redis's setConfigSaveOption while reading the configuration): the
+    // first replaces the built-in save points, each later one appends its own, `save ""` clears.
+    let mut save_seen = false;
     for d in &directives {
-        let args: Vec<&str> = d.args.iter().map(String::as_str).collect();
+        let mut args: Vec<&str> = d.args.iter().map(String::as_str).collect();
+        let save_points;
+        if d.name.eq_ignore_ascii_case("save") {
+            if save_seen && !args.iter().all(|a| a.is_empty()) {
+                save_points = cfg.get("save").unwrap_or_default();
+                args = save_points.split_whitespace().chain(args).collect();
+            }
+            save_seen = true;
+        }
         match cfg.set_overridable(&d.name, &args) {
             Ok(name) => {
                 set_by.insert(name, d);

@@ -46,6 +46,9 @@ pub struct Config {
     /// `user` directives of the configuration (name, then rules), applied at start-up by
     /// `acl::load_at_startup`.
     acl_users: std::sync::Mutex<Vec<Vec<String>>>,
+    /// `rename-command` directives (old name, new name), applied at start-up by
+    /// `commands::registry::install_renames`.
+    renames: std::sync::Mutex<Vec<(String, String)>>,
     slowlog_slower_than: AtomicI64,
     /// `busy-reply-threshold` in ms (read at every script start).
     lua_time_limit: AtomicU64,
@@ -243,11 +246,6 @@ const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
         |v| v != "no",
         "the supervision handshake (sd_notify / upstart) is not implemented yet",
     ),
-    (
-        "oom-score-adj",
-        |v| v != "no",
-        "OOM score adjustment is not implemented yet (only 'no' is accepted)",
-    ),
 ];
 
 /// `canonical`, plus the refusal of values whose feature does not exist yet.
@@ -371,6 +369,40 @@ impl Default for Config {
     }
 }
 
+/// Redis 7.0's IMMUTABLE_CONFIG parameters, by the names Redis knows them by.
+const REDIS_IMMUTABLE: &[&str] = &[
+    "rdbchecksum",
+    "daemonize",
+    "io-threads-do-reads",
+    "always-show-logo",
+    "set-proc-title",
+    "syslog-enabled",
+    "cluster-enabled",
+    "disable-thp",
+    "lua-enable-deprecated-api",
+    "aclfile",
+    "unixsocket",
+    "pidfile",
+    "cluster-config-file",
+    "syslog-ident",
+    "appendfilename",
+    "appenddirname",
+    "logfile",
+    "supervised",
+    "syslog-facility",
+    "enable-protected-configs",
+    "enable-debug-command",
+    "enable-module-command",
+    "databases",
+    "io-threads",
+    "tcp-backlog",
+    "cluster-port",
+    "unixsocketperm",
+    "socket-mark-id",
+    "replicaof",
+    "slaveof",
+];
+
 /// Parameters CONFIG GET shows only when asked for by their exact name (Redis 7.0's
 /// HIDDEN_CONFIG ones).
 const HIDDEN: &[&str] = &[
@@ -407,6 +439,7 @@ impl Config {
             tcp_keepalive_secs: AtomicU64::new(300),
             has_password: AtomicBool::new(false),
             acl_users: Default::default(),
+            renames: Default::default(),
             slowlog_slower_than: AtomicI64::new(10000),
             lua_time_limit: AtomicU64::new(5000),
             slowlog_max_len: AtomicU64::new(128),
@@ -544,6 +577,26 @@ impl Config {
             users.push(args);
             return Ok(());
         }
+        if norm(name) == "rename-command" {
+            let [old, new] = args else {
+                return Err(ConfigError::BadValue {
+                    name: "rename-command".into(),
+                    value: args.join(" "),
+                    why: "wrong number of arguments".into(),
+                });
+            };
+            let mut renames = self.renames.lock().unwrap_or_else(|e| e.into_inner());
+            renames.push((old.to_string(), new.to_string()));
+            if let Err(why) = crate::commands::registry::plan_renames(&renames) {
+                renames.pop();
+                return Err(ConfigError::BadValue {
+                    name: "rename-command".into(),
+                    value: args.join(" "),
+                    why,
+                });
+            }
+            return Ok(());
+        }
         let Some(p) = find_param(name) else {
             return Err(match params::unsupported(&norm(name)) {
                 Some(why) => ConfigError::NotImplemented {
@@ -603,15 +656,29 @@ impl Config {
     /// CONFIG SET of one parameter by a client; `local`: connected over loopback or a unix
     /// socket (what `enable-protected-configs local` trusts).
     pub fn set_from(&self, name: &str, value: &str, local: bool) -> Result<(), ConfigError> {
-        let p = self.settable(name, local)?;
+        let p = self.settable(name, value, local)?;
         self.store(p, &[value], false)
     }
 
-    /// The parameter CONFIG SET may change, or why not.
-    fn settable(&self, name: &str, local: bool) -> Result<&'static Param, ConfigError> {
+    /// The parameter CONFIG SET may change to `value`, or why not. An immutable parameter is
+    /// refused as Redis refuses it when named by one of Redis's names; named otherwise (a
+    /// Dragonfly flag such as `proactor_threads`, or an alias such as `dbnum`), setting it to
+    /// the value it has is a no-op that succeeds, so a tool that writes back every value of
+    /// `CONFIG GET *` (Redis's own "CONFIG sanity" test does) works.
+    fn settable(
+        &self,
+        name: &str,
+        value: &str,
+        local: bool,
+    ) -> Result<&'static Param, ConfigError> {
         let p = find_param(name).ok_or_else(|| ConfigError::UnknownParam(name.to_string()))?;
         if !p.mutable {
-            return Err(ConfigError::Immutable(p.name.to_string()));
+            let redis_name = REDIS_IMMUTABLE.iter().any(|n| n.eq_ignore_ascii_case(name));
+            let current = self.get(p.name).unwrap_or_default();
+            let same = checked(p, &current, &[value]).is_ok_and(|v| v == current);
+            if redis_name || !same {
+                return Err(ConfigError::Immutable(p.name.to_string()));
+            }
         }
         if PROTECTED.contains(&p.name) {
             let allowed = match self.get("enable-protected-configs").as_deref() {
@@ -633,7 +700,7 @@ impl Config {
 
     /// `check` for a client (`local`: see `set_from`).
     pub fn check_from(&self, name: &str, value: &str, local: bool) -> Result<(), ConfigError> {
-        let p = self.settable(name, local)?;
+        let p = self.settable(name, value, local)?;
         let current = self.get(p.name).unwrap_or_default();
         accepted(p, &current, &[value]).map(|_| ())
     }
@@ -786,6 +853,14 @@ impl Config {
         self.protected_mode.load(Ordering::Relaxed)
     }
     #[inline]
+    /// The `rename-command` directives read at start-up.
+    pub fn renames(&self) -> Vec<(String, String)> {
+        self.renames
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The `user` directives read at start-up.
     pub fn acl_users(&self) -> Vec<Vec<String>> {
         self.acl_users

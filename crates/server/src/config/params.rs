@@ -377,9 +377,9 @@ pub static PARAMS: &[Param] = &[
         "save",
         &[],
         Kind::Words(words::save),
-        "",
+        "3600 1 300 100 60 10000",
         true,
-        "save points: \"<seconds> <changes> ...\" (a background save once both are reached); '' for none",
+        "save points: \"<seconds> <changes> ...\" (a background save once both are reached; Redis's defaults); '' for none",
     ),
     p(
         "appendonly",
@@ -806,7 +806,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["no", "yes", "relative", "absolute"]),
         "no",
         true,
-        "adjust the OOM killer score; only 'no' until it is implemented",
+        "adjust the OOM killer score of the process by its role (process::apply_oom_score_adj)",
     ),
     p(
         "shutdown-on-sigint",
@@ -830,7 +830,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Words(words::oom_score_adj_values),
         "0 200 800",
         true,
-        "knob of oom-score-adj",
+        "oom-score-adj's values: primary, replica, background child",
     ),
     p(
         "latency-monitor-threshold",
@@ -1371,7 +1371,6 @@ mod words {
         Ok(expr)
     }
 
-    /// `oom-score-adj-values <replica> <master> <bg-child>`, each -2000..2000.
     /// Numbers 0..=100 (Redis's `setConfigLatencyTrackingInfoPercentilesOutputOption`); an
     /// empty value is no percentile.
     pub fn latency_tracking_info_percentiles(_: &str, args: &[&str]) -> Result<String, String> {
@@ -1389,6 +1388,7 @@ mod words {
         Ok(out.join(" "))
     }
 
+    /// `oom-score-adj-values <primary> <replica> <bg-child>`, each -2000..2000.
     pub fn oom_score_adj_values(_: &str, args: &[&str]) -> Result<String, String> {
         if args.len() != 3 {
             return Err("wrong number of arguments".into());
@@ -1460,7 +1460,6 @@ mod words {
 /// `*` covers every directive with that prefix.
 pub static UNSUPPORTED: &[(&str, &str)] = &[
     ("repl-*", "this replication setting is not implemented yet"),
-    ("rename-command", "renaming commands is not implemented yet"),
     ("loadmodule", "modules are not supported"),
     ("cluster-*", "cluster mode is not implemented yet"),
     (

@@ -395,7 +395,7 @@ fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
     if shared.config.maxmemory() == 0 || !grows(cmd) {
         return None;
     }
-    let spec = crate::commands::registry().lookup(b"set")?.spec;
+    let spec = crate::commands::registry().lookup_original(b"set")?.spec;
     if crate::commands::rejected_for_memory(cx, spec) {
         stats::count(|s| s.store_no_memory += 1);
         return Some(b"SERVER_ERROR out of memory storing object\r\n");

@@ -89,6 +89,7 @@ pub fn start(w: &Rc<Worker>, host: String, port: u16) -> bool {
     drop(l);
     UP.store(false, Ordering::Relaxed);
     REPLICA.store(true, Ordering::SeqCst);
+    crate::process::oom_role_changed();
     // Writes applied from the primary are its stream, forwarded as they are: this server's
     // journal stops (its shards stop journaling at their next command: `journal::suspend`).
     super::journal::suspend();
@@ -109,6 +110,7 @@ pub fn stop() -> bool {
     drop(l);
     UP.store(false, Ordering::Relaxed);
     REPLICA.store(false, Ordering::SeqCst);
+    crate::process::oom_role_changed();
     let mut m = super::master();
     m.replid2 = std::mem::replace(&mut m.replid, super::new_replid());
     m.second_offset = m.offset as i64 + 1;

@@ -146,9 +146,27 @@ impl Server {
     /// Starts damselfly as `damselfly <config> --port P --bind 127.0.0.1 ... args`, the way
     /// `redis-server /path/redis.conf` is started (the file's port is overridden).
     pub fn start_config(config: &std::path::Path, args: &[&str]) -> Server {
+        // A private working directory as for `start` (the default save points write a snapshot
+        // at shutdown), unless the file or the test's options name one (a --dir given here
+        // would override the file's).
+        let names_dir = std::fs::read_to_string(config)
+            .is_ok_and(|t| t.lines().any(|l| l.trim_start().starts_with("dir ")))
+            || args.contains(&"--dir");
         let mut all = vec![config.display().to_string()];
+        let dir = (!names_dir).then(|| {
+            let dir = std::env::temp_dir().join(format!(
+                "damselfly-test-dir-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::create_dir_all(&dir);
+            all.extend(["--dir".to_string(), dir.display().to_string()]);
+            dir
+        });
         all.extend(args.iter().map(|s| s.to_string()));
-        Server::spawn("damselfly", dfly_bin(), &all)
+        let mut srv = Server::spawn("damselfly", dfly_bin(), &all);
+        srv.own_dir = dir;
+        srv
     }
 
     /// [`Server::start`] with `--proactor_threads=threads` ahead of `args`.

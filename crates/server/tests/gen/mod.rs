@@ -19,6 +19,7 @@
 
 use crate::common::{quote, Resp};
 
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod list;
@@ -36,6 +37,7 @@ pub fn all_specs() -> impl Iterator<Item = &'static Spec> {
         .chain(zset::SPECS)
         .chain(hll::SPECS)
         .chain(stream::SPECS)
+        .chain(geo::SPECS)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -41,10 +41,10 @@ fn set_error(typed: &str, e: &ConfigError) -> String {
 /// them affects new connections only.
 pub fn config_set<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let Some(moved) = set_all(cx, args) else {
+        let Some((moved, olds)) = set_all(cx, args) else {
             return;
         };
-        if moved.is_empty() || relisten(cx, &moved).await {
+        if moved.is_empty() || relisten(cx, &moved, &olds).await {
             // A new client limit (or a new maxmemory under a percentage) applies at once, as
             // Redis evicts clients before it answers anything else.
             crate::net::client_evict::reconsider();
@@ -60,7 +60,7 @@ type Moved = Vec<(&'static str, String, String)>;
 /// `port`, `tls-port`, `bind` changed: the listeners they name are bound again on thread 0 (the
 /// accepting thread). If that fails the old values come back and are bound again, and the reply
 /// is Redis's error; true when it worked.
-async fn relisten(cx: &mut ConnCtx, moved: &Moved) -> bool {
+async fn relisten(cx: &mut ConnCtx, moved: &Moved, olds: &Olds) -> bool {
     use crate::net::listener::{rebind, Port};
     let mut ports: Vec<Port> = Vec::new();
     for (name, _, _) in moved {
@@ -87,10 +87,8 @@ async fn relisten(cx: &mut ConnCtx, moved: &Moved) -> bool {
         return true;
     };
     crate::log_warning!("CONFIG SET: {e}");
-    let cfg = cx.shared().config.clone();
-    for (name, _, old) in moved {
-        let _ = cfg.set(name, old);
-    }
+    // Every parameter of the command goes back, not only the listeners (Redis's rollback).
+    rollback(&cx.shared().config, olds);
     if let Ok(Err(e)) = run(&cx.worker, ports).await {
         crate::log_warning!("CONFIG SET: the previous listeners could not be restored: {e}");
     }
@@ -107,8 +105,8 @@ async fn relisten(cx: &mut ConnCtx, moved: &Moved) -> bool {
 }
 
 /// Applies CONFIG SET's pairs: None when one was refused (the error is the reply), else the
-/// listener parameters among them (see `relisten`).
-fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<Moved> {
+/// listener parameters among them (see `relisten`) and every parameter's old value.
+fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<(Moved, Olds)> {
     if !args.len().is_multiple_of(2) {
         cx.reply.error(ERR_SYNTAX);
         return None;
@@ -168,36 +166,74 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<Moved> {
                 .then(|| (p.name, n.clone(), cfg.get(p.name).unwrap_or_default()))
         })
         .collect();
-    let tls_before: Vec<(&str, String)> = seen
+    let olds: Olds = seen
         .iter()
-        .filter(|n| n.starts_with("tls-"))
         .map(|n| (*n, cfg.get(n).unwrap_or_default()))
         .collect();
     for (name, value) in &pairs {
         if let Err(e) = cfg.set_from(name, value, local) {
+            rollback(&cfg, &olds);
             cx.reply.error(&set_error(name, &e));
             return None;
         }
     }
-    if !tls_before.is_empty() {
+    // The apply steps, as Redis's apply functions: when one fails, every pair goes back to its
+    // old value (what the earlier steps applied too) and the reply names the failing argument.
+    if let Err((param, why)) = apply(&cfg, &seen) {
+        crate::log_warning!("CONFIG SET: {why}");
+        rollback(&cfg, &olds);
+        let typed = pairs
+            .iter()
+            .find(|(n, _)| find_param(n).is_some_and(|p| p.name == param))
+            .map_or(param, |(n, _)| n.as_str());
+        let why = match param {
+            p if p.starts_with("tls-") => "Unable to update TLS configuration. Check server logs.",
+            _ => "Failed to set current oom_score_adj. Check server logs.",
+        };
+        cx.reply.error(&format!(
+            "ERR CONFIG SET failed (possibly related to argument '{typed}') - {why}"
+        ));
+        return None;
+    }
+    Some((moved, olds))
+}
+
+/// The values CONFIG SET's parameters had before it (canonical names).
+type Olds = Vec<(&'static str, String)>;
+
+/// Applies what the configuration alone does not: TLS contexts and the OOM score. Err: the
+/// parameter whose apply failed (the first of its kind among `names`), and why.
+fn apply(
+    cfg: &crate::config::Config,
+    names: &[&'static str],
+) -> Result<(), (&'static str, String)> {
+    if let Some(tls) = names.iter().find(|n| n.starts_with("tls-")) {
         // As Redis's TLS apply function: the new settings are built into a configuration for
         // new connections, or nothing changes.
-        if let Err(e) = crate::net::tls::configure(&cfg) {
-            crate::log_warning!("Failed to update TLS configuration: {e}");
-            for (name, old) in &tls_before {
-                let _ = cfg.set(name, old);
-            }
-            let typed = pairs
-                .iter()
-                .find(|(n, _)| find_param(n).is_some_and(|p| p.name == tls_before[0].0))
-                .map_or(tls_before[0].0, |(n, _)| n.as_str());
-            cx.reply.error(&format!(
-                "ERR CONFIG SET failed (possibly related to argument '{typed}') - Unable to update TLS configuration. Check server logs."
-            ));
-            return None;
-        }
+        crate::net::tls::configure(cfg)
+            .map_err(|e| (*tls, format!("Failed to update TLS configuration: {e}")))?;
     }
-    Some(moved)
+    if let Some(oom) = names.iter().find(|n| n.starts_with("oom-score-adj")) {
+        crate::process::apply_oom_score_adj(
+            &cfg.get("oom-score-adj").unwrap_or_default(),
+            &cfg.get("oom-score-adj-values").unwrap_or_default(),
+        )
+        .map_err(|e| (*oom, e))?;
+    }
+    Ok(())
+}
+
+/// Every parameter of a failed CONFIG SET back to its old value, applied again.
+fn rollback(cfg: &crate::config::Config, olds: &Olds) {
+    for (name, old) in olds {
+        let _ = cfg.set(name, old);
+    }
+    let names: Vec<&'static str> = olds.iter().map(|(n, _)| *n).collect();
+    if let Err((_, e)) = apply(cfg, &names) {
+        crate::log_warning!(
+            "CONFIG SET: the previous configuration could not be applied again: {e}"
+        );
+    }
 }
 
 /// Resets the INFO counters of every thread and shard.
