@@ -715,6 +715,16 @@ fn check_entry(
         st.dirty = true;
         scripting::busy::note_write();
     }
+    // Redis's scriptVerifyAllowStale: a script may run on a stale replica (`allow-stale`, or
+    // EVAL without flags), the commands it calls only if they may.
+    if spec.flags & STALE == 0
+        && !cx.is_master
+        && crate::replication::replica::is_replica()
+        && !crate::replication::replica::link_is_up()
+        && !cx.worker.shared.config.bool("replica-serve-stale-data")
+    {
+        return Err("ERR Can not execute the command on a stale replica");
+    }
     Ok(())
 }
 
@@ -730,7 +740,15 @@ fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Opti
     let replica = replica::is_replica();
     if !no_writes {
         if replica && cx.worker.shared.config.bool("replica-read-only") {
-            return Some("READONLY Can not run script with write flag on readonly replica");
+            // A client's own call gets what Redis's processCommand answers for a command its
+            // script flags make a write; the script's own check (script.c) speaks only for a
+            // call processCommand did not see: one queued in MULTI before the server became a
+            // replica.
+            return Some(if cx.coord.in_exec() {
+                "READONLY Can not run script with write flag on readonly replica"
+            } else {
+                super::ERR_READONLY
+            });
         }
         if too_few_replicas() {
             return Some(super::ERR_NOREPLICAS);

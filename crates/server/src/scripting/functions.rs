@@ -135,6 +135,7 @@ fn run_library(lua: &Lua, env: &Table, code: &str, skip: usize) -> Result<Regist
             }
             other => format!("Error compiling function: {other}"),
         })?;
+    let f = super::tailcall::without_tail_calls(lua, f, "@user_function");
     let reg = registered.clone();
     let mode = lua.create_table().map_err(|e| e.to_string())?;
     mode.raw_set("loading", true).map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ pub mod busy;
 pub mod convert;
 pub mod functions;
 pub mod lualib;
+mod tailcall;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -280,6 +281,7 @@ pub fn compile(sha: &Sha, body: &[u8]) -> Result<Function, String> {
             };
             format!("Error compiling script (new function): {msg}")
         })?;
+    let f = tailcall::without_tail_calls(&vm.lua, f, "@user_script");
     vm.globals_env(&f);
     vm.compiled.borrow_mut().insert(*sha, f.clone());
     Ok(f)
@@ -596,18 +598,20 @@ pub(crate) fn error_text(e: &mlua::Error) -> String {
 }
 
 /// From a callback's traceback ("[C]: in function 'decode'" then its caller's frame): the
-/// caller's position ("user_script:3:") when the caller is the script's own code.
+/// caller's position ("user_script:3:") when the caller is the script's own code. The frame
+/// of a library's argument wrapper (`lualib::args::exact_wrapper`, chunks named after the
+/// library) stands for the C function Redis has there, so the script's frame is the one after.
 fn caller_position(traceback: &str) -> Option<String> {
-    let mut frames = traceback
+    let wrapper = |l: &str| {
+        ["cjson:", "cmsgpack:", "struct:"]
+            .iter()
+            .any(|w| l.starts_with(w))
+    };
+    let caller = traceback
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && *l != "stack traceback:");
-    let first = frames.next()?;
-    let caller = if first.starts_with("[C]:") {
-        frames.next()?
-    } else {
-        first
-    };
+        .filter(|l| !l.is_empty() && *l != "stack traceback:")
+        .find(|l| !l.starts_with("[C]:") && !wrapper(l))?;
     let (chunk, rest) = ["user_script:", "user_function:"]
         .iter()
         .find_map(|c| caller.strip_prefix(c).map(|r| (*c, r)))?;
