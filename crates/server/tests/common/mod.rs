@@ -74,12 +74,7 @@ impl RedisServer {
         // writes a snapshot (a replica's full sync, SAVE, DEBUG RELOAD) must never leave a
         // `dump.rdb` that another test's redis-server loads at start. A test's own --dir comes
         // later and wins.
-        let dir = std::env::temp_dir().join(format!(
-            "redis-test-dir-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::create_dir_all(&dir);
+        let dir = private_dir("redis");
         args.extend(["--dir".to_string(), dir.display().to_string()]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut srv = Server::spawn("redis-server", "redis-server".into(), &args);
@@ -130,12 +125,7 @@ impl Server {
         // A private working directory, so that a snapshot one test saves (SAVE, DEBUG RELOAD,
         // SHUTDOWN) is never loaded by another test's server; a test's own --dir comes later
         // and wins.
-        let dir = std::env::temp_dir().join(format!(
-            "damselfly-test-dir-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::create_dir_all(&dir);
+        let dir = private_dir("damselfly");
         let mut all = vec!["--dir".to_string(), dir.display().to_string()];
         all.extend(args.iter().map(|s| s.to_string()));
         let mut srv = Server::spawn("damselfly", dfly_bin(), &all);
@@ -154,12 +144,7 @@ impl Server {
             || args.contains(&"--dir");
         let mut all = vec![config.display().to_string()];
         let dir = (!names_dir).then(|| {
-            let dir = std::env::temp_dir().join(format!(
-                "damselfly-test-dir-{}-{}",
-                std::process::id(),
-                SEQ.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = std::fs::create_dir_all(&dir);
+            let dir = private_dir("damselfly");
             all.extend(["--dir".to_string(), dir.display().to_string()]);
             dir
         });
@@ -410,6 +395,18 @@ fn listens_on(pid: u32, port: u16) -> Option<bool> {
     Some(fds.flatten().any(|fd| {
         std::fs::read_link(fd.path()).is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == &i[..]))
     }))
+}
+
+/// A new empty working directory for one test server (`<kind>-test-dir-<pid>-<n>`), removed
+/// when the server is dropped: a snapshot one test writes is never loaded by another's server.
+fn private_dir(kind: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "{kind}-test-dir-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
 }
 
 impl Drop for Server {

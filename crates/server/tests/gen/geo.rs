@@ -26,20 +26,8 @@ pub static SPECS: &[Spec] = &[
 
 pub const GEO_KEYS: &[&str] = &["g0", "g1", "{t}g", "{t}h"];
 
-fn geo_keys<T>(g: &mut G, f: impl FnOnce(&mut G) -> T) -> T {
-    let own = g.below(6) != 0 && g.focus.is_none();
-    if own {
-        g.focus(Some(GEO_KEYS));
-    }
-    let r = f(g);
-    if own {
-        g.focus(None);
-    }
-    r
-}
-
 fn key(g: &mut G) -> Vec<u8> {
-    geo_keys(g, |g| g.key())
+    g.own_keys(GEO_KEYS, |g| g.key())
 }
 
 /// A member: mostly from a small pool (so adds update and searches find), sometimes odd.

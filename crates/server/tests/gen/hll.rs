@@ -20,23 +20,9 @@ pub static SPECS: &[Spec] = &[
 
 pub const HLL_KEYS: &[&str] = &["h0", "h1", "h2", "{t}h"];
 
-/// Runs `f` with the generator's keys drawn from [`HLL_KEYS`] (mostly; never when the runner
-/// focused the keys itself).
-fn hll_keys<T>(g: &mut G, f: impl FnOnce(&mut G) -> T) -> T {
-    let own = g.below(6) != 0 && g.focus.is_none();
-    if own {
-        g.focus(Some(HLL_KEYS));
-    }
-    let r = f(g);
-    if own {
-        g.focus(None);
-    }
-    r
-}
-
 /// GET of an HLL key: the bytes compared exactly.
 fn g_pfget(g: &mut G) -> Vec<Vec<u8>> {
-    hll_keys(g, |g| cmd("GET", vec![g.key()]))
+    g.own_keys(HLL_KEYS, |g| cmd("GET", vec![g.key()]))
 }
 
 /// An element: a small pool (so adds often change nothing), numbers, or generic values.
@@ -49,7 +35,7 @@ fn element(g: &mut G) -> Vec<u8> {
 }
 
 fn g_pfadd(g: &mut G) -> Vec<Vec<u8>> {
-    let mut rest = vec![hll_keys(g, |g| g.key())];
+    let mut rest = vec![g.own_keys(HLL_KEYS, |g| g.key())];
     // Mostly a few elements; sometimes enough to outgrow the sparse form (3000 bytes).
     let n = match g.below(10) {
         0 => 0,
@@ -63,12 +49,12 @@ fn g_pfadd(g: &mut G) -> Vec<Vec<u8>> {
 }
 
 fn g_pfcount(g: &mut G) -> Vec<Vec<u8>> {
-    let keys = hll_keys(g, |g| g.keys(1, 3));
+    let keys = g.own_keys(HLL_KEYS, |g| g.keys(1, 3));
     cmd("pfcount", keys)
 }
 
 fn g_pfmerge(g: &mut G) -> Vec<Vec<u8>> {
-    let keys = hll_keys(g, |g| g.keys(1, 4));
+    let keys = g.own_keys(HLL_KEYS, |g| g.keys(1, 4));
     cmd("pfmerge", keys)
 }
 
@@ -76,6 +62,6 @@ fn g_pfdebug(g: &mut G) -> Vec<Vec<u8>> {
     let sub = g.pk(&[
         "encoding", "decode", "todense", "ENCODING", "getreg", "nosuch",
     ]);
-    let key = hll_keys(g, |g| g.key());
+    let key = g.own_keys(HLL_KEYS, |g| g.key());
     cmd("pfdebug", vec![sub, key])
 }

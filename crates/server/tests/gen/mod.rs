@@ -91,6 +91,21 @@ impl G {
     pub fn focus(&mut self, keys: Option<&'static [&'static str]>) {
         self.focus = keys;
     }
+    /// Runs `f` with the keys drawn from a family's own `keys` five times in six (never when
+    /// the runner focused the keys itself): families whose values other commands must not
+    /// clobber (streams, HLLs, geo sets) mostly use keys of their own, and the shared ones
+    /// for the type errors the rest of the time.
+    pub fn own_keys<T>(&mut self, keys: &'static [&'static str], f: impl FnOnce(&mut G) -> T) -> T {
+        let own = self.below(6) != 0 && self.focus.is_none();
+        if own {
+            self.focus(Some(keys));
+        }
+        let r = f(self);
+        if own {
+            self.focus(None);
+        }
+        r
+    }
     pub fn next(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

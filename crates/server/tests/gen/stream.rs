@@ -30,20 +30,8 @@ pub static SPECS: &[Spec] = &[
 
 pub const STREAM_KEYS: &[&str] = &["x0", "x1", "{t}x", "{t}y"];
 
-fn stream_keys<T>(g: &mut G, f: impl FnOnce(&mut G) -> T) -> T {
-    let own = g.below(6) != 0 && g.focus.is_none();
-    if own {
-        g.focus(Some(STREAM_KEYS));
-    }
-    let r = f(g);
-    if own {
-        g.focus(None);
-    }
-    r
-}
-
 fn key(g: &mut G) -> Vec<u8> {
-    stream_keys(g, |g| g.key())
+    g.own_keys(STREAM_KEYS, |g| g.key())
 }
 
 /// An ID: small ms so streams grow and collide; sometimes partial or odd.
