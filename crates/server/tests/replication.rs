@@ -652,6 +652,65 @@ fn chain_of_two_under_load() {
     );
 }
 
+/// A replica with replicas of its own forwards its primary's stream and adds nothing (no PING
+/// of its own, whatever its `repl-ping-replica-period`): offsets stay equal along the chain, so
+/// when the middle's link is killed its PSYNC continues (a PING of its own once put it ahead of
+/// its primary, which then refused it: integration/psync2-pingoff).
+#[test]
+fn middle_of_a_chain_adds_no_pings_and_continues_after_a_kill() {
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0"]);
+    let middle = Server::start_threads(2, DISKLESS_NOW);
+    let leaf = Server::start_threads(2, DISKLESS_NOW);
+    for s in [&primary, &middle] {
+        let mut c = s.client();
+        cmd(&mut c, &["CONFIG", "SET", "repl-ping-replica-period", "1"]).unwrap();
+    }
+    // The primary pings rarely, the middle would every second.
+    let mut p = primary.client();
+    cmd(&mut p, &["CONFIG", "SET", "repl-ping-replica-period", "60"]).unwrap();
+    replicaof(&middle, &primary);
+    wait_caught_up(&primary, &middle);
+    replicaof(&leaf, &middle);
+    wait_caught_up(&primary, &leaf);
+    cmd(&mut p, &["SET", "k", "v"]).unwrap();
+    wait_caught_up(&primary, &middle);
+    wait_caught_up(&primary, &leaf);
+    std::thread::sleep(Duration::from_millis(3500));
+    let offset = |s: &Server| {
+        let mut c = s.client();
+        info_field(&mut c, "replication", "master_repl_offset")
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(offset(&primary) > 0);
+    assert_eq!(
+        offset(&middle),
+        offset(&primary),
+        "the middle added to its stream"
+    );
+    assert_eq!(offset(&leaf), offset(&primary));
+    let mut m = middle.client();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("master")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(killed, 1);
+    cmd(&mut p, &["SET", "k2", "v2"]).unwrap();
+    wait_caught_up(&primary, &middle);
+    wait_caught_up(&primary, &leaf);
+    let stat = |s: &Server, f: &str| -> u64 {
+        let mut c = s.client();
+        info_field(&mut c, "stats", f).unwrap().parse().unwrap()
+    };
+    assert_eq!(stat(&primary, "sync_full"), 1);
+    assert_eq!(stat(&primary, "sync_partial_ok"), 1, "the middle continued");
+    assert_eq!(stat(&middle, "sync_full"), 1, "the leaf never resynced");
+    assert_same_data(&primary, &leaf);
+}
+
 /// A chain that starts at redis-server: redis-server → damselfly → damselfly.
 #[test]
 fn chain_from_redis_server() {

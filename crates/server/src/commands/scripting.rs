@@ -347,6 +347,7 @@ async fn run_once(
     // this function returns.
     unsafe { scripting::busy::describe(name, command) };
     let was_in_script = std::mem::replace(&mut cx.in_script, true);
+    scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
     let mut running = start(cx);
     let outcome = loop {
         let mut driver = Driver {
@@ -373,6 +374,7 @@ async fn run_once(
     cx.cmd_name = saved_name;
     cx.db = saved_db;
     cx.in_script = was_in_script;
+    scripting::RUN.with(|r| *r.user.borrow_mut() = None);
     let Some(outcome) = outcome else {
         // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
         // stayed locked); put it back, then let go.
@@ -434,8 +436,9 @@ fn each_key(spec: &CommandSpec, args: &[&[u8]], mut f: impl FnMut(&[u8]) -> bool
     }
 }
 
-/// The command's registry entry (its subcommand's for a container).
-fn resolve(args: &[&[u8]]) -> Option<&'static Entry> {
+/// The command's registry entry (its subcommand's for a container), as a script's
+/// redis.call finds it.
+pub(crate) fn resolve(args: &[&[u8]]) -> Option<&'static Entry> {
     let top = registry().lookup(args[0])?;
     if top.spec.subcommands.is_empty() || args.len() < 2 {
         Some(top)

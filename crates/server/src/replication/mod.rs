@@ -501,8 +501,13 @@ pub async fn feed(w: Rc<Worker>) {
             // (Journaling goes on: the shards keep their flags; the bytes just go nowhere.)
         }
         // No PING while writes are paused (CLIENT PAUSE, FAILOVER): the stream must stand
-        // still for a replica to catch up with it, as Redis's does.
+        // still for a replica to catch up with it, as Redis's does. Nor from a replica: its
+        // replicas get its primary's stream exactly (PINGs included), so that offsets agree
+        // along a chain; one of its own would put it ahead of its primary, whose PSYNC then
+        // refuses it after a reconnection (Redis's replicationFeedSlaves returns at once on a
+        // replica).
         if !m.replicas.is_empty()
+            && !replica::is_replica()
             && last_ping.elapsed().as_secs() >= period
             && !crate::engine::pause::writes_paused()
         {

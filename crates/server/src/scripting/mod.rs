@@ -158,6 +158,8 @@ pub struct Request {
 pub struct RunState {
     pub resp3: Cell<bool>,
     pub running: Cell<bool>,
+    /// The ACL user of the client running the script (what redis.acl_check_cmd asks about).
+    pub user: RefCell<Option<Arc<crate::acl::User>>>,
 }
 
 /// The Lua interpreter of one thread, with the scripts compiled on it.
@@ -1231,21 +1233,25 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     redis.raw_set(
         "acl_check_cmd",
         lua.create_function(|lua, args: MultiValue| {
-            let name = match args.front() {
-                Some(Value::String(s)) => s.as_bytes().to_vec(),
-                _ => Vec::new(),
+            // Redis's luaRedisAclCheckCmdPermissionsCommand: may the script's user run this
+            // command with these arguments (keys and channels included)?
+            let Some(user) =
+                RUN.with(|r| r.running.get().then(|| r.user.borrow().clone()).flatten())
+            else {
+                return Err(raise(
+                    lua,
+                    "ERR redis.acl_check_cmd can only be called inside a script invocation".into(),
+                ));
             };
-            if crate::commands::registry::registry()
-                .lookup(&name)
-                .is_none()
-            {
+            let args = call_args(args).map_err(|m| raise(lua, m.into()))?;
+            let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let Some(entry) = crate::commands::scripting::resolve(&argv) else {
                 return Err(raise(
                     lua,
                     "ERR Invalid command passed to redis.acl_check_cmd()".into(),
                 ));
-            }
-            // Every connection runs as the default user, allowed everything.
-            Ok(true)
+            };
+            Ok(user.check(entry, &argv).is_ok())
         })?,
     )?;
     for (k, v) in [
