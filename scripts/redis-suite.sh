@@ -87,7 +87,7 @@ DEFAULT_UNITS=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 u
 # does): each spends most of its time waiting - a 60 s runtest TIMEOUT after a hang or a refused
 # server start, or replication waits - for the few tests it has passing (tests/redis-suite/NOTES.md).
 # `--all`, or naming them, runs and checks them.
-NORMAL_SLOW_UNITS=(unit/expire unit/memefficiency
+NORMAL_SLOW_UNITS=(unit/expire unit/memefficiency integration/replication
     integration/replication-3 integration/psync2
     integration/psync2-reg integration/psync2-pingoff)
 

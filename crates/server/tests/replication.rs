@@ -1157,3 +1157,166 @@ fn replica_restarted_from_its_snapshot_continues_with_partial_resync() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client blocked on a primary that becomes a replica is released with Redis's error, so it
+/// cannot pop what the new primary's stream pushes (the replica would diverge).
+#[test]
+fn blocked_clients_are_released_when_a_primary_becomes_a_replica() {
+    let a = Server::start_threads(2, DISKLESS_NOW);
+    let b = Server::start_threads(2, DISKLESS_NOW);
+    let mut blocked = b.raw_conn();
+    blocked.send(&["BLPOP", "foo", "0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    replicaof(&b, &a);
+    assert_eq!(
+        blocked.read(),
+        common::err(
+            "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+        )
+    );
+    wait_caught_up(&a, &b);
+    let _: Value = cmd(&mut a.client(), &["RPUSH", "foo", "a", "b", "c"]).unwrap();
+    wait_caught_up(&a, &b);
+    let got: Vec<String> = redis::cmd("LRANGE")
+        .arg("foo")
+        .arg(0)
+        .arg(-1)
+        .query(&mut b.client())
+        .unwrap();
+    assert_eq!(got, ["a", "b", "c"]);
+}
+
+/// A replica's connection carries its stream: a command of the replica that reads keys is
+/// refused, and a command that produced any reply makes the primary drop the connection (the
+/// reply would land in the stream); the primary goes on serving. PSYNC with an offset that is
+/// not a number is an error, not a full sync.
+#[test]
+fn a_replica_connection_that_gets_a_reply_is_dropped() {
+    use std::io::{Read, Write};
+    let primary = Server::start_threads(2, DISKLESS_NOW);
+    let mut raw = primary.raw_conn();
+    assert_eq!(
+        raw.cmd(&["PSYNC", "someid", "offset_str"]),
+        common::err("ERR value is not an integer or out of range")
+    );
+    let mut s = primary.connect();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&common::encode(&["PSYNC", "?", "-1"])).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The snapshot arrives (EOF-marked or not); then a GET from the "replica".
+    while !got.windows(11).any(|w| w == b"+FULLRESYNC") || got.len() < 60 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the primary closed before the snapshot");
+        got.extend_from_slice(&buf[..n]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    s.write_all(&common::encode(&["GET", "foo"])).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the replica's connection stayed open: {e}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica's connection stayed open"
+        );
+    }
+    let out = primary.output();
+    assert!(
+        out.contains("Replica generated a reply to command 'get', disconnecting it"),
+        "{out}"
+    );
+    assert!(
+        out.contains("This master is sending an error to its replica: 'ERR Replica can't interact with the keyspace'"),
+        "{out}"
+    );
+    assert_eq!(raw.q("PING"), common::Resp::Simple(b"PONG".to_vec()));
+}
+
+/// `repl-timeout` set while the link is in its handshake applies to it: a primary that accepts
+/// and never answers is given up with Redis's log line, and the replica connects again.
+#[test]
+fn a_silent_primary_times_out_in_the_handshake() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let replica = Server::start_threads(2, &[]);
+    let mut r = replica.client();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(port)
+        .query(&mut r)
+        .unwrap();
+    let (_first, _) = listener.accept().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap();
+        if role.get(3) == Some(&Value::BulkString(b"handshake".to_vec())) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ROLE never said handshake: {role:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-timeout")
+        .arg(1)
+        .query(&mut r)
+        .unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while listener.accept().is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the replica never gave up the silent primary\n{}",
+            replica.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(replica
+        .output()
+        .contains("Timeout connecting to the MASTER..."));
+}
+
+/// A script past its busy threshold on the replica holds the primary's stream back (buffered,
+/// not answered -BUSY, which would stop the replica under `propagation-error-behavior`); the
+/// writes apply once it ends.
+#[test]
+fn the_stream_waits_for_a_busy_script_on_the_replica() {
+    let primary = Server::start_threads(2, DISKLESS_NOW);
+    let replica = Server::start_threads(2, &["--propagation-error-behavior", "panic"]);
+    replicaof(&replica, &primary);
+    wait_caught_up(&primary, &replica);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg(50)
+        .query(&mut replica.client())
+        .unwrap();
+    let mut sc = replica.client();
+    let script = std::thread::spawn(move || {
+        let v: i64 = redis::cmd("EVAL")
+            .arg("local s = os.clock() while os.clock() - s < 1.5 do end return 1")
+            .arg(0)
+            .query(&mut sc)
+            .unwrap();
+        v
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut p = primary.client();
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(i)
+            .query(&mut p)
+            .unwrap();
+    }
+    assert_eq!(script.join().unwrap(), 1);
+    wait_caught_up(&primary, &replica);
+    assert_eq!(assert_same_data(&primary, &replica), 200);
+}

@@ -75,6 +75,9 @@ pub mod flags {
     pub const SENTINEL: u32 = 1 << 16;
     /// COMMAND GETKEYS of a call naming no key is an empty list, not an error (EVAL ... 0).
     pub const NO_MANDATORY_KEYS: u32 = 1 << 17;
+    /// Refused (`-LOADING`) while a replica loads its primary's snapshot in the background
+    /// and serves the old dataset meanwhile (`async_loading`).
+    pub const NO_ASYNC_LOADING: u32 = 1 << 18;
     /// Not Redis flags (never printed): a global command that must see all shards at one point
     /// in time (DBSIZE, KEYS) or change them at one point in time (FLUSHALL, SWAPDB).
     pub const TX_GLOBAL_READ: u32 = 1 << 24;
@@ -113,6 +116,7 @@ pub mod flags {
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
     ];
@@ -321,6 +325,9 @@ pub struct ConnCtx {
     pub error_counted: bool,
     /// The replication link applying our primary's stream (exempt from `replica-read-only`).
     pub is_master: bool,
+    /// A replica's connection (after SYNC/PSYNC): it may not touch the keyspace, and a reply
+    /// to it would corrupt its stream (`net::session` drops it then).
+    pub is_replica: bool,
     /// While journaling: a hop of the current command changed something (see `journal_command`).
     pub(crate) hop_dirty: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -369,6 +376,7 @@ impl ConnCtx {
             in_script: false,
             error_counted: false,
             is_master: false,
+            is_replica: false,
             hop_dirty: Default::default(),
         }
     }
@@ -824,6 +832,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
+    if spec.flags & flags::NO_ASYNC_LOADING != 0
+        && cx
+            .worker
+            .shared
+            .persist
+            .async_loading
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        reject(cx, entry.id, ERR_LOADING);
+        multi::flag(cx);
+        return;
+    }
     // Replication's admission checks (Redis's processCommand): made when a command is
     // queued and for EXEC as a whole (with its queued commands' flags), not when EXEC runs
     // the queued commands.
@@ -840,6 +860,14 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
     if refuses_writes(cx, spec) {
         reject(cx, entry.id, ERR_MISCONF);
+        multi::flag(cx);
+        return;
+    }
+    // Redis's check: a replica's connection only acknowledges; reading or writing keys there
+    // would dodge CLIENT PAUSE, which replicas are exempt from.
+    if cx.is_replica && spec.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        cx.cmd_name = entry.static_name;
+        reject(cx, entry.id, "ERR Replica can't interact with the keyspace");
         multi::flag(cx);
         return;
     }

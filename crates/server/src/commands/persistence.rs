@@ -24,7 +24,7 @@ use crate::persistence::snapshot::{self, Header};
 use crate::persistence::{self as persist};
 
 const G: Group = Group::Server;
-const SAVE_FLAGS: u32 = ADMIN | NOSCRIPT;
+const SAVE_FLAGS: u32 = ADMIN | NOSCRIPT | NO_ASYNC_LOADING;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
@@ -428,6 +428,9 @@ async fn background_save(
     replica: Option<ForReplica>,
 ) -> Result<Option<std::path::PathBuf>, SaveError> {
     let started = clock::unix_ms();
+    // A diskless transfer that fails (its replica went away) is no failed save: as Redis's
+    // socket target, it leaves `rdb_last_bgsave_status` (and MISCONF) alone.
+    let to_socket = replica.as_ref().is_some_and(|r| r.stream.is_some());
     let mut cx = ConnCtx::internal(worker.clone());
     let res = cx
         .run_internal(&[b"save"], |cx| {
@@ -437,8 +440,10 @@ async fn background_save(
         .unwrap_or_else(|| Err("the save failed with an internal error".into()));
     let st = &worker.shared.persist;
     let aborted = matches!(&res, Err(e) if e == ABORTED);
-    st.last_bgsave_ok
-        .store(res.is_ok() || aborted, Ordering::Relaxed);
+    if !to_socket {
+        st.last_bgsave_ok
+            .store(res.is_ok() || aborted, Ordering::Relaxed);
+    }
     st.last_bgsave_secs.store(
         (clock::unix_ms().saturating_sub(started) / 1000) as i64,
         Ordering::Relaxed,

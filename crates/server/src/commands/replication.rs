@@ -13,15 +13,15 @@ const G: Group = Group::Server;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("sync", 1, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, Conn(sync)).plan(snapshot_plan)
+    cmd("sync", 1, ADMIN | NOSCRIPT | NO_MULTI | NO_ASYNC_LOADING, NOKEYS, Conn(sync)).plan(snapshot_plan)
         .doc(G, "1.0.0", "An internal command used in replication."),
-    cmd("psync", -3, ADMIN | NOSCRIPT | NO_MULTI, NOKEYS, Conn(sync)).plan(snapshot_plan)
+    cmd("psync", -3, ADMIN | NOSCRIPT | NO_MULTI | NO_ASYNC_LOADING, NOKEYS, Conn(sync)).plan(snapshot_plan)
         .doc(G, "2.8.0", "An internal command used in replication."),
     cmd("replconf", -1, ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY, NOKEYS, Local(replconf))
         .doc(G, "3.0.0", "An internal command for configuring the replication stream."),
-    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
+    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
         .doc(G, "5.0.0", "Configures a server as replica of another, or promotes it to a master."),
-    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
+    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING, NOKEYS, Conn(replicaof)).acl(acl::DANGEROUS)
         .doc(G, "1.0.0", "Sets a Redis server as a replica of another, or promotes it to being a master."),
     cmd("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Local(role)).acl(acl::ADMIN | acl::DANGEROUS)
         .doc(G, "2.8.12", "Returns the replication role."),
@@ -30,9 +30,6 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd("wait", 3, NOSCRIPT, NOKEYS, Conn(wait)).family(acl::CONNECTION)
         .doc(Group::Generic, "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
 ];
-
-/// Not a flag of ours: Redis's `no_async_loading` has no meaning here.
-const NO_ASYNC: u32 = 0;
 
 /// SYNC and PSYNC: a replica (or `redis-cli --replica`, or a test reading the stream) asks for
 /// the stream. PSYNC continues from the backlog when it can (`+CONTINUE`); otherwise a full
@@ -74,6 +71,12 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if replica::is_replica() && !replica::link_is_up() {
             cx.reply
                 .error("NOMASTERLINK Can't SYNC while not connected with my master");
+            return;
+        }
+        if psync && parse_i64(args[2]).is_none() {
+            let addr = cx.client.info.borrow().addr.clone();
+            crate::log_warning!("Replica {addr} asks for synchronization but with a wrong offset");
+            cx.reply.error(ERR_NOT_INT);
             return;
         }
         let (id, tid) = (cx.client_id(), cx.worker.id);
@@ -118,6 +121,10 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let diskless = cx.shared().config.bool("repl-diskless-sync") && announced.capa_eof;
         if diskless {
             diskless_delay(cx).await;
+            if cx.client.killed.get() {
+                repl::forget(id);
+                return;
+            }
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let attach = repl::Attach {
@@ -198,6 +205,7 @@ fn disable_nodelay(fd: i32) {
 /// The connection is a replica's: CLIENT LIST shows `S`; its stream is never cut by the
 /// normal clients' output limit.
 fn mark_replica(cx: &mut ConnCtx) {
+    cx.is_replica = true;
     let mut info = cx.client.info.borrow_mut();
     if !info.flags.contains('S') {
         info.flags.push('S');
@@ -234,7 +242,7 @@ async fn diskless_delay(cx: &ConnCtx) {
             RELEASES.fetch_add(1, Ordering::Relaxed);
             break;
         }
-        if RELEASES.load(Ordering::Relaxed) != released {
+        if RELEASES.load(Ordering::Relaxed) != released || cx.client.killed.get() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -299,7 +307,23 @@ async fn send_diskless(
             .map_err(|_| std::io::Error::other("no snapshot point"))?;
         begin_transfer(cx, &to, offset);
         cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
-        while let Some(piece) = pieces.recv().await {
+        let client = cx.client.clone();
+        loop {
+            // CLIENT KILL of the replica stops its transfer at once (Redis frees the client
+            // and its child's pipe with it), not after the whole snapshot was sent.
+            let piece = tokio::select! {
+                p = pieces.recv() => p,
+                _ = client.wake.notified() => {
+                    if client.killed.get() {
+                        return Err(std::io::Error::other(ERR_KILLED));
+                    }
+                    continue;
+                }
+            };
+            let Some(piece) = piece else { break };
+            if client.killed.get() {
+                return Err(std::io::Error::other(ERR_KILLED));
+            }
             cx.reply.raw(&piece);
             cx.flush_all().await?;
         }
@@ -317,6 +341,9 @@ async fn send_diskless(
         .map_err(|e| format!("sending the snapshot to the replica: {e}"))
 }
 
+/// Why a transfer stopped early.
+const ERR_KILLED: &str = "the replica's connection was killed";
+
 /// Writes `$<len>\r\n` and the file, a chunk at a time as the socket takes it.
 async fn send_file(cx: &mut ConnCtx, path: &std::path::Path) -> std::io::Result<()> {
     use std::io::Read;
@@ -325,6 +352,9 @@ async fn send_file(cx: &mut ConnCtx, path: &std::path::Path) -> std::io::Result<
     cx.reply.raw(format!("${len}\r\n").as_bytes());
     let mut buf = vec![0u8; 1 << 20];
     loop {
+        if cx.client.killed.get() {
+            return Err(std::io::Error::other(ERR_KILLED));
+        }
         let n = f.read(&mut buf)?;
         if n == 0 {
             break;
@@ -418,7 +448,19 @@ fn replicaof<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let host = String::from_utf8_lossy(args[1]).into_owned();
         // Our replicas must resync with the new history: drop them, as Redis does.
         disconnect_replicas(cx);
+        let was_primary = !replica::is_replica();
         if replica::start(&cx.worker, host.clone(), port as u16) {
+            if was_primary {
+                // A client blocked in BLPOP here must not pop what the new primary's stream
+                // pushes: Redis answers every blocked client with this error.
+                cx.worker
+                    .broadcast(|w| {
+                        let mut r = damselfly_protocol::Reply::new(Default::default());
+                        r.error("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)");
+                        w.unblock_all(&r.take())
+                    })
+                    .await;
+            }
             crate::log_notice!("REPLICAOF {host}:{port} enabled (user request)");
             cx.reply.ok();
         } else {

@@ -248,6 +248,24 @@ impl Worker {
         true
     }
 
+    /// Wakes every connection parked on this thread with `reply` (a primary turned replica:
+    /// Redis's `disconnectAllBlockedClients`, whose pops would otherwise run on a replica).
+    /// Returns how many it woke.
+    pub fn unblock_all(&self, reply: &[u8]) -> usize {
+        let mut parked = self.parked.borrow_mut();
+        let ids: Vec<u64> = parked
+            .iter()
+            .filter(|(_, p)| p.waiter.claim())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in &ids {
+            if let Some(p) = parked.remove(id) {
+                let _ = p.wake.send(reply.to_vec());
+            }
+        }
+        ids.len()
+    }
+
     /// Delivers a parked connection's reply (sent by the shard that served it).
     pub fn wake_blocked(&self, id: u64, reply: Vec<u8>) {
         if let Some(p) = self.parked.borrow_mut().remove(&id) {

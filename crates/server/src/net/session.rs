@@ -453,7 +453,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
                     batch[i].iter().map(|&(a, b)| &rbuf[a..b]).collect();
                 cx.qbuf_now = rbuf.len() - starts[i];
                 i += 1;
-                if cx.threads() > 1 {
+                if cx.threads() > 1 && !cx.is_replica {
                     // Squash a run of single-key commands into one hop per shard.
                     match commands::coordinator::squash::classify(cx, &args) {
                         Some(how) => {
@@ -729,7 +729,12 @@ async fn output_room<'a>(
 async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
     let mark = cx.reply.len();
     cx.pushed = false;
+    let was_replica = cx.is_replica;
     commands::execute(cx, args).await;
+    if was_replica && cx.reply.len() > mark {
+        replica_replied(cx, mark);
+        return;
+    }
     {
         let mut info = cx.client.info.borrow_mut();
         info.last_cmd = cx.cmd_name;
@@ -749,6 +754,30 @@ async fn exec_one(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
         ReplyMode::SkipNext => cx.reply_mode = ReplyMode::Skip,
     }
+}
+
+/// A replica's connection carries its stream: a command of the replica that produced a reply
+/// (anything but REPLCONF ACK) would insert it there. As Redis: the reply is dropped, logged,
+/// and the replica disconnected (it reconnects and resyncs).
+fn replica_replied(cx: &mut ConnCtx, mark: usize) {
+    let reply = cx.reply.buf.split_off(mark);
+    if let Some(err) = reply.strip_prefix(b"-") {
+        let end = err
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(err.len());
+        crate::log_warning!(
+            "== CRITICAL == This master is sending an error to its replica: '{}' after processing the command '{}'",
+            String::from_utf8_lossy(&err[..end]),
+            cx.cmd_name
+        );
+    }
+    let line = cx.client.info.borrow().line();
+    crate::log_warning!(
+        "Replica generated a reply to command '{}', disconnecting it: {line}",
+        cx.cmd_name
+    );
+    cx.close = true;
 }
 
 /// Valkey-style batched prefetch: for every single-key command of the batch whose key lives on

@@ -27,6 +27,10 @@ pub struct State {
     /// The start-up snapshot is still loading: commands without the `loading` flag answer
     /// `-LOADING` (INFO `loading:1`).
     pub loading: AtomicBool,
+    /// A replica loads its primary's snapshot while serving the old dataset (Redis's
+    /// `async_loading`, `repl-diskless-load swapdb` within one history): only the
+    /// `no_async_loading` commands answer `-LOADING`.
+    pub async_loading: AtomicBool,
     /// A SAVE, BGSAVE or DEBUG RELOAD is running (only one at a time, as in Redis).
     pub saving: AtomicBool,
     /// The running save is a BGSAVE (`rdb_bgsave_in_progress`).
@@ -70,6 +74,7 @@ impl State {
             last_auto_try_ms: AtomicU64::new(0),
             last_save: AtomicU64::new(now_ms / 1000),
             loading: AtomicBool::new(false),
+            async_loading: AtomicBool::new(false),
             saving: AtomicBool::new(false),
             bgsave_in_progress: AtomicBool::new(false),
             bgsave_started_ms: AtomicU64::new(0),

@@ -112,6 +112,13 @@ pub fn backlog_size(cfg: &crate::config::Config) -> usize {
         .unwrap_or(1 << 20)
 }
 
+/// CONFIG SET repl-backlog-size: the backlog (if any) takes the new size.
+pub fn resize_backlog(size: usize) {
+    if let Some(b) = master().backlog.as_mut() {
+        b.resize(size);
+    }
+}
+
 /// A random 40-hex-digit replication id.
 pub fn new_replid() -> String {
     let mut s = String::with_capacity(40);
@@ -160,6 +167,19 @@ impl Backlog {
             self.len = (self.len + n).min(cap);
             data = &data[n..];
         }
+    }
+
+    /// A new size keeping the most recent history that fits (Redis trims on CONFIG SET too:
+    /// a smaller backlog covers less, so a replica further behind gets a full sync).
+    fn resize(&mut self, size: usize) {
+        let size = size.max(16 * 1024);
+        if size == self.buf.len() {
+            return;
+        }
+        let keep = self.len.min(size);
+        let mut next = Backlog::new(size);
+        next.append(&self.tail(keep));
+        *self = next;
     }
 
     /// The last `n` bytes (n ≤ histlen).

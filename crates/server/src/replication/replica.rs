@@ -29,6 +29,8 @@ use crate::engine::Worker;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum State {
     Connecting,
+    /// Connected, PING/AUTH/REPLCONF/PSYNC not answered yet.
+    Handshake,
     Sync,
     Connected,
 }
@@ -38,6 +40,7 @@ impl State {
     pub fn role_word(self) -> &'static str {
         match self {
             State::Connecting => "connecting",
+            State::Handshake => "handshake",
             State::Sync => "sync",
             State::Connected => "connected",
         }
@@ -223,12 +226,53 @@ async fn run(w: Rc<Worker>, gen: u64, host: String, port: u16) {
     }
 }
 
-async fn read_line(r: &mut BufReader<ReadHalf>) -> Result<String, LinkError> {
+/// `repl-timeout`, read at every wait so a CONFIG SET reaches a link already up (Redis's cron
+/// reads `server.repl_timeout` each time).
+fn repl_timeout(cfg: &crate::config::Config) -> Duration {
+    let secs = cfg
+        .get("repl-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(60);
+    Duration::from_secs(secs.max(1))
+}
+
+/// Awaits `fut` while `repl-timeout` (read again every 100 ms, as Redis's cron reads it) has
+/// not passed since the call.
+async fn within_repl_timeout<F: std::future::Future>(
+    cfg: &crate::config::Config,
+    fut: F,
+    on_timeout: &str,
+) -> Result<F::Output, LinkError> {
+    let started = std::time::Instant::now();
+    tokio::pin!(fut);
+    loop {
+        tokio::select! {
+            out = &mut fut => return Ok(out),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if started.elapsed() > repl_timeout(cfg) {
+                    return Err(on_timeout.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Redis's log lines for a link that timed out, by where it was.
+const TIMEOUT_HANDSHAKE: &str = "Timeout connecting to the MASTER...";
+const TIMEOUT_TRANSFER: &str = "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value.";
+const TIMEOUT_STREAM: &str = "MASTER timeout: no data nor PING received...";
+
+/// One reply line of the handshake (or the snapshot's header), skipping the newlines a primary
+/// sends while it prepares the snapshot.
+async fn read_line(
+    r: &mut BufReader<ReadHalf>,
+    cfg: &crate::config::Config,
+    on_timeout: &str,
+) -> Result<String, LinkError> {
     loop {
         let mut line = String::new();
-        let n = tokio::time::timeout(Duration::from_secs(60), r.read_line(&mut line))
-            .await
-            .map_err(|_| "timeout reading from the primary".to_string())?
+        let n = within_repl_timeout(cfg, r.read_line(&mut line), on_timeout)
+            .await?
             .map_err(|e| e.to_string())?;
         if n == 0 {
             return Err("the primary closed the connection".into());
@@ -244,12 +288,13 @@ async fn read_line(r: &mut BufReader<ReadHalf>) -> Result<String, LinkError> {
 async fn command(
     wr: &mut WriteHalf,
     r: &mut BufReader<ReadHalf>,
+    cfg: &crate::config::Config,
     args: &[&[u8]],
 ) -> Result<String, LinkError> {
     wr.write_all(&super::journal::encode(args))
         .await
         .map_err(|e| e.to_string())?;
-    read_line(r).await
+    read_line(r, cfg, TIMEOUT_HANDSHAKE).await
 }
 
 /// One connection to the primary: handshake, sync, stream. Returns when it drops.
@@ -259,19 +304,28 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         .await
         .map_err(|e| format!("connecting: {e}"))?;
     crate::log_notice!("MASTER <-> REPLICA sync started");
+    set_state(gen, State::Handshake);
     let addrs = stream.addrs();
     let (rd, mut wr) = stream.into_split();
     let mut r = BufReader::with_capacity(64 * 1024, rd);
     let cfg = w.shared.config.clone();
-    let pong = command(&mut wr, &mut r, &[b"PING"]).await?;
+    let pong = command(&mut wr, &mut r, &cfg, &[b"PING"]).await?;
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
     if let Some(pass) = cfg.get("masterauth").filter(|p| !p.is_empty()) {
         let user = cfg.get("masteruser").filter(|u| !u.is_empty());
         let reply = match &user {
-            Some(u) => command(&mut wr, &mut r, &[b"AUTH", u.as_bytes(), pass.as_bytes()]).await?,
-            None => command(&mut wr, &mut r, &[b"AUTH", pass.as_bytes()]).await?,
+            Some(u) => {
+                command(
+                    &mut wr,
+                    &mut r,
+                    &cfg,
+                    &[b"AUTH", u.as_bytes(), pass.as_bytes()],
+                )
+                .await?
+            }
+            None => command(&mut wr, &mut r, &cfg, &[b"AUTH", pass.as_bytes()]).await?,
         };
         if reply.starts_with('-') {
             return Err(format!("Unable to AUTH to MASTER: {reply}"));
@@ -281,6 +335,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     let reply = command(
         &mut wr,
         &mut r,
+        &cfg,
         &[b"REPLCONF", b"listening-port", my_port.as_bytes()],
     )
     .await?;
@@ -292,6 +347,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     let _ = command(
         &mut wr,
         &mut r,
+        &cfg,
         &[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"],
     )
     .await?;
@@ -315,7 +371,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     if failover {
         psync.push(b"FAILOVER");
     }
-    let reply = command(&mut wr, &mut r, &psync).await?;
+    let reply = command(&mut wr, &mut r, &cfg, &psync).await?;
     if failover {
         let accepted = reply.starts_with("+FULLRESYNC") || reply.starts_with("+CONTINUE");
         super::failover::psync_answered(w, accepted).await;
@@ -333,7 +389,8 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         super::disconnect_replicas(w);
         // The stream starts in the snapshot's `repl-stream-db` (a replica primary's stream
         // carries no SELECT where we join it), else in db 0 (a primary selects first).
-        let db = full_sync(w, &mut r).await?;
+        let same_history = super::master().replid == id;
+        let db = full_sync(w, &mut r, &cfg, same_history).await?;
         STREAM_DB.store(db.unwrap_or(0), Ordering::Relaxed);
         let mut m = super::master();
         m.replid = id;
@@ -373,8 +430,10 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
 async fn full_sync(
     w: &Rc<Worker>,
     r: &mut BufReader<ReadHalf>,
+    cfg: &crate::config::Config,
+    same_history: bool,
 ) -> Result<Option<usize>, LinkError> {
-    let head = read_line(r).await?;
+    let head = read_line(r, cfg, TIMEOUT_TRANSFER).await?;
     let Some(spec) = head.strip_prefix('$') else {
         return Err(format!(
             "Bad protocol from MASTER, the first byte is not '$': {head}"
@@ -389,13 +448,51 @@ async fn full_sync(
     let mut file = std::fs::File::create(&path).map_err(|e| {
         format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
     })?;
+    // INFO's `loading`, and `-LOADING` for clients, as Redis has them: from the first byte of
+    // the snapshot when Redis would load it straight from the socket (`repl-diskless-load`
+    // swapdb or on-empty-db), else while the received file loads. A failed transfer leaves
+    // the old dataset as it was (the file never replaced it).
+    struct Loading<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Loading<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::SeqCst);
+        }
+    }
+    // Within one history (`swapdb`, the primary's id is ours), Redis loads in the background
+    // and serves the old dataset meanwhile (`async_loading`); ours stays served until the
+    // received snapshot replaces it anyway, so only the flag differs.
+    let loading_flag = if same_history && cfg.get("repl-diskless-load").as_deref() == Some("swapdb")
+    {
+        &w.shared.persist.async_loading
+    } else {
+        &w.shared.persist.loading
+    };
+    let mut loading = None;
+    let diskless_load = cfg
+        .get("repl-diskless-load")
+        .is_some_and(|m| m != "disabled");
+    if diskless_load {
+        // Redis's log from here on is a socket load's (tools and tests wait for its lines).
+        crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+        loading_flag.store(true, Ordering::SeqCst);
+        loading = Some(Loading(loading_flag));
+    } else if spec.starts_with("EOF:") {
+        crate::log_notice!(
+            "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk"
+        );
+    } else {
+        crate::log_notice!("MASTER <-> REPLICA sync: receiving {spec} bytes from master to disk");
+    }
+    let mut received: u64 = 0;
+    let mut transferred = false;
     let res = async {
         if let Some(mark) = spec.strip_prefix("EOF:") {
             let mark = mark.as_bytes().to_vec();
             let mut tail: Vec<u8> = Vec::new();
             let mut buf = vec![0u8; 64 * 1024];
             loop {
-                let n = r.read(&mut buf).await.map_err(|e| e.to_string())?;
+                let n = read_bulk(r, &mut buf, cfg).await?;
+                received += n as u64;
                 if n == 0 {
                     return Err("the primary closed the connection during the snapshot".to_string());
                 }
@@ -421,7 +518,8 @@ async fn full_sync(
             let mut buf = vec![0u8; 64 * 1024];
             while left > 0 {
                 let want = (left as usize).min(buf.len());
-                let n = r.read(&mut buf[..want]).await.map_err(|e| e.to_string())?;
+                let n = read_bulk(r, &mut buf[..want], cfg).await?;
+                received += n as u64;
                 if n == 0 {
                     return Err("the primary closed the connection during the snapshot".to_string());
                 }
@@ -431,7 +529,12 @@ async fn full_sync(
         }
         file.sync_all().map_err(|e| e.to_string())?;
         drop(file);
-        crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+        if !diskless_load {
+            crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
+            loading_flag.store(true, Ordering::SeqCst);
+            loading = Some(Loading(loading_flag));
+        }
+        transferred = true;
         let mut cx = ConnCtx::internal(w.clone());
         crate::commands::persistence::load_replacing(&mut cx, &path)
             .await
@@ -440,8 +543,30 @@ async fn full_sync(
             })
     }
     .await;
+    drop(loading);
     let _ = std::fs::remove_file(&path);
+    if diskless_load && !transferred && res.is_err() {
+        // The load Redis does from the socket fails on the short read (its RDB reader's
+        // error); the old dataset stays.
+        crate::log_warning!(
+            "Internal error in RDB reading offset {received}: Unexpected EOF reading RDB file"
+        );
+        crate::log_warning!(
+            "Failed trying to load the MASTER synchronization DB from socket, check server logs."
+        );
+    }
     res
+}
+
+/// One read of the snapshot's bytes, within `repl-timeout`.
+async fn read_bulk(
+    r: &mut BufReader<ReadHalf>,
+    buf: &mut [u8],
+    cfg: &crate::config::Config,
+) -> Result<usize, LinkError> {
+    within_repl_timeout(cfg, r.read(buf), TIMEOUT_TRANSFER)
+        .await?
+        .map_err(|e| e.to_string())
 }
 
 /// Applies the primary's stream until the link drops or REPLICAOF changes.
@@ -488,12 +613,6 @@ async fn apply_stream(
     let mut rd = r.into_inner();
     let mut ack = tokio::time::interval(Duration::from_secs(1));
     let mut chunk = vec![0u8; 64 * 1024];
-    let timeout = w
-        .shared
-        .config
-        .get("repl-timeout")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(60);
     let mut last_read = std::time::Instant::now();
     loop {
         if killed.killed.get() {
@@ -540,6 +659,14 @@ async fn apply_stream(
             if end == start {
                 break;
             }
+            // A script past its busy threshold here: the stream waits, buffered, instead of
+            // getting `-BUSY` (Redis stops reading its master client then too).
+            while crate::scripting::busy::busy().is_some() {
+                if !current(gen) {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             cx.now_ms = crate::engine::clock::unix_ms();
             apply(&mut cx, &buf, &cmds).await;
             cx.reply.clear();
@@ -579,8 +706,8 @@ async fn apply_stream(
                 if !current(gen) {
                     return Ok(());
                 }
-                if last_read.elapsed().as_secs() > timeout {
-                    return Err("MASTER timeout: no data nor PING received".into());
+                if last_read.elapsed() > repl_timeout(&w.shared.config) {
+                    return Err(TIMEOUT_STREAM.into());
                 }
                 send_ack(&mut wr).await?;
             }
@@ -589,7 +716,8 @@ async fn apply_stream(
 }
 
 /// A command of the primary's stream failed here: the data may diverge. Logged as Redis logs
-/// it, and with `propagation-error-behavior panic`/`panic-on-replicas` the replica stops.
+/// it, and with `propagation-error-behavior panic`/`panic-on-replicas` a read-only replica
+/// stops.
 fn stream_error(cx: &ConnCtx, args: &[&[u8]]) {
     let Some(err) = cx.reply.buf.strip_prefix(b"-") else {
         return;
@@ -609,7 +737,10 @@ fn stream_error(cx: &ConnCtx, args: &[&[u8]]) {
         .config
         .get("propagation-error-behavior")
         .unwrap_or_default();
-    if behavior == "panic" || behavior == "panic-on-replicas" {
+    // As Redis: only a read-only replica stops (a writable one may hold keys of its own that
+    // the stream's commands meet).
+    let read_only = cx.worker.shared.config.bool("replica-read-only");
+    if read_only && (behavior == "panic" || behavior == "panic-on-replicas") {
         crate::log_warning!(
             "Replica stopped (propagation-error-behavior {behavior}): the command failed on the replica; the data may have diverged from the master"
         );

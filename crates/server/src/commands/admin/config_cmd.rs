@@ -139,11 +139,11 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<(Moved, Olds)> {
     }
     // Redis's DENY_LOADING_CONFIG parameters wait until the dataset is loaded (the LOADING
     // error takes precedence over a bad value).
-    if cx
-        .shared()
-        .persist
-        .loading
-        .load(std::sync::atomic::Ordering::SeqCst)
+    let persist = &cx.shared().persist;
+    if (persist.loading.load(std::sync::atomic::Ordering::SeqCst)
+        || persist
+            .async_loading
+            .load(std::sync::atomic::Ordering::SeqCst))
         && seen
             .iter()
             .any(|n| matches!(*n, "appendonly" | "repl-diskless-load" | "dir"))
@@ -201,7 +201,8 @@ fn set_all(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<(Moved, Olds)> {
 /// The values CONFIG SET's parameters had before it (canonical names).
 type Olds = Vec<(&'static str, String)>;
 
-/// Applies what the configuration alone does not: TLS contexts and the OOM score. Err: the
+/// Applies what the configuration alone does not: TLS contexts, the OOM score, the backlog's
+/// size. Err: the
 /// parameter whose apply failed (the first of its kind among `names`), and why.
 fn apply(
     cfg: &crate::config::Config,
@@ -219,6 +220,9 @@ fn apply(
             &cfg.get("oom-score-adj-values").unwrap_or_default(),
         )
         .map_err(|e| (*oom, e))?;
+    }
+    if names.contains(&"repl-backlog-size") {
+        crate::replication::resize_backlog(crate::replication::backlog_size(cfg));
     }
     Ok(())
 }

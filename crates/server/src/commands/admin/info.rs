@@ -274,7 +274,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             o.push_str("# Persistence\r\n");
             let loading = shared.persist.loading.load(Ordering::Relaxed);
             line!(o, "loading:{}", loading as u8);
-            line!(o, "async_loading:0");
+            line!(
+                o,
+                "async_loading:{}",
+                shared.persist.async_loading.load(Ordering::Relaxed) as u8
+            );
             line!(o, "current_cow_peak:0");
             line!(o, "current_cow_size:0");
             line!(o, "current_cow_size_age:0");
