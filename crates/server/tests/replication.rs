@@ -1320,3 +1320,65 @@ fn the_stream_waits_for_a_busy_script_on_the_replica() {
     wait_caught_up(&primary, &replica);
     assert_eq!(assert_same_data(&primary, &replica), 200);
 }
+
+/// A replica that stops reading in the middle of its full sync (SIGSTOP) is dropped after
+/// `repl-timeout` with Redis's log line: its snapshot ends, and the next BGSAVE can run.
+#[test]
+fn a_replica_that_stops_reading_its_snapshot_is_dropped() {
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0"]);
+    let mut p = primary.client();
+    // Bigger than the socket buffers on both ends, so the transfer must wait for the replica.
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(1000)
+        .arg("big")
+        .arg(100_000)
+        .query(&mut p)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-timeout")
+        .arg(2)
+        .arg("rdbcompression")
+        .arg("no")
+        .query(&mut p)
+        .unwrap();
+    let replica = Server::start_threads(2, &[]);
+    let pid = replica.pid().to_string();
+    replicaof(&replica, &primary);
+    // Stopped once the transfer has begun.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !primary.output().contains("Starting BGSAVE for SYNC") {
+        assert!(Instant::now() < deadline, "no full sync began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !primary
+        .output()
+        .contains("Disconnecting timedout replica (full sync)")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the stopped replica was never dropped\n{}",
+            primary.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r: redis::RedisResult<String> = redis::cmd("BGSAVE").query(&mut p);
+        if r.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "BGSAVE never ran again: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -325,7 +325,7 @@ async fn send_diskless(
                 return Err(std::io::Error::other(ERR_KILLED));
             }
             cx.reply.raw(&piece);
-            cx.flush_all().await?;
+            flush_transfer(cx).await?;
         }
         Ok::<(), std::io::Error>(())
     };
@@ -339,6 +339,29 @@ async fn send_diskless(
     cx.flush_all()
         .await
         .map_err(|e| format!("sending the snapshot to the replica: {e}"))
+}
+
+/// Sends the snapshot's bytes written so far, giving up on a replica that took none of them
+/// for `repl-timeout` (one stopped, say, by SIGSTOP): its snapshot would otherwise hold the
+/// save slot, and the shards' copies of what changed meanwhile, for as long as it sleeps.
+async fn flush_transfer(cx: &mut ConnCtx) -> std::io::Result<()> {
+    let secs = cx
+        .shared()
+        .config
+        .get("repl-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(60)
+        .max(1);
+    match tokio::time::timeout(std::time::Duration::from_secs(secs), cx.flush_all()).await {
+        Ok(res) => res,
+        Err(_) => {
+            let addr = cx.client.info.borrow().addr.clone();
+            crate::log_warning!("Disconnecting timedout replica (full sync): {addr}");
+            Err(std::io::Error::other(
+                "the replica took nothing for repl-timeout",
+            ))
+        }
+    }
 }
 
 /// Why a transfer stopped early.
@@ -360,9 +383,9 @@ async fn send_file(cx: &mut ConnCtx, path: &std::path::Path) -> std::io::Result<
             break;
         }
         cx.reply.raw(&buf[..n]);
-        cx.flush_all().await?;
+        flush_transfer(cx).await?;
     }
-    cx.flush_all().await
+    flush_transfer(cx).await
 }
 
 /// REPLCONF <option> <value> ...: what a replica tells us about itself; `ACK <offset>` (no
