@@ -820,25 +820,12 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             return;
         }
     }
-    if spec.flags & flags::LOADING == 0
-        && cx
-            .worker
-            .shared
-            .persist
-            .loading
-            .load(std::sync::atomic::Ordering::Relaxed)
-    {
-        reject(cx, entry.id, ERR_LOADING);
-        multi::flag(cx);
-        return;
-    }
-    if spec.flags & flags::NO_ASYNC_LOADING != 0
-        && cx
-            .worker
-            .shared
-            .persist
-            .async_loading
-            .load(std::sync::atomic::Ordering::Relaxed)
+    // A loading dataset refuses what may not run meanwhile; a background (async) load only
+    // the `no_async_loading` commands.
+    let persist = &cx.worker.shared.persist;
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    if (spec.flags & flags::LOADING == 0 && persist.loading.load(relaxed))
+        || (spec.flags & flags::NO_ASYNC_LOADING != 0 && persist.async_loading.load(relaxed))
     {
         reject(cx, entry.id, ERR_LOADING);
         multi::flag(cx);
