@@ -345,14 +345,8 @@ async fn send_diskless(
 /// for `repl-timeout` (one stopped, say, by SIGSTOP): its snapshot would otherwise hold the
 /// save slot, and the shards' copies of what changed meanwhile, for as long as it sleeps.
 async fn flush_transfer(cx: &mut ConnCtx) -> std::io::Result<()> {
-    let secs = cx
-        .shared()
-        .config
-        .get("repl-timeout")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(60)
-        .max(1);
-    match tokio::time::timeout(std::time::Duration::from_secs(secs), cx.flush_all()).await {
+    let limit = replica::repl_timeout(&cx.shared().config);
+    match tokio::time::timeout(limit, cx.flush_all()).await {
         Ok(res) => res,
         Err(_) => {
             let addr = cx.client.info.borrow().addr.clone();

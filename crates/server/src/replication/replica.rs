@@ -228,7 +228,7 @@ async fn run(w: Rc<Worker>, gen: u64, host: String, port: u16) {
 
 /// `repl-timeout`, read at every wait so a CONFIG SET reaches a link already up (Redis's cron
 /// reads `server.repl_timeout` each time).
-fn repl_timeout(cfg: &crate::config::Config) -> Duration {
+pub fn repl_timeout(cfg: &crate::config::Config) -> Duration {
     let secs = cfg
         .get("repl-timeout")
         .and_then(|v| v.parse::<u64>().ok())
