@@ -813,7 +813,8 @@ fn memcache_port_alone() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start damselfly");
-    let ready = memcached::wait_mc_ready(mport, None);
+    let pid = child.id();
+    let ready = memcached::wait_mc_ready(mport, pid, Some(&mut child));
     let result = std::panic::catch_unwind(|| {
         ready.expect("memcache port answers");
         let mut c = McConn::new(std::net::TcpStream::connect(("127.0.0.1", mport)).unwrap());

@@ -1,6 +1,8 @@
 //! Differential test for the memcached protocol: seeded random sequences of text and meta commands
-//! (valid, quiet, pipelined and malformed) sent to a real `memcached` 1.6.18 (the reference) and to
-//! damselfly's `--memcached_port`; every reply is compared byte for byte, except:
+//! (valid, quiet, pipelined and malformed) sent to two real `memcached` 1.6.18 (the references) and
+//! to damselfly's `--memcached_port`; every reply is compared byte for byte with the references'
+//! (damselfly must answer as one of them did: memcached is not deterministic everywhere under CPU
+//! load, see `check_batch`), except:
 //!
 //! - CAS numbers are compared by behaviour: each server's cas values are mapped to canonical ids in
 //!   order of first appearance. When the generator sends a cas (`cas` command, `C` meta flag) it
@@ -17,8 +19,9 @@
 //! every batch the connection is known to be usable (or both servers closed it).
 //!
 //! Knobs (environment variables):
-//! - `MC_DIFF_TARGET=memcached`: compare memcached with a second memcached (validates the
-//!   harness; must pass). Default: damselfly.
+//! - `MC_DIFF_TARGET=memcached`: compare memcached with two more memcached (validates the
+//!   harness; passes on a quiet machine, while under heavy CPU load the target memcached may
+//!   take one of the rare paths described in `check_batch`). Default: damselfly.
 //! - `MC_DIFF_SEEDS=N` (default 20), `MC_DIFF_STEPS=N` (default 300), `MC_DIFF_SEED=S` (only S).
 //! - `MC_DIFF_NO=base64,malformed,big,close,flush`: leave out these kinds of commands.
 //! - `MC_DFLY_ARGS="..."`: extra damselfly arguments (e.g. its max item size flag).
@@ -759,12 +762,6 @@ impl Side {
         }
     }
 
-    fn reset_state(&mut self) {
-        self.canon.clear();
-        self.latest.clear();
-        self.first.clear();
-    }
-
     fn render(&self, c: &Cmd) -> Vec<u8> {
         let mut out = Vec::new();
         for p in &c.pieces {
@@ -1015,7 +1012,7 @@ struct Batch {
 fn run_seed(
     seed: u64,
     steps: u64,
-    refp: u16,
+    refp: [u16; 2],
     tgtp: u16,
     tname: &'static str,
 ) -> Result<(), String> {
@@ -1024,14 +1021,15 @@ fn run_seed(
         .unwrap_or_default();
     let mut g = McGen::new(seed, no);
     let nconns = if seed % 4 == 3 { 3 } else { 1 };
-    let mut a = Side::new("memcached", refp, nconns);
+    let mut refs = vec![
+        Side::new("memcached", refp[0], nconns),
+        Side::new("memcached'", refp[1], nconns),
+    ];
     let mut b = Side::new(tname, tgtp, nconns);
-    a.reset_state();
-    b.reset_state();
     let mut history: Vec<String> = Vec::new();
     // A clean keyspace for every seed.
     let init = Cmd::lit(b"flush_all\r\nmn\r\n".to_vec(), None);
-    for s in [&mut a, &mut b] {
+    for s in refs.iter_mut().chain([&mut b]) {
         let bytes = s.render(&init);
         let got = s.exchange(0, &bytes, 1, false);
         if got.stuck || got.closed {
@@ -1076,7 +1074,14 @@ fn run_seed(
         }
         done += n;
         batch_no += 1;
-        check_batch(seed, batch_no, &batch, &mut a, &mut b, &mut history)?;
+        if holds_high_number(&batch, &mut refs, &mut b) {
+            batch.cmds.remove(0);
+            batch.mn_after.remove(0);
+            if batch.cmds.is_empty() {
+                continue;
+            }
+        }
+        check_batch(seed, batch_no, &batch, &mut refs, &mut b, &mut history)?;
     }
     // Final state: every pool key, through gets and mg.
     let mut fin = Vec::new();
@@ -1094,14 +1099,63 @@ fn run_seed(
         cmds: fin,
         mn_after: vec![true; n],
     };
-    check_batch(seed, batch_no + 1, &batch, &mut a, &mut b, &mut history)
+    check_batch(seed, batch_no + 1, &batch, &mut refs, &mut b, &mut history)
 }
 
+/// Does the batch start with incr/decr/ma on a key whose value is a number of 2^63 or more?
+///
+/// memcached 1.6 looks for a '-' in such a number with `strchr` over item data that is not
+/// NUL-terminated, so it answers "non-numeric" or does the arithmetic depending on the bytes
+/// after the item in its slab: memcached against memcached diverges on these under CPU load.
+/// No server can reproduce that, so such a command is left out on both sides (damselfly wraps
+/// at 2^64 as the protocol says, checked in tests/memcache.rs). The probe (`mg <key> v`) goes
+/// to both sides, so their states stay the same.
+fn holds_high_number(batch: &Batch, refs: &mut [Side], b: &mut Side) -> bool {
+    let Some(first) = batch.cmds.first() else {
+        return false;
+    };
+    let Some(Piece::Lit(text)) = first.pieces.first() else {
+        return false;
+    };
+    let arith = [&b"incr "[..], b"decr ", b"ma "]
+        .iter()
+        .any(|v| text.starts_with(v));
+    let Some(key) = first.key.as_ref().filter(|_| arith) else {
+        return false;
+    };
+    let mut probe = b"mg ".to_vec();
+    probe.extend_from_slice(key);
+    probe.extend_from_slice(b" v\r\nmn\r\n");
+    let mut high = false;
+    for (i, side) in refs.iter_mut().chain([b]).enumerate() {
+        let got = side.exchange(batch.conn, &probe, 1, false);
+        if i == 0 {
+            high = got.units.iter().any(|u| {
+                u.line.starts_with(b"VA ")
+                    && u.data.as_deref().is_some_and(|d| {
+                        std::str::from_utf8(d)
+                            .ok()
+                            .and_then(|t| t.trim_end_matches(' ').parse::<u64>().ok())
+                            .is_some_and(|n| n >= 1 << 63)
+                    })
+            });
+        }
+    }
+    high
+}
+
+/// Runs the batch on every reference still in the running and on the target, and compares.
+///
+/// memcached is not deterministic everywhere under CPU load (see `holds_high_number`; an
+/// expired item seen as live once), so there are two reference instances: the target is right
+/// when it answers as some reference did. A reference that answered otherwise than the target
+/// leaves the seed (its state has gone its own way); the seed fails when none answered as the
+/// target did.
 fn check_batch(
     seed: u64,
     batch_no: u64,
     batch: &Batch,
-    a: &mut Side,
+    refs: &mut Vec<Side>,
     b: &mut Side,
     history: &mut Vec<String>,
 ) -> Result<(), String> {
@@ -1114,8 +1168,7 @@ fn check_batch(
         .collect();
     let want_mn: usize = ends.iter().sum();
     let expect_close = batch.cmds.last().is_some_and(|c| c.closes);
-    let mut gots = Vec::new();
-    for s in [&mut *a, &mut *b] {
+    let send = |s: &mut Side| {
         let mut bytes = Vec::new();
         for (c, mn) in batch.cmds.iter().zip(&batch.mn_after) {
             bytes.extend(s.render(c));
@@ -1123,9 +1176,10 @@ fn check_batch(
                 bytes.extend_from_slice(b"mn\r\n");
             }
         }
-        gots.push(s.exchange(batch.conn, &bytes, want_mn, expect_close));
-    }
-    let (ga, gb) = (&gots[0], &gots[1]);
+        s.exchange(batch.conn, &bytes, want_mn, expect_close)
+    };
+    let grefs: Vec<Got> = refs.iter_mut().map(send).collect();
+    let gb = send(b);
     // Which commands each segment holds.
     let mut seg_cmds: Vec<Vec<&Cmd>> = vec![Vec::new()];
     for (c, n) in batch.cmds.iter().zip(&ends) {
@@ -1134,12 +1188,87 @@ fn check_batch(
             seg_cmds.push(Vec::new());
         }
     }
-    let sa = segments(&ga.units);
-    let sb = segments(&gb.units);
-    let mut fail: Option<String> = None;
+    let verdicts: Vec<Option<String>> = refs
+        .iter_mut()
+        .zip(&grefs)
+        .map(|(a, ga)| compare(a, ga, b, &gb, &seg_cmds, want_mn))
+        .collect();
+    if let Some(i) = verdicts.iter().position(Option::is_none) {
+        let mut k = 0;
+        refs.retain(|_| {
+            k += 1;
+            verdicts[k - 1].is_none()
+        });
+        if grefs[i].closed {
+            for a in refs.iter_mut() {
+                a.reconnect(batch.conn);
+            }
+            b.reconnect(batch.conn);
+        }
+        for c in &batch.cmds {
+            history.push(format!("[c{}] {}", batch.conn, c.show()));
+        }
+        if history.len() > 200 {
+            history.drain(..100);
+        }
+        return Ok(());
+    }
+    let (a, ga, f) = (&refs[0], &grefs[0], verdicts[0].clone().unwrap_or_default());
+    let mut r = format!(
+        "seed {seed}, batch {batch_no} (connection {}): {f}\nthe batch:\n",
+        batch.conn
+    );
+    for (c, mn) in batch.cmds.iter().zip(&batch.mn_after) {
+        let _ = writeln!(r, "    {}{}", c.show(), if *mn { "  + mn" } else { "" });
+    }
+    for (name, g) in [(a.name, ga), (b.name, &gb)] {
+        let _ = writeln!(
+            r,
+            "all of {name}'s replies (closed={} stuck={}):\n    {}",
+            g.closed,
+            g.stuck,
+            g.units
+                .iter()
+                .map(Unit::show)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    let _ = writeln!(r, "last commands before it:");
+    for h in history
+        .iter()
+        .rev()
+        .take(
+            std::env::var("MC_DIFF_HISTORY")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(40),
+        )
+        .rev()
+    {
+        let _ = writeln!(r, "    {h}");
+    }
+    let _ = writeln!(
+        r,
+        "reproduce: MC_DIFF_SEED={seed} cargo test -p damselfly --test memcache_diff"
+    );
+    Err(r)
+}
+
+/// Compares one reference's replies to the batch with the target's, segment by segment
+/// (learning each side's cas values on the way); the first difference, described.
+fn compare(
+    a: &mut Side,
+    ga: &Got,
+    b: &mut Side,
+    gb: &Got,
+    seg_cmds: &[Vec<&Cmd>],
+    want_mn: usize,
+) -> Option<String> {
     if ga.stuck {
-        fail = Some(format!(
-            "reference memcached did not answer the batch in time (harness bug?): got {}",
+        return Some(format!(
+            "reference {} did not answer the batch in time (harness bug?): got {}",
+            a.name,
             ga.units
                 .iter()
                 .map(Unit::show)
@@ -1147,10 +1276,9 @@ fn check_batch(
                 .join(", ")
         ));
     }
+    let sa = segments(&ga.units);
+    let sb = segments(&gb.units);
     for i in 0..sa.len().max(sb.len()) {
-        if fail.is_some() {
-            break;
-        }
         let ua = sa.get(i).copied().unwrap_or(&[]);
         let ub = sb.get(i).copied().unwrap_or(&[]);
         let na: Vec<NUnit> = ua.iter().map(|u| a.normalize(u)).collect();
@@ -1162,7 +1290,7 @@ fn check_batch(
             for c in &cmds {
                 let _ = writeln!(r, "    {}", c.show());
             }
-            let _ = writeln!(r, "  memcached replied:");
+            let _ = writeln!(r, "  {} replied:", a.name);
             for u in ua {
                 let _ = writeln!(r, "    {}", u.show());
             }
@@ -1170,15 +1298,15 @@ fn check_batch(
             for u in ub {
                 let _ = writeln!(r, "    {}", u.show());
             }
-            fail = Some(r);
-            break;
+            return Some(r);
         }
         a.track(&cmds, ua);
         b.track(&cmds, ub);
     }
-    if fail.is_none() && (ga.closed != gb.closed || gb.stuck) {
-        fail = Some(format!(
-            "connection state differs: memcached closed={} ; {} closed={} stuck={} (got {} units, want {} MN)",
+    if ga.closed != gb.closed || gb.stuck {
+        return Some(format!(
+            "connection state differs: {} closed={} ; {} closed={} stuck={} (got {} units, want {} MN)",
+            a.name,
             ga.closed,
             b.name,
             gb.closed,
@@ -1187,64 +1315,13 @@ fn check_batch(
             want_mn
         ));
     }
-    if let Some(f) = fail {
-        let mut r = format!(
-            "seed {seed}, batch {batch_no} (connection {}): {f}\nthe batch:\n",
-            batch.conn
-        );
-        for (c, mn) in batch.cmds.iter().zip(&batch.mn_after) {
-            let _ = writeln!(r, "    {}{}", c.show(), if *mn { "  + mn" } else { "" });
-        }
-        for (name, g) in [("memcached", ga), (b.name, gb)] {
-            let _ = writeln!(
-                r,
-                "all of {name}'s replies (closed={} stuck={}):\n    {}",
-                g.closed,
-                g.stuck,
-                g.units
-                    .iter()
-                    .map(Unit::show)
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            );
-        }
-        let _ = writeln!(r, "last commands before it:");
-        for h in history
-            .iter()
-            .rev()
-            .take(
-                std::env::var("MC_DIFF_HISTORY")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(40),
-            )
-            .rev()
-        {
-            let _ = writeln!(r, "    {h}");
-        }
-        let _ = writeln!(
-            r,
-            "reproduce: MC_DIFF_SEED={seed} cargo test -p damselfly --test memcache_diff"
-        );
-        return Err(r);
-    }
-    if ga.closed {
-        a.reconnect(batch.conn);
-        b.reconnect(batch.conn);
-    }
-    for c in &batch.cmds {
-        history.push(format!("[c{}] {}", batch.conn, c.show()));
-    }
-    if history.len() > 200 {
-        history.drain(..100);
-    }
-    Ok(())
+    None
 }
 
 #[test]
 fn memcache_differential() {
     let which = Which::from_env("MC_DIFF_TARGET");
-    let reference = MemcachedServer::start(&[]);
+    let references = [MemcachedServer::start(&[]), MemcachedServer::start(&[])];
     let target = McTarget::start(which);
     let tname = if which == Which::Memcached {
         "memcached#2"
@@ -1260,7 +1337,13 @@ fn memcache_differential() {
     let mut failures = Vec::new();
     let t0 = Instant::now();
     for seed in seeds {
-        if let Err(r) = run_seed(seed, steps, reference.port(), target.mc_port(), tname) {
+        if let Err(r) = run_seed(
+            seed,
+            steps,
+            references.each_ref().map(MemcachedServer::port),
+            target.mc_port(),
+            tname,
+        ) {
             if !keep_going {
                 panic!("memcache differential ({tname} vs memcached) diverged:\n{r}");
             }

@@ -69,7 +69,8 @@ impl MemcachedServer {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot spawn memcached: {e}"));
             let mut srv = MemcachedServer { child, port };
-            match wait_mc_ready(port, Some(&mut srv.child)) {
+            let pid = srv.child.id();
+            match wait_mc_ready(port, pid, Some(&mut srv.child)) {
                 Ok(()) => return srv,
                 Err(e) => {
                     let _ = srv.child.kill();
@@ -100,8 +101,11 @@ impl Drop for MemcachedServer {
     }
 }
 
-/// Waits until something on `port` answers `version` (and, if given, the child is still alive).
-pub fn wait_mc_ready(port: u16, mut child: Option<&mut Child>) -> Result<(), String> {
+/// Waits until process `owner` answers `version` on `port`; `child` (when given) is that
+/// process, and its early exit ends the wait. An answer from a socket some other process holds
+/// does not count: when another test's server took the port first, ours fails to bind, and a
+/// test that went on would share that server's keys (seen as rare divergences under load).
+pub fn wait_mc_ready(port: u16, owner: u32, mut child: Option<&mut Child>) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(c) = child.as_deref_mut() {
@@ -115,7 +119,10 @@ pub fn wait_mc_ready(port: u16, mut child: Option<&mut Child>) -> Result<(), Str
                 let mut buf = [0u8; 64];
                 if let Ok(n) = s.read(&mut buf) {
                     if buf[..n].starts_with(b"VERSION ") {
-                        return Ok(());
+                        match crate::common::listens_on(owner, port) {
+                            Some(false) => return Err(format!("port {port} is another process's")),
+                            _ => return Ok(()),
+                        }
                     }
                 }
             }
@@ -169,20 +176,27 @@ impl McTarget {
 
     /// damselfly with `--memcached_port <free>` plus `args` plus `MC_DFLY_ARGS`.
     pub fn damselfly(args: &[&str]) -> McTarget {
-        let mport = free_port();
-        let p = mport.to_string();
         let extra = dfly_extra_args();
-        let mut all: Vec<&str> = vec!["--memcached_port", &p];
-        all.extend_from_slice(args);
-        all.extend(extra.iter().map(String::as_str));
-        let srv = Server::start(&all);
-        if let Err(e) = wait_mc_ready(mport, None) {
-            panic!(
-                "damselfly's memcached port {mport}: {e}\n--- its output ---\n{}",
-                srv.output()
-            );
+        let mut last = String::new();
+        // A new port each try: the one picked may be taken by another test's server first.
+        for _ in 0..5 {
+            let mport = free_port();
+            let p = mport.to_string();
+            let mut all: Vec<&str> = vec!["--memcached_port", &p];
+            all.extend_from_slice(args);
+            all.extend(extra.iter().map(String::as_str));
+            let srv = Server::start(&all);
+            match wait_mc_ready(mport, srv.pid(), None) {
+                Ok(()) => return McTarget::Damselfly(srv, mport),
+                Err(e) => {
+                    last = format!(
+                        "damselfly's memcached port {mport}: {e}\n--- its output ---\n{}",
+                        srv.output()
+                    )
+                }
+            }
         }
-        McTarget::Damselfly(srv, mport)
+        panic!("{last}")
     }
 
     pub fn name(&self) -> &'static str {

@@ -379,7 +379,7 @@ impl Server {
 
 /// Does process `pid` hold the socket listening on loopback `port`? None where `/proc` cannot
 /// tell (not Linux).
-fn listens_on(pid: u32, port: u16) -> Option<bool> {
+pub fn listens_on(pid: u32, port: u16) -> Option<bool> {
     let mut inodes = Vec::new();
     let text = std::fs::read_to_string("/proc/net/tcp").ok()?
         + &std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
