@@ -13,8 +13,8 @@
 # Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 bench_args "$@"
 cargo build --release -q -p damselfly
 BIN=target/release/damselfly
@@ -24,8 +24,8 @@ RULES="on >benchpw ~key:* resetchannels -@all +get +set +ping +config|get"
 
 start_server() { # name port -> pid
   case "$1" in
-    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
-    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$BENCH_DIR" --save '' >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --dir "$BENCH_DIR" --save '' --appendonly no >/dev/null 2>&1 & ;;
   esac
   echo $!
 }

@@ -13,8 +13,8 @@
 # machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 bench_args "$@"
 command -v openssl >/dev/null || { echo "openssl not found (apt-get install -y openssl)" >&2; exit 1; }
 cargo build --release -q -p damselfly

@@ -173,39 +173,45 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
         return;
     };
     let (keys, argv) = args[3..].split_at(numkeys);
-    // The script: by id from the cache, or by body (added to every thread's cache first).
-    let (sha, body) = if by_sha {
-        let found = sha_arg(args[1]).and_then(|s| scripting::cached(&s).map(|b| (s, b)));
-        match found {
-            Some(x) => x,
+    // The script: by id (compiled on this thread already, or from the cache), or by body
+    // (added to every thread's cache first).
+    let script = if by_sha {
+        let Some(sha) = sha_arg(args[1]) else {
+            cx.reply
+                .error("NOSCRIPT No matching script. Please use EVAL.");
+            return;
+        };
+        match scripting::compiled(&sha) {
+            Some(c) => c,
             None => {
-                cx.reply
-                    .error("NOSCRIPT No matching script. Please use EVAL.");
-                return;
+                let Some(body) = scripting::cached(&sha) else {
+                    cx.reply
+                        .error("NOSCRIPT No matching script. Please use EVAL.");
+                    return;
+                };
+                match scripting::compile(&sha, &body) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        cx.reply.error(&format!("ERR {e}"));
+                        return;
+                    }
+                }
             }
         }
     } else {
         let sha = scripting::sha1_hex(args[1]);
         let body = scripting::cached(&sha).unwrap_or_else(|| Arc::from(args[1]));
-        (sha, body)
+        let c = match scripting::compile(&sha, &body) {
+            Ok(c) => c,
+            Err(e) => {
+                cx.reply.error(&format!("ERR {e}"));
+                return;
+            }
+        };
+        scripting::cache_add(&cx.worker, sha, body).await;
+        c
     };
-    let flags = match scripting::parse_shebang(&body) {
-        Ok((f, _)) => f,
-        Err(e) => {
-            cx.reply.error(&format!("ERR {e}"));
-            return;
-        }
-    };
-    let func = match scripting::compile(&sha, &body) {
-        Ok(f) => f,
-        Err(e) => {
-            cx.reply.error(&format!("ERR {e}"));
-            return;
-        }
-    };
-    if !by_sha {
-        scripting::cache_add(&cx.worker, sha, body.clone()).await;
-    }
+    let flags = script.flags;
     if flags.shebang && !flags.no_writes && ro {
         cx.reply
             .error("ERR Can not execute a script with write flag using *_ro command.");
@@ -226,10 +232,14 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
         }
     }
     let read_only = ro || flags.no_writes;
-    // (A script id is hex: ASCII.)
-    let name = std::str::from_utf8(&sha).unwrap_or_default().to_owned();
-    run_script(cx, args, keys, name.clone(), flags, read_only, |cx| {
-        scripting::start(&func, name.clone(), keys, argv, busy_threshold(cx))
+    run_script(cx, args, keys, &script.name, flags, read_only, |cx| {
+        scripting::start(
+            &script.func,
+            script.name.clone(),
+            keys,
+            argv,
+            busy_threshold(cx),
+        )
     })
     .await;
 }
@@ -242,7 +252,7 @@ async fn run_script(
     cx: &mut ConnCtx,
     command: &[&[u8]],
     keys: &[&[u8]],
-    name: String,
+    name: &str,
     flags: ScriptFlags,
     read_only: bool,
     start: impl Fn(&mut ConnCtx) -> scripting::Running,
@@ -256,13 +266,13 @@ async fn run_script(
     // shard the whole keyspace is that shard: locking only the declared keys would buy no
     // parallelism and cost the undo log.
     let try_declared =
-        !cx.coord.in_exec() && !keys.is_empty() && cx.threads() > 1 && !needs_global(&name);
+        !cx.coord.in_exec() && !keys.is_empty() && cx.threads() > 1 && !needs_global(name);
     if try_declared
-        && run_once(cx, command, keys, &name, flags, read_only, true, &start).await == Ran::Done
+        && run_once(cx, command, keys, name, flags, read_only, true, &start).await == Ran::Done
     {
         return;
     }
-    run_once(cx, command, keys, &name, flags, read_only, false, &start).await;
+    run_once(cx, command, keys, name, flags, read_only, false, &start).await;
 }
 
 #[derive(PartialEq, Eq)]
@@ -880,7 +890,7 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
             return;
         }
     }
-    let name = info.name.clone();
+    let name: std::rc::Rc<str> = info.name.as_str().into();
     let callback = match functions::callback(&lib, &name) {
         Ok(f) => f,
         Err(e) => {
@@ -890,15 +900,9 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     };
     let (keys, argv) = args[3..].split_at(numkeys);
     let read_only = ro || info.flags.no_writes;
-    run_script(
-        cx,
-        args,
-        keys,
-        info.name.clone(),
-        info.flags,
-        read_only,
-        |cx| scripting::start_function(&callback, name.clone(), keys, argv, busy_threshold(cx)),
-    )
+    run_script(cx, args, keys, &info.name, info.flags, read_only, |cx| {
+        scripting::start_function(&callback, name.clone(), keys, argv, busy_threshold(cx))
+    })
     .await;
 }
 

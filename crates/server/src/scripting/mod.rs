@@ -167,7 +167,7 @@ pub(crate) struct Vm {
     lua: Lua,
     /// The protected environment scripts run in (a read-only view of the real globals).
     env: Table,
-    compiled: RefCell<ShaMap<Function>>,
+    compiled: RefCell<ShaMap<std::rc::Rc<Compiled>>>,
     /// Coroutines of scripts that returned normally, reused by the next ones (`Thread::reset`):
     /// creating one per call was a large share of a short script's cost and garbage.
     threads: RefCell<Vec<mlua::Thread>>,
@@ -263,14 +263,32 @@ pub async fn cache_flush(worker: &std::rc::Rc<Worker>) {
         .await;
 }
 
+/// A script compiled on this thread's interpreter, with what every run needs from its body.
+pub struct Compiled {
+    pub func: Function,
+    pub flags: ScriptFlags,
+    /// What errors call the script: its id.
+    pub name: std::rc::Rc<str>,
+}
+
+/// The script `sha` as compiled on this thread, if it was (EVALSHA's one lookup: a script
+/// compiled here is in this thread's cache, as SCRIPT FLUSH drops both together).
+pub fn compiled(sha: &Sha) -> Option<std::rc::Rc<Compiled>> {
+    VM.with(|v| {
+        v.borrow()
+            .as_ref()
+            .and_then(|vm| vm.compiled.borrow().get(sha).cloned())
+    })
+}
+
 /// Compiles `body` on this thread's interpreter (cached by `sha`). The error text is Redis's
-/// ("Error compiling script (new function): user_script:1: ...").
-pub fn compile(sha: &Sha, body: &[u8]) -> Result<Function, String> {
+/// ("Error compiling script (new function): user_script:1: ..."), or the shebang's.
+pub fn compile(sha: &Sha, body: &[u8]) -> Result<std::rc::Rc<Compiled>, String> {
     let vm = vm();
-    if let Some(f) = vm.compiled.borrow().get(sha) {
-        return Ok(f.clone());
+    if let Some(c) = vm.compiled.borrow().get(sha) {
+        return Ok(c.clone());
     }
-    let (_, skip) = parse_shebang(body)?;
+    let (flags, skip) = parse_shebang(body)?;
     let f = vm
         .lua
         .load(&body[skip..])
@@ -285,8 +303,14 @@ pub fn compile(sha: &Sha, body: &[u8]) -> Result<Function, String> {
         })?;
     let f = tailcall::without_tail_calls(&vm.lua, f, "@user_script");
     vm.globals_env(&f);
-    vm.compiled.borrow_mut().insert(*sha, f.clone());
-    Ok(f)
+    let c = std::rc::Rc::new(Compiled {
+        func: f,
+        flags,
+        // (A script id is hex: ASCII.)
+        name: std::str::from_utf8(sha).unwrap_or_default().into(),
+    });
+    vm.compiled.borrow_mut().insert(*sha, c.clone());
+    Ok(c)
 }
 
 /// How a script ended: what it returned, or its error reply text (without the leading '-').
@@ -301,7 +325,7 @@ pub struct Running {
     fut: std::pin::Pin<Box<dyn Future<Output = mlua::Result<Value>>>>,
     /// The script's coroutine, back to the pool when the script returned normally.
     thread: Option<mlua::Thread>,
-    name: String,
+    name: std::rc::Rc<str>,
     /// The chunk name errors cite: "@user_script" (EVAL) or "@user_function" (FCALL).
     source: &'static str,
 }
@@ -318,7 +342,7 @@ pub enum Step {
 /// what errors call the script (`f_<sha>`).
 pub fn start(
     f: &Function,
-    name: String,
+    name: std::rc::Rc<str>,
     keys: &[&[u8]],
     argv: &[&[u8]],
     threshold_ms: u64,
@@ -437,7 +461,7 @@ unsafe fn fill_array(state: *mut mlua::ffi::lua_State, items: &[&[u8]], clear: b
 /// tables: a library may keep what its functions get).
 pub fn start_function(
     f: &Function,
-    name: String,
+    name: std::rc::Rc<str>,
     keys: &[&[u8]],
     argv: &[&[u8]],
     threshold_ms: u64,
