@@ -143,3 +143,32 @@ fn many_waiters_many_writers_no_loss_no_duplicates() {
     assert_eq!(got.len(), n, "every value served exactly once");
     assert_eq!(p.cmd(&["DBSIZE"]).as_int(), Some(0), "nothing left over");
 }
+
+/// On a one-thread server a multi-step command runs without a transaction (nothing to lock
+/// against) and a script without entering the shard's queue: what they write must still
+/// serve the clients blocked on it (RENAME onto the key a BLPOP waits for; a script's LPUSH).
+#[test]
+fn one_thread_writes_without_a_transaction_serve_waiters() {
+    let srv = Server::start(&["--proactor_threads=1"]);
+    let mut waiter = srv.raw_conn();
+    let mut writer = srv.raw_conn();
+    waiter.send(&["BLPOP", "moved", "5"]);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(writer.cmd(&["RPUSH", "src", "a", "b"]).as_int(), Some(2));
+    assert_eq!(
+        writer.cmd(&["RENAME", "src", "moved"]),
+        Resp::Simple(b"OK".to_vec())
+    );
+    assert_eq!(waiter.read(), pair("moved", "a"));
+    waiter.send(&["BLPOP", "pushed", "5"]);
+    std::thread::sleep(Duration::from_millis(150));
+    let r = writer.cmd(&[
+        "EVAL",
+        "redis.call('lpush', KEYS[1], 'x') return redis.call('llen', KEYS[1])",
+        "1",
+        "pushed",
+    ]);
+    assert_eq!(r.as_int(), Some(1));
+    assert_eq!(waiter.read(), pair("pushed", "x"));
+    assert_eq!(writer.cmd(&["EXISTS", "pushed"]).as_int(), Some(0));
+}

@@ -579,6 +579,9 @@ async fn execute_chain(cx: &mut ConnCtx, steps: Vec<Step<'_>>, last: bool) -> Er
             for step in steps {
                 value = run_step(cx, on.clone(), step, value, &[]).await;
             }
+            // No transaction concludes here to serve the clients blocked on what the chain
+            // wrote (RENAME onto a key a BLPOP waits for, on a one-thread server).
+            cx.worker.serve_blocked();
         }
         Mode::Transaction => return run_transaction(cx, on, steps, value, last).await,
     }
