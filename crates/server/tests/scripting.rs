@@ -424,30 +424,52 @@ const START: i64 = 1000;
 
 #[test]
 fn transfers_stay_atomic_across_shards() {
-    let srv = Server::start_threads(4, &[]);
+    transfers_stay_atomic(4, "");
+}
+
+/// With one shard thread a script starts without being queued (it usually ends before anything
+/// else runs); one that waits halfway (an MGET takes the asynchronous path between its two
+/// writes) must be queued with its whole-keyspace lock by then.
+#[test]
+fn transfers_stay_atomic_on_one_thread_across_waits() {
+    transfers_stay_atomic(1, "redis.call('mget', 'acct:0', 'acct:1') ");
+}
+
+/// Scripts move amounts between accounts (declared keys, undeclared keys, and a script that
+/// declares half of them) while readers check that the total never changes; `between` runs
+/// between each transfer's two writes.
+fn transfers_stay_atomic(threads: usize, between: &str) {
+    let srv = Server::start_threads(threads, &[]);
     let mut c = srv.raw_conn();
     for k in ACCOUNTS {
         c.cmd(&["SET", k, &START.to_string()]);
     }
     let total = START * ACCOUNTS.len() as i64;
     // Declared keys, and the same move through keys the script did not declare.
-    let declared = "local n = tonumber(ARGV[1]) \
+    let declared = format!(
+        "local n = tonumber(ARGV[1]) \
         if tonumber(redis.call('get', KEYS[1])) >= n then \
-          redis.call('decrby', KEYS[1], n) redis.call('incrby', KEYS[2], n) end return 1";
-    let undeclared = "local from, to, n = ARGV[1], ARGV[2], tonumber(ARGV[3]) \
+          redis.call('decrby', KEYS[1], n) {between}redis.call('incrby', KEYS[2], n) end return 1"
+    );
+    let undeclared = format!(
+        "local from, to, n = ARGV[1], ARGV[2], tonumber(ARGV[3]) \
         if tonumber(redis.call('get', from)) >= n then \
-          redis.call('decrby', from, n) redis.call('incrby', to, n) end return 1";
+          redis.call('decrby', from, n) {between}redis.call('incrby', to, n) end return 1"
+    );
     // Declares the source only, and reaches the destination after its first write: that run
     // is undone and done again under the whole-keyspace lock. A counter in a comment makes
     // each call a new script, so it happens every time.
-    let half = "local n = tonumber(ARGV[2]) \
+    let half = format!(
+        "local n = tonumber(ARGV[2]) \
         if tonumber(redis.call('get', KEYS[1])) >= n then \
-          redis.call('decrby', KEYS[1], n) redis.call('incrby', ARGV[1], n) end return 1";
+          redis.call('decrby', KEYS[1], n) {between}redis.call('incrby', ARGV[1], n) end return 1"
+    );
     let sum = "local s = 0 for _, k in ipairs(KEYS) do s = s + tonumber(redis.call('get', k)) end return s";
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for w in 0..6u64 {
         let mut conn = srv.raw_conn();
+        let (declared, undeclared, half) = (declared.clone(), undeclared.clone(), half.clone());
         writers.push(std::thread::spawn(move || {
             let mut x = w * 7919 + 1;
             for i in 0..300u64 {
@@ -458,8 +480,8 @@ fn transfers_stay_atomic_across_shards() {
                 let to = ACCOUNTS[(x >> 40) as usize % 8];
                 let n = ((x >> 50) % 50).to_string();
                 let r = match i % 3 {
-                    0 => conn.cmd(&["EVAL", declared, "2", from, to, &n]),
-                    1 => conn.cmd(&["EVAL", undeclared, "0", from, to, &n]),
+                    0 => conn.cmd(&["EVAL", &declared, "2", from, to, &n]),
+                    1 => conn.cmd(&["EVAL", &undeclared, "0", from, to, &n]),
                     _ => {
                         let body = format!("{half} -- {w} {i}");
                         conn.cmd(&["EVAL", &body, "1", from, to, &n])

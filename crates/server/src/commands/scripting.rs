@@ -322,21 +322,42 @@ async fn run_once(
         } else {
             plan.lock_all_shards(true);
         }
-        cx.coord.begin_exec(&w, plan).await;
-        // A hop on every shard of the transaction: every earlier conflicting transaction there
-        // is done (see the module docs). On this thread's shard alone that is a check.
-        if !cx.coord.try_start_local(&w) {
-            let shards = cx.coord.exec_shards();
-            cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
+        // On a free shard of its own, the transaction starts without being queued (most
+        // scripts never wait: they end before anything else runs here); see
+        // `Coord::begin_exec_unqueued`.
+        let plan = if declared {
+            Err(plan)
+        } else {
+            cx.coord.begin_exec_unqueued(&w, plan)
+        };
+        if let Err(plan) = plan {
+            cx.coord.begin_exec(&w, plan).await;
+            // A hop on every shard of the transaction: every earlier conflicting transaction
+            // there is done (see the module docs). On this thread's shard alone that is a
+            // check.
+            if !cx.coord.try_start_local(&w) {
+                let shards = cx.coord.exec_shards();
+                cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
+            }
         }
     }
+    // Queues a transaction started unqueued before the script first waits.
+    let queue = |cx: &mut ConnCtx| {
+        if let Some((id, locks, sl)) = cx.coord.queue_parts() {
+            crate::engine::vll::enqueue_started(&cx.worker, id, locks, sl);
+            cx.coord.note_queued();
+        }
+    };
     // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
     // are the running script's), taken once the transaction is active: the holder never waits
     // for another transaction, so waiting for it cannot close a cycle.
     let slot = SCRIPT_SLOT.with(|s| s.clone());
     let _slot = match slot.clone().try_lock_owned() {
         Ok(g) => g,
-        Err(_) => slot.lock_owned().await,
+        Err(_) => {
+            queue(cx);
+            slot.lock_owned().await
+        }
     };
     let saved_name = cx.cmd_name;
     // A SELECT inside the script changes the script's database, not the caller's.
@@ -360,6 +381,7 @@ async fn run_once(
     scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
     let mut running = start(cx);
     let outcome = loop {
+        let parts = cx.coord.queue_parts();
         let mut driver = Driver {
             cx: &mut *cx,
             state: &state,
@@ -368,9 +390,32 @@ async fn run_once(
             run: inline_call,
             data: &mut driver as *mut Driver as *mut (),
         };
-        let step = running.next(Some(inline)).await;
+        let step = match parts {
+            None => running.next(Some(inline)).await,
+            Some((id, locks, sl)) => {
+                // Queued the moment the script stops without a command for us (a busy
+                // script lets other clients in): nothing else may run here unqueued.
+                let mut fut = std::pin::pin!(running.next(Some(inline)));
+                let mut parts = Some((id, locks, sl));
+                let step = std::future::poll_fn(|c| {
+                    let r = std::future::Future::poll(fut.as_mut(), c);
+                    if r.is_pending() {
+                        if let Some((id, locks, sl)) = parts.take() {
+                            crate::engine::vll::enqueue_started(&w, id, locks, sl);
+                        }
+                    }
+                    r
+                })
+                .await;
+                if parts.is_none() {
+                    cx.coord.note_queued();
+                }
+                step
+            }
+        };
         match step {
             scripting::Step::Call(req) => {
+                queue(cx);
                 let argv: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice()).collect();
                 if !declared_ok(cx, &state, &argv) || !take_images(cx, &state, &argv).await {
                     break None;
@@ -633,6 +678,7 @@ unsafe fn inline_call(data: *mut (), args: &[&[u8]]) -> Option<Vec<u8>> {
     } else {
         RespVersion::Resp2
     });
+    reply.buf = scripting::reply_buf();
     let entry = match check_call(cx, d.state, args) {
         Ok(e) => e,
         Err(msg) => {

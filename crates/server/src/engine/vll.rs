@@ -183,6 +183,10 @@ pub struct TxShard {
     /// Hops parked in queue entries (so `poll` skips walking the queue when there are none).
     parked: usize,
     waiting: VecDeque<(Locks, ShardLock, Parked)>,
+    /// A transaction running here without being queued for longer than one command (a
+    /// script's, `Coord::begin_exec_unqueued`): the shard is not idle meanwhile, so what waits
+    /// for idleness (eviction before an insert) waits for it too. 0: none.
+    pub unqueued: u64,
     /// Statistics for INFO.
     pub scheduled: u64,
     pub retries: u64,
@@ -213,7 +217,7 @@ impl TxShard {
     /// No locks and no queued transactions: the fast path for single-shard commands.
     #[inline]
     pub fn idle(&self) -> bool {
-        self.locks.is_empty() && self.shard.is_zero() && self.queue.is_empty()
+        self.locks.is_empty() && self.shard.is_zero() && self.queue.is_empty() && self.unqueued == 0
     }
 
     #[inline]
@@ -378,6 +382,9 @@ impl TxShard {
 
     /// Removes a transaction and releases its locks (conclude or cancel).
     fn finish(&mut self, txid: u64) {
+        if self.unqueued == txid {
+            self.unqueued = 0;
+        }
         if let Some(e) = self.queue.remove(&txid) {
             self.parked -= e.pending.len();
             self.release(txid, &e.locks, e.shard_lock);
@@ -395,6 +402,14 @@ pub fn try_start_hop(w: &Worker, txid: u64) -> bool {
     }
     t.start(txid);
     true
+}
+
+/// Queues transaction `txid`, started unqueued on this thread as a single hop
+/// (`Coord::begin_exec_unqueued`) and still running, so that it keeps its locks while it
+/// waits. Nothing ran here since it started, so nothing it conflicts with is queued.
+pub fn enqueue_started(w: &Worker, txid: u64, locks: Locks, s: ShardLock) {
+    let granted = w.vll_mut().schedule(txid, locks, s);
+    debug_assert!(matches!(granted, Sched::Ok(true)), "{granted:?}");
 }
 
 /// Runs one hop of transaction `txid` on this thread (now, or when it becomes runnable).

@@ -22,6 +22,8 @@ use std::time::Instant;
 
 use mlua::ffi;
 
+use crate::engine::clock::Ticks;
+
 /// Lua instructions between two hook runs (Redis uses the same count).
 const HOOK_EVERY: c_int = 100_000;
 
@@ -49,7 +51,9 @@ thread_local! {
     static DESCRIBED: Cell<Option<Borrowed>> = const { Cell::new(None) };
     /// The script running on this thread: its coroutine, when it started, its threshold (ms;
     /// 0: none).
-    static CURRENT: Cell<Option<(*mut ffi::lua_State, Instant, u64)>> = const { Cell::new(None) };
+    /// The running script's coroutine, start (in `clock::Ticks`: cheaper than an `Instant`
+    /// for every script) and threshold in ms.
+    static CURRENT: Cell<Option<(*mut ffi::lua_State, u64, u64)>> = const { Cell::new(None) };
     /// This thread's script: what it is (as KIND) and whether it wrote (as WROTE).
     static LOCAL_KIND: Cell<u8> = const { Cell::new(0) };
     static LOCAL_WROTE: Cell<bool> = const { Cell::new(false) };
@@ -107,7 +111,7 @@ pub fn begin(thread: &mlua::Thread, threshold_ms: u64, function: bool) {
     let state = thread.to_pointer() as *mut ffi::lua_State;
     LOCAL_WROTE.with(|w| w.set(false));
     LOCAL_KIND.with(|k| k.set(if function { 2 } else { 1 }));
-    CURRENT.with(|c| c.set(Some((state, Instant::now(), threshold_ms))));
+    CURRENT.with(|c| c.set(Some((state, Ticks::now(), threshold_ms))));
     // SAFETY: `state` is the live coroutine the script runs in (kept alive by the caller
     // until `end`); the hook only reads this thread's CURRENT and the interpreter state.
     unsafe {
@@ -207,12 +211,17 @@ unsafe fn can_yield(state: *mut ffi::lua_State) -> bool {
 }
 
 unsafe extern "C-unwind" fn hook(state: *mut ffi::lua_State, _ar: *mut ffi::lua_Debug) {
-    let Some((main, started, threshold)) = CURRENT.with(|c| c.get()) else {
+    let Some((main, start, threshold)) = CURRENT.with(|c| c.get()) else {
         return;
     };
-    if threshold == 0 || (started.elapsed().as_millis() as u64) < threshold {
+    let elapsed_us = Ticks::to_us(Ticks::now().wrapping_sub(start));
+    if threshold == 0 || elapsed_us / 1000 < threshold {
         return;
     }
+    let now = Instant::now();
+    let started = now
+        .checked_sub(std::time::Duration::from_micros(elapsed_us))
+        .unwrap_or(now);
     if !BUSY.load(Ordering::Relaxed) && !BUSY.swap(true, Ordering::Acquire) {
         // This script is the busy one now.
         if let Some(b) = DESCRIBED.with(|d| d.get()) {

@@ -196,6 +196,14 @@ thread_local! {
     static PANICKED: RefCell<Option<Box<dyn std::any::Any + Send>>> = const { RefCell::new(None) };
     /// The driver's synchronous path for redis.call, set only while it polls the script.
     static INLINE: Cell<Option<Inline>> = const { Cell::new(None) };
+    /// The buffer of the last synchronous redis.call's reply, for the next one's.
+    static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// An empty buffer for a synchronous redis.call's reply (the previous call's, when small: a
+/// reply buffer per call was an allocation per call).
+pub fn reply_buf() -> Vec<u8> {
+    SPARE.with(|s| s.take())
 }
 
 /// The driver's synchronous redis.call (see `Running::next`): runs the command right away and
@@ -884,8 +892,15 @@ unsafe fn fast_call(l: *mut mlua::ffi::lua_State, raise_errors: bool) -> std::os
     }
     ffi::lua_pushboolean(l, 1);
     let mut pos = 0;
-    if !convert::push_reply(l, &reply, &mut pos) {
+    let pushed = convert::push_reply(l, &reply, &mut pos);
+    if reply.capacity() <= 4096 {
+        let mut reply = reply;
+        reply.clear();
+        SPARE.with(|s| s.set(reply));
+    } else {
         drop(reply);
+    }
+    if !pushed {
         return ffi::luaL_error(l, c"reply too deeply nested".as_ptr());
     }
     2

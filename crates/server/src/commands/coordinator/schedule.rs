@@ -55,6 +55,8 @@ pub struct Coord {
     journaled: bool,
     /// EXEC's or a script's replication records, pushed as one group before it concludes.
     pub group: Option<Vec<crate::replication::journal::Record>>,
+    /// A script's transaction started but not queued yet (`begin_exec_unqueued`).
+    unqueued: Option<(Locks, ShardLock)>,
 }
 
 impl Coord {
@@ -171,6 +173,57 @@ impl Coord {
         self.schedule_plan(w).await;
         self.exec = true;
         self.group = self.journaled.then(Vec::new);
+    }
+
+    /// A script's transaction on this thread's shard alone, when that shard is free: started
+    /// without entering the shard's queue or lock table (`TxShard::schedule_single_hop`), as
+    /// one hop that lasts while the script runs without waiting. Nothing else runs on this
+    /// thread meanwhile, so nothing can conflict; the first time the script would wait (a
+    /// command elsewhere, a busy script letting clients in), the caller queues it with
+    /// `vll::enqueue_started` (what `queue_parts` returns) and tells `note_queued`.
+    /// Concluding is the same either way (`vll::finish` of an id never queued only serves
+    /// the blocked clients). `Err(plan)`, nothing done, when the shard is not free.
+    pub fn begin_exec_unqueued(&mut self, w: &Rc<Worker>, plan: LockPlan) -> Result<(), LockPlan> {
+        let sl = plan.shard_lock();
+        let locks = plan.locks_for(w.id);
+        if plan.shards(w.threads()).as_slice() != [w.id] || !w.vll().quick_ok(&locks, sl) {
+            return Err(plan);
+        }
+        let id = w.shared.next_txid.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut t = w.vll_mut();
+            if matches!(t.schedule_single_hop(id, &locks, sl), SchedHop::RunNow) {
+                t.unqueued = id;
+            } else {
+                // (Not reached: a free shard runs a fresh id at once. Were it queued,
+                // concluding it would still release it.)
+                debug_assert!(false, "a free shard queued a fresh transaction");
+            }
+        }
+        self.plan = plan;
+        self.journaled = crate::replication::journal::journaled_id(id);
+        self.tx = Some(Scheduled {
+            id,
+            shards: smallvec::smallvec![w.id],
+            concluded: SmallVec::new(),
+            deferred: None,
+        });
+        self.exec = true;
+        self.group = self.journaled.then(Vec::new);
+        self.unqueued = Some((locks, sl));
+        Ok(())
+    }
+
+    /// The transaction `begin_exec_unqueued` started and not yet queued: its id, locks and
+    /// shard lock.
+    pub fn queue_parts(&self) -> Option<(u64, Locks, ShardLock)> {
+        let (locks, sl) = self.unqueued.as_ref()?;
+        Some((self.tx.as_ref()?.id, locks.clone(), *sl))
+    }
+
+    /// The caller queued the transaction `queue_parts` described.
+    pub fn note_queued(&mut self) {
+        self.unqueued = None;
     }
 
     /// A script starts over: what its first run captured was undone.
@@ -428,6 +481,7 @@ impl Coord {
     /// Concludes the transaction on every shard where it has not concluded (fire and forget:
     /// per-pair queues are FIFO, so the conclusion arrives after this connection's hops).
     fn conclude(&mut self, w: &Rc<Worker>) {
+        self.unqueued = None;
         // (Read in place and cleared after: `take` would copy the whole state out first.)
         if let Some(t) = &self.tx {
             let id = t.id;
