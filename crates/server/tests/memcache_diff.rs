@@ -760,6 +760,17 @@ struct Got {
     stuck: bool,
 }
 
+impl Got {
+    /// The replies, shown one after the other with `sep` between them.
+    fn shown(&self, sep: &str) -> String {
+        self.units
+            .iter()
+            .map(Unit::show)
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+}
+
 impl Side {
     fn new(name: &'static str, port: u16, nconns: usize) -> Side {
         Side {
@@ -1238,11 +1249,7 @@ fn check_batch(
             "all of {name}'s replies (closed={} stuck={}):\n    {}",
             g.closed,
             g.stuck,
-            g.units
-                .iter()
-                .map(Unit::show)
-                .collect::<Vec<_>>()
-                .join(" | ")
+            g.shown(" | ")
         );
     }
     let _ = writeln!(r, "last commands before it:");
@@ -1280,11 +1287,7 @@ fn compare(
         return Some(format!(
             "reference {} did not answer the batch in time (harness bug?): got {}",
             a.name,
-            ga.units
-                .iter()
-                .map(Unit::show)
-                .collect::<Vec<_>>()
-                .join(", ")
+            ga.shown(", ")
         ));
     }
     let sa = segments(&ga.units);

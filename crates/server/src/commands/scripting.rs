@@ -176,26 +176,22 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     // The script: by id (compiled on this thread already, or from the cache), or by body
     // (added to every thread's cache first).
     let script = if by_sha {
-        let Some(sha) = sha_arg(args[1]) else {
-            cx.reply
-                .error("NOSCRIPT No matching script. Please use EVAL.");
-            return;
-        };
-        match scripting::compiled(&sha) {
-            Some(c) => c,
+        // Compiled on this thread already, else compiled now from this thread's cache.
+        let found = sha_arg(args[1]).and_then(|sha| {
+            scripting::compiled(&sha)
+                .map(Ok)
+                .or_else(|| scripting::cached(&sha).map(|body| scripting::compile(&sha, &body)))
+        });
+        match found {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                cx.reply.error(&format!("ERR {e}"));
+                return;
+            }
             None => {
-                let Some(body) = scripting::cached(&sha) else {
-                    cx.reply
-                        .error("NOSCRIPT No matching script. Please use EVAL.");
-                    return;
-                };
-                match scripting::compile(&sha, &body) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        cx.reply.error(&format!("ERR {e}"));
-                        return;
-                    }
-                }
+                cx.reply
+                    .error("NOSCRIPT No matching script. Please use EVAL.");
+                return;
             }
         }
     } else {
