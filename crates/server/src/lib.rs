@@ -422,7 +422,8 @@ async fn watch_signals(w: Rc<Worker>) {
         // `shutdown-on-sigint` / `shutdown-on-sigterm` (Redis 7.0): by default the final
         // snapshot is taken when save points are configured, `save` / `nosave` decide instead;
         // the snapshot must succeed or the server keeps running (nothing acknowledged is lost
-        // by exiting), unless `force`. (`now`: there is no wait for lagging replicas anyway.)
+        // by exiting), unless `force`; lagging replicas first get `shutdown-timeout` seconds,
+        // unless `now`.
         let param = if name == "SIGINT" {
             "shutdown-on-sigint"
         } else {
@@ -430,6 +431,21 @@ async fn watch_signals(w: Rc<Worker>) {
         };
         let flags = w.shared.config.get(param).unwrap_or_default();
         let has = |f: &str| flags.split(' ').any(|x| x == f);
+        {
+            let secs = w
+                .shared
+                .config
+                .get("shutdown-timeout")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(10);
+            if !replication::before_shutdown(secs, has("now")).await {
+                crate::log_warning!(
+                    "{name} received but errors trying to shut down the server, check the \
+                     logs for more information"
+                );
+                continue;
+            }
+        }
         let save = if has("nosave") {
             false
         } else {
@@ -442,6 +458,7 @@ async fn watch_signals(w: Rc<Worker>) {
                     crate::log_warning!("Error trying to save the DB, exiting anyway (force): {e}");
                 } else {
                     crate::log_warning!("Error trying to save the DB, can't exit: {e}");
+                    crate::engine::pause::shutdown_pause(false);
                     crate::log_warning!(
                         "{name} received but errors trying to shut down the server, check the \
                          logs for more information"

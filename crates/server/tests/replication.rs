@@ -1382,3 +1382,261 @@ fn a_replica_that_stops_reading_its_snapshot_is_dropped() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn info_num(con: &mut Connection, section: &str, field: &str) -> i64 {
+    info_field(con, section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("INFO {section} has no numeric {field}"))
+}
+
+/// Two replicas that ask within `repl-diskless-sync-delay` share one snapshot (one BGSAVE, one
+/// start offset) and one copy of the stream written meanwhile: the backlog keeps what they
+/// still need beyond its configured size, and lets it go when they leave. Writes go on while
+/// that slow snapshot runs (a primary that journals once held every write until its
+/// background saves ended).
+#[test]
+fn replicas_gathered_by_the_delay_share_one_snapshot_and_one_stream() {
+    let primary = Server::start_threads(
+        2,
+        &[
+            "--repl-diskless-sync-delay",
+            "5",
+            "--repl-diskless-sync-max-replicas",
+            "2",
+            "--repl-backlog-size",
+            "16384",
+        ],
+    );
+    let mut p = primary.client();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(100)
+        .query(&mut p)
+        .unwrap();
+    // About 50 seconds per shard: the snapshot outlives the test's writes.
+    cmd(&mut p, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).unwrap();
+    let (r1, r2) = (Server::start_threads(2, &[]), Server::start_threads(2, &[]));
+    replicaof(&r1, &primary);
+    replicaof(&r2, &primary);
+    let (mut c1, mut c2) = (r1.client(), r2.client());
+    // The gathering is cut short by the second replica: both are in their transfer long
+    // before the 5 s delay.
+    wait_for("both replicas in their transfer", 4, || {
+        role_word_of(&mut c1) == "sync" && role_word_of(&mut c2) == "sync"
+    });
+    assert_eq!(
+        primary.output().matches("Starting BGSAVE for SYNC").count(),
+        1,
+        "one snapshot for both\n{}",
+        primary.output()
+    );
+    assert_eq!(info_num(&mut p, "persistence", "rdb_bgsave_in_progress"), 1);
+    // Writes during the snapshot: 100 x 10 KB, while the save is still running.
+    let value = "v".repeat(10_000);
+    for i in 0..100 {
+        cmd(&mut p, &["SET", &format!("big:{i}"), &value]).unwrap();
+    }
+    assert_eq!(
+        info_num(&mut p, "persistence", "rdb_bgsave_in_progress"),
+        1,
+        "the writes waited for the snapshot"
+    );
+    // One copy of the ~1 MB written, held for both replicas past the 16 KB backlog size.
+    let total = info_num(&mut p, "memory", "mem_total_replication_buffers");
+    let hist = info_num(&mut p, "replication", "repl_backlog_histlen");
+    assert!(
+        hist > 1_000_000,
+        "the backlog holds what the replicas need: {hist}"
+    );
+    assert!(
+        total >= hist && total < 2 * hist,
+        "one copy of the stream: {total} bytes for {hist}"
+    );
+    let slaves = info_field(&mut p, "replication", "slave0").unwrap();
+    assert!(slaves.contains("state=wait_bgsave"), "{slaves}");
+    // Both leave: the backlog goes back to about its configured size.
+    cmd(&mut p, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
+    wait_for("the replicas' share let go", 10, || {
+        info_num(&mut p, "replication", "repl_backlog_histlen") < 100_000
+            && info_num(&mut p, "memory", "mem_total_replication_buffers") < 100_000
+    });
+    drop((r1, r2));
+}
+
+fn role_word_of(con: &mut Connection) -> String {
+    match cmd(con, &["ROLE"]) {
+        Ok(Value::Array(v)) if v.len() >= 4 => match &v[3] {
+            Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            Value::SimpleString(s) => s.clone(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+/// A replica whose queued stream passes `client-output-buffer-limit replica` while it waits for
+/// its snapshot is dropped, and the backlog lets go of what only it held.
+#[test]
+fn a_replica_over_its_output_limit_while_waiting_is_dropped() {
+    let primary = Server::start_threads(
+        2,
+        &[
+            "--repl-diskless-sync-delay",
+            "0",
+            "--repl-backlog-size",
+            "16384",
+            "--client-output-buffer-limit",
+            "replica 256kb 0 0",
+        ],
+    );
+    let mut p = primary.client();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(100)
+        .query(&mut p)
+        .unwrap();
+    cmd(&mut p, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).unwrap();
+    let r = Server::start_threads(2, &[]);
+    replicaof(&r, &primary);
+    let mut c = r.client();
+    wait_for("the replica in its transfer", 10, || {
+        role_word_of(&mut c) == "sync"
+    });
+    let value = "v".repeat(10_000);
+    for i in 0..20 {
+        cmd(&mut p, &["SET", &format!("big:{i}"), &value]).unwrap();
+    }
+    // 200 KB queued: under the limit, still attached.
+    assert_eq!(info_num(&mut p, "replication", "connected_slaves"), 1);
+    for i in 20..40 {
+        cmd(&mut p, &["SET", &format!("big:{i}"), &value]).unwrap();
+    }
+    wait_for("the replica dropped", 10, || {
+        info_num(&mut p, "replication", "connected_slaves") == 0
+    });
+    assert!(primary
+        .output()
+        .contains("scheduled to be closed ASAP for overcoming of output buffer limits"));
+    assert!(info_num(&mut p, "stats", "client_output_buffer_limit_disconnections") >= 1);
+    wait_for("the backlog back to its size", 10, || {
+        info_num(&mut p, "replication", "repl_backlog_histlen") < 40_000
+    });
+}
+
+/// `shutdown-timeout`: SHUTDOWN waits for a lagging replica with writes paused; SHUTDOWN ABORT
+/// ends the wait (the SHUTDOWN gets Redis's error, writes go on); SHUTDOWN NOW does not wait.
+#[test]
+fn shutdown_waits_for_a_lagging_replica_until_aborted() {
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0", "--save", ""]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+    wait_caught_up(&primary, &replica);
+    let pid = replica.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    cmd(&mut p, &["SET", "k", "2"]).unwrap();
+    cmd(&mut p, &["CONFIG", "SET", "shutdown-timeout", "60"]).unwrap();
+    let port = primary.port();
+    let waiter = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        cmd(&mut c, &["SHUTDOWN"])
+    });
+    wait_for("the shutdown waiting", 10, || {
+        primary
+            .output()
+            .contains("Waiting for replicas before shutting down.")
+    });
+    // Writes are paused meanwhile: a write waits (the pause counts it as blocked).
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        cmd(&mut c, &["SET", "k", "3"])
+    });
+    wait_for("the write held", 10, || {
+        info_num(&mut p, "clients", "blocked_clients") >= 1
+    });
+    assert_eq!(
+        cmd(&mut p, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"2".to_vec())
+    );
+    assert_eq!(cmd(&mut p, &["SHUTDOWN", "ABORT"]).unwrap(), Value::Okay);
+    let r = waiter.join().unwrap();
+    assert!(
+        matches!(&r, Err(e) if e.to_string().contains("Errors trying to SHUTDOWN")),
+        "{r:?}"
+    );
+    assert!(writer.join().unwrap().is_ok());
+    assert_eq!(
+        cmd(&mut p, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"3".to_vec())
+    );
+    assert!(primary.output().contains("Shutdown manually aborted."));
+    // Nothing to abort now.
+    let e = cmd(&mut p, &["SHUTDOWN", "ABORT"]).unwrap_err();
+    assert!(e.to_string().contains("No shutdown in progress"), "{e}");
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+}
+
+/// `repl-timeout` on the primary: an online replica that stops acknowledging is dropped
+/// ("streaming sync"), and reconnects with a partial resync once it runs again.
+#[test]
+fn a_replica_that_stops_acknowledging_is_dropped_and_continues() {
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+    wait_caught_up(&primary, &replica);
+    cmd(&mut p, &["CONFIG", "SET", "repl-timeout", "2"]).unwrap();
+    let pid = replica.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    wait_for("the silent replica dropped", 15, || {
+        primary
+            .output()
+            .contains("Disconnecting timedout replica (streaming sync)")
+    });
+    assert_eq!(info_num(&mut p, "replication", "connected_slaves"), 0);
+    cmd(&mut p, &["SET", "k", "2"]).unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+    cmd(&mut p, &["CONFIG", "SET", "repl-timeout", "60"]).unwrap();
+    wait_for("the replica back", 20, || {
+        info_num(&mut p, "replication", "connected_slaves") == 1
+    });
+    wait_caught_up(&primary, &replica);
+    let mut r = replica.client();
+    assert_eq!(
+        cmd(&mut r, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"2".to_vec())
+    );
+    assert_eq!(
+        info_num(&mut p, "stats", "sync_full"),
+        1,
+        "it continued with PSYNC"
+    );
+}

@@ -1,12 +1,15 @@
 //! Replication commands: SYNC, PSYNC and REPLCONF (a replica talking to us), REPLICAOF and
 //! SLAVEOF (us becoming one), ROLE and WAIT. The mechanisms live in `crate::replication`.
 
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::persistence::{save_for_replica, snapshot_plan, AtBarrier, ForReplica};
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};
+use crate::engine::Worker;
 use crate::replication::{self as repl, journal, replica};
 
 const G: Group = Group::Server;
@@ -117,49 +120,15 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         repl::STATS.full.fetch_add(1, Ordering::Relaxed);
         crate::log_notice!("Replica asks for synchronization; starting a full resynchronization");
         // As Redis: diskless only for replicas that read the EOF form (redis-cli --replica and
-        // a plain SYNC get the file), after `repl-diskless-sync-delay` for others to come.
+        // a plain SYNC get the file).
         let diskless = cx.shared().config.bool("repl-diskless-sync") && announced.capa_eof;
-        if diskless {
-            diskless_delay(cx).await;
-            if cx.client.killed.get() {
-                repl::forget(id);
-                return;
-            }
-        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let attach = repl::Attach {
             client: id,
             tid,
             ip,
+            psync,
             offset: tx,
-        };
-        // Where the replica's stream starts: a primary's selects first (db 0 is as good as
-        // any); a forwarded one continues in the db our link applies in, paused below.
-        let mut stream_db = 0;
-        let hook: AtBarrier = if replica::is_replica() {
-            // A replica of a replica (a chain): the stream is our primary's, forwarded. The
-            // link stops between two batches, the replica attaches at the offset reached, and
-            // the link goes on once the snapshot's point is taken.
-            if !replica::pause().await {
-                replica::resume();
-                crate::log_warning!("Full sync refused: the link to our master did not pause");
-                cx.reply
-                    .error("ERR the link to the master is busy, try again");
-                cx.close = true;
-                return;
-            }
-            stream_db = replica::stream_db();
-            repl::attach_now(attach, repl::backlog_size(&cx.shared().config));
-            Box::new(replica::resume)
-        } else {
-            journal::begin(&cx.shared().next_txid);
-            repl::master().ensure_backlog(repl::backlog_size(&cx.shared().config));
-            Box::new(move || journal::push(journal::Item::Attach(Box::new(attach))))
-        };
-        let replica = ForReplica {
-            at_barrier: hook,
-            stream: None,
-            stream_db,
         };
         let to = Transfer {
             offset: rx,
@@ -168,17 +137,46 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             psync,
         };
         let sent = if diskless {
-            send_diskless(cx, replica, to).await
+            let (pieces_tx, pieces) = tokio::sync::mpsc::channel(4);
+            join_gathering(
+                &cx.worker,
+                Member {
+                    attach,
+                    pieces: pieces_tx,
+                },
+            );
+            receive_diskless(cx, pieces, to).await
         } else {
-            send_from_disk(cx, replica, to).await
+            match start_point(&cx.worker, vec![attach]).await {
+                Some((at_barrier, stream_db)) => {
+                    let replica = ForReplica {
+                        at_barrier,
+                        stream: None,
+                        stream_db,
+                    };
+                    send_from_disk(cx, replica, to).await
+                }
+                None => {
+                    cx.reply
+                        .error("ERR the link to the master is busy, try again");
+                    Err("the link to our master did not pause".into())
+                }
+            }
         };
         if let Err(e) = sent {
             crate::log_warning!("Full sync failed: {e}");
             cx.close = true;
+            // Its share of the stream goes with it (the backlog may let go of it now).
+            cx.client.pushes.borrow_mut().clear();
             repl::forget(id);
             return;
         }
-        repl::with_replica(id, |r| r.online = true);
+        // (Its silence counts from here, as Redis's replicaPutOnline: loading took what it took.)
+        let now = crate::engine::clock::unix_ms();
+        repl::with_replica(id, |r| {
+            r.online = true;
+            r.ack_ms = now;
+        });
         crate::log_notice!("Synchronization with replica succeeded");
     })
 }
@@ -212,42 +210,131 @@ fn mark_replica(cx: &mut ConnCtx) {
     }
 }
 
-/// Full syncs waiting in [`diskless_delay`].
-static DELAYED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-/// Bumped when enough replicas waited: every waiter then goes.
-static RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Where full syncs' streams start: the hook their snapshot runs at its point, attaching every
+/// replica of `attaches` to the stream there, and the database the stream is in at that point.
+/// None when a replica of ours (a chain) could not pause its link.
+async fn start_point(
+    worker: &Rc<Worker>,
+    attaches: Vec<repl::Attach>,
+) -> Option<(AtBarrier, usize)> {
+    let backlog = repl::backlog_size(&worker.shared.config);
+    if replica::is_replica() {
+        // A replica of a replica (a chain): the stream is our primary's, forwarded. The link
+        // stops between two batches, the replicas attach at the offset reached, and the link
+        // goes on once the snapshot's point is taken.
+        if !replica::pause().await {
+            replica::resume();
+            crate::log_warning!("Full sync refused: the link to our master did not pause");
+            return None;
+        }
+        let db = replica::stream_db();
+        for a in attaches {
+            repl::attach_now(a, backlog);
+        }
+        return Some((Box::new(replica::resume), db));
+    }
+    // A primary's stream selects a database first (db 0 is as good as any).
+    journal::begin(&worker.shared.next_txid);
+    repl::master().ensure_backlog(backlog);
+    let hook: AtBarrier = Box::new(move || {
+        for a in attaches {
+            journal::push(journal::Item::Attach(Box::new(a)));
+        }
+    });
+    Some((hook, 0))
+}
 
-/// Waits `repl-diskless-sync-delay` seconds before a diskless sync, as Redis does so that
-/// replicas arriving together share its transfer; cut short once
-/// `repl-diskless-sync-max-replicas` (when not 0) replicas are waiting. (Every replica gets its
-/// own snapshot here; the delay keeps Redis's timing, which its operators tune.)
-async fn diskless_delay(cx: &ConnCtx) {
-    let cfg = &cx.shared().config;
+/// A piece of a diskless snapshot for one replica; `None` once it ended well.
+type Piece = Option<Arc<[u8]>>;
+
+/// A replica waiting for a diskless snapshot.
+struct Member {
+    attach: repl::Attach,
+    pieces: tokio::sync::mpsc::Sender<Piece>,
+}
+
+/// The replicas gathering for the next diskless snapshot: Redis makes one snapshot for all the
+/// replicas that asked within `repl-diskless-sync-delay` seconds (cut short once
+/// `repl-diskless-sync-max-replicas` wait) and streams it to all of them; so does this, and
+/// their stream starts at one offset, its batches shared (`repl::Backlog`).
+static GATHERING: std::sync::Mutex<Option<Vec<Member>>> = std::sync::Mutex::new(None);
+
+fn gathering() -> std::sync::MutexGuard<'static, Option<Vec<Member>>> {
+    GATHERING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Joins the gathering replicas, or starts a gathering (on this thread) when none is open.
+fn join_gathering(worker: &Rc<Worker>, m: Member) {
+    let mut g = gathering();
+    match g.as_mut() {
+        Some(members) => members.push(m),
+        None => {
+            *g = Some(vec![m]);
+            tokio::task::spawn_local(run_gathering(worker.clone()));
+        }
+    }
+}
+
+/// A gathering's life: waits the delay, closes the gathering, makes one snapshot and sends
+/// its pieces to every member still there (the slowest sets the pace, as the one pipe from
+/// Redis's child does). A task of its own, so that no one replica's connection going away
+/// stops the others' transfer.
+async fn run_gathering(worker: Rc<Worker>) {
+    let cfg = &worker.shared.config;
     let secs: u64 = cfg
         .get("repl-diskless-sync-delay")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    if secs == 0 {
-        return;
-    }
     let max: usize = cfg
         .get("repl-diskless-sync-max-replicas")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let released = RELEASES.load(Ordering::Relaxed);
-    DELAYED.fetch_add(1, Ordering::Relaxed);
     let until = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
     while tokio::time::Instant::now() < until {
-        if max > 0 && DELAYED.load(Ordering::Relaxed) >= max {
-            RELEASES.fetch_add(1, Ordering::Relaxed);
-            break;
-        }
-        if RELEASES.load(Ordering::Relaxed) != released || cx.client.killed.get() {
+        let waiting = gathering().as_ref().map_or(0, Vec::len);
+        if max > 0 && waiting >= max {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    DELAYED.fetch_sub(1, Ordering::Relaxed);
+    let members = gathering().take().unwrap_or_default();
+    let (attaches, mut outs): (Vec<_>, Vec<_>) =
+        members.into_iter().map(|m| (m.attach, m.pieces)).unzip();
+    // (No start point: the members' channels close unanswered, and each fails its sync.)
+    let Some((at_barrier, stream_db)) = start_point(&worker, attaches).await else {
+        return;
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let replica = ForReplica {
+        at_barrier,
+        stream: Some(tx),
+        stream_db,
+    };
+    let save = save_for_replica(&worker, replica);
+    let fan_out = async {
+        while let Some(piece) = rx.recv().await {
+            let piece: Arc<[u8]> = piece.into();
+            let mut i = 0;
+            while i < outs.len() {
+                if outs[i].send(Some(piece.clone())).await.is_ok() {
+                    i += 1;
+                } else {
+                    outs.swap_remove(i);
+                }
+            }
+            if outs.is_empty() {
+                // Nobody left to send to: dropping the channel stops the snapshot.
+                break;
+            }
+        }
+        drop(rx);
+    };
+    let (saved, ()) = tokio::join!(save, fan_out);
+    if saved.is_ok() {
+        for o in &outs {
+            let _ = o.send(None).await;
+        }
+    }
 }
 
 /// A full sync's snapshot on its way to one replica.
@@ -285,53 +372,37 @@ async fn send_from_disk(
         .map_err(|e| format!("sending the snapshot to the replica: {e}"))
 }
 
-/// Diskless: the snapshot goes straight from the shards to the socket, framed by Redis's EOF
-/// marks (the replica cannot know its length in advance).
-async fn send_diskless(
+/// Diskless: the gathering's snapshot, as its pieces come, framed by Redis's EOF marks (the
+/// replica cannot know its length in advance).
+async fn receive_diskless(
     cx: &mut ConnCtx,
-    mut replica: ForReplica,
+    mut pieces: tokio::sync::mpsc::Receiver<Piece>,
     mut to: Transfer,
 ) -> Result<(), String> {
-    let (tx, pieces) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-    replica.stream = Some(tx);
-    let worker = cx.worker.clone();
-    let save = save_for_replica(&worker, replica);
     let mark = repl::new_replid();
-    let send = async {
-        // Owned here, so a failed send drops it and the writer stops (it would wait for room
-        // forever otherwise).
-        let mut pieces = pieces;
-        // The offset is known at the snapshot's point, before any byte is sent.
-        let offset = (&mut to.offset)
-            .await
-            .map_err(|_| std::io::Error::other("no snapshot point"))?;
-        begin_transfer(cx, &to, offset);
-        cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
-        let client = cx.client.clone();
-        loop {
-            // CLIENT KILL of the replica stops its transfer at once (Redis frees the client
-            // and its child's pipe with it), not after the whole snapshot was sent.
-            let piece = tokio::select! {
-                p = pieces.recv() => p,
-                _ = client.wake.notified() => {
-                    if client.killed.get() {
-                        return Err(std::io::Error::other(ERR_KILLED));
-                    }
-                    continue;
-                }
-            };
-            let Some(piece) = piece else { break };
-            if client.killed.get() {
-                return Err(std::io::Error::other(ERR_KILLED));
+    // The offset is known at the snapshot's point, before any byte is sent.
+    let offset = watching(cx, &mut to.offset)
+        .await?
+        .map_err(|_| "no snapshot point")?;
+    begin_transfer(cx, &to, offset);
+    cx.reply.raw(format!("$EOF:{mark}\r\n").as_bytes());
+    // Out now, as Redis's are: the replica is in its transfer from here (ROLE `sync`), however
+    // long the first piece takes.
+    flush_transfer(cx)
+        .await
+        .map_err(|e| format!("sending the snapshot to the replica: {e}"))?;
+    loop {
+        match watching(cx, pieces.recv()).await? {
+            Some(Some(piece)) => {
+                cx.reply.raw(&piece);
+                flush_transfer(cx)
+                    .await
+                    .map_err(|e| format!("sending the snapshot to the replica: {e}"))?;
             }
-            cx.reply.raw(&piece);
-            flush_transfer(cx).await?;
+            Some(None) => break,
+            None => return Err("the snapshot failed".into()),
         }
-        Ok::<(), std::io::Error>(())
-    };
-    let (saved, sent) = tokio::join!(save, send);
-    saved?;
-    sent.map_err(|e| format!("sending the snapshot to the replica: {e}"))?;
+    }
     // The stream waits for the replica's first ACK (it loaded the snapshot), as Redis's does
     // after an EOF-marked transfer.
     cx.client.hold_pushes.set(true);
@@ -339,6 +410,46 @@ async fn send_diskless(
     cx.flush_all()
         .await
         .map_err(|e| format!("sending the snapshot to the replica: {e}"))
+}
+
+/// Awaits `fut` for a replica waiting for its snapshot, giving up when its connection is
+/// killed (CLIENT KILL stops its transfer at once) or its peer closed it: the session reads
+/// nothing while SYNC runs, so without looking, a replica that went away would be counted (and
+/// its share of the stream kept) until the next piece of a slow snapshot failed to go out.
+async fn watching<T>(cx: &ConnCtx, fut: impl std::future::Future<Output = T>) -> Result<T, String> {
+    let client = cx.client.clone();
+    let fd = client.info.borrow().fd;
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        tokio::select! {
+            v = &mut fut => return Ok(v),
+            _ = client.wake.notified() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                if peer_closed(fd) {
+                    return Err("the replica closed the connection".into());
+                }
+            }
+        }
+        if client.killed.get() {
+            return Err(ERR_KILLED.into());
+        }
+    }
+}
+
+/// Has the other end of socket `fd` closed it (or reset it)? Asked without reading, so bytes
+/// the peer sent stay for the session.
+fn peer_closed(fd: i32) -> bool {
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call's duration; a zero timeout never blocks.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Sends the snapshot's bytes written so far, giving up on a replica that took none of them
@@ -609,7 +720,9 @@ fn wait<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 /// INFO's replication section.
 pub fn info(o: &mut String, cfg: &crate::config::Config) {
     use std::fmt::Write;
-    let m = repl::master();
+    let mut m = repl::master();
+    // (`repl_backlog_histlen` without what no replica holds any more.)
+    m.trim();
     let link = replica::link();
     o.push_str("# Replication\r\n");
     match link.as_ref() {

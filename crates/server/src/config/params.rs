@@ -809,6 +809,14 @@ pub static PARAMS: &[Param] = &[
         "adjust the OOM killer score of the process by its role (process::apply_oom_score_adj)",
     ),
     p(
+        "shutdown-timeout",
+        &[],
+        Kind::Int(0, i32::MAX as i64),
+        "10",
+        true,
+        "seconds a shutdown without NOW waits for lagging replicas, writes paused (0: none)",
+    ),
+    p(
         "shutdown-on-sigint",
         &[],
         Kind::Words(words::shutdown_on_sig),

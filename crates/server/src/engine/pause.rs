@@ -5,14 +5,15 @@
 //! no key expires, actively or on access (an expired key reads as missing and stays), so a
 //! replica promoted during a failover sees exactly the primary's data.
 //!
-//! FAILOVER holds writes the same way while it waits for its replica (a pause of its own,
+//! FAILOVER holds writes the same way while it waits for its replica, and a shutdown while it
+//! waits for lagging replicas (`shutdown-timeout`) (pauses of their own,
 //! without deadline, that CLIENT UNPAUSE leaves alone).
 //!
 //! Process-wide state in atomics: set by CLIENT PAUSE on any thread, read on every command
 //! (two relaxed loads when no pause is in effect).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -20,9 +21,12 @@ use std::time::Duration;
 static END_MS: AtomicU64 = AtomicU64::new(0);
 /// The pause covers every command (`ALL`), not only writes.
 static ALL: AtomicBool = AtomicBool::new(false);
-/// FAILOVER's pause of writes (Redis's `PAUSE_DURING_FAILOVER`): held until the failover
-/// ends, apart from CLIENT PAUSE (CLIENT UNPAUSE does not lift it).
-static FAILOVER: AtomicBool = AtomicBool::new(false);
+/// Pauses of writes held apart from CLIENT PAUSE (CLIENT UNPAUSE does not lift them), one bit
+/// per holder: FAILOVER's (Redis's `PAUSE_DURING_FAILOVER`) until the failover ends, a
+/// shutdown's (`PAUSE_DURING_SHUTDOWN`) while it waits for lagging replicas.
+static HELD: AtomicU8 = AtomicU8::new(0);
+const HELD_BY_FAILOVER: u8 = 1;
+const HELD_BY_SHUTDOWN: u8 = 2;
 
 fn wake() -> &'static tokio::sync::Notify {
     static N: OnceLock<tokio::sync::Notify> = OnceLock::new();
@@ -66,8 +70,20 @@ pub fn unpause() {
 
 /// FAILOVER pauses writes until it ends (`on` false: the waiting writers go on).
 pub fn failover_pause(on: bool) {
-    FAILOVER.store(on, Ordering::Release);
-    if !on {
+    hold(HELD_BY_FAILOVER, on);
+}
+
+/// A shutdown waiting for its replicas (`shutdown-timeout`) pauses writes; `on` false when the
+/// shutdown was aborted or failed.
+pub fn shutdown_pause(on: bool) {
+    hold(HELD_BY_SHUTDOWN, on);
+}
+
+fn hold(bit: u8, on: bool) {
+    if on {
+        HELD.fetch_or(bit, Ordering::AcqRel);
+    } else {
+        HELD.fetch_and(!bit, Ordering::AcqRel);
         wake().notify_waiters();
     }
 }
@@ -77,7 +93,7 @@ pub fn failover_pause(on: bool) {
 pub fn state(now_ms: u64) -> Option<bool> {
     let end = END_MS.load(Ordering::Acquire);
     if end == 0 || end <= now_ms {
-        return FAILOVER.load(Ordering::Acquire).then_some(false);
+        return (HELD.load(Ordering::Acquire) != 0).then_some(false);
     }
     Some(ALL.load(Ordering::Acquire))
 }
@@ -85,14 +101,14 @@ pub fn state(now_ms: u64) -> Option<bool> {
 /// Might a pause be in effect? Relaxed loads, no clock read: the per-command check.
 #[inline]
 pub fn maybe_paused() -> bool {
-    END_MS.load(Ordering::Relaxed) != 0 || FAILOVER.load(Ordering::Relaxed)
+    END_MS.load(Ordering::Relaxed) != 0 || HELD.load(Ordering::Relaxed) != 0
 }
 
 /// Is a pause in effect (no key may expire)?
 #[inline]
 pub fn expiry_paused() -> bool {
     let end = END_MS.load(Ordering::Relaxed);
-    (end != 0 && end > crate::engine::clock::unix_ms()) || FAILOVER.load(Ordering::Relaxed)
+    (end != 0 && end > crate::engine::clock::unix_ms()) || HELD.load(Ordering::Relaxed) != 0
 }
 
 /// Are writes held now (the stream must not grow: no PING, no GETACK to replicas)?

@@ -286,6 +286,11 @@ pub struct ClientHandle {
     /// CLIENT TRACKING state (client-side caching).
     pub tracking: RefCell<Tracking>,
     pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
+    /// Replication stream bytes queued in `pushes` (a replica waiting for its snapshot, or
+    /// held until its first ACK), and the output limit's state for them: they are the
+    /// replica's output buffer until written (`replication::deliver`).
+    pub repl_queued: Cell<usize>,
+    pub repl_obuf: RefCell<super::limits::ObufState>,
     /// Wakes the connection out of a blocking read when it is killed.
     pub wake: Notify,
 }
@@ -321,6 +326,8 @@ impl ClientHandle {
             hold_pushes: Cell::new(false),
             tracking: RefCell::new(Tracking::default()),
             pushes: RefCell::new(std::collections::VecDeque::new()),
+            repl_queued: Cell::new(0),
+            repl_obuf: RefCell::new(Default::default()),
             wake: Notify::new(),
         }
     }
@@ -351,9 +358,15 @@ pub fn unregister(id: u64) {
     });
 }
 
-/// Connections on this thread.
-pub fn local_count() -> usize {
-    REGISTRY.with(|r| r.borrow().len())
+/// Connections on this thread that are clients, not replicas (INFO's `connected_clients`:
+/// Redis counts its replicas apart, in `connected_slaves`).
+pub fn local_clients() -> usize {
+    REGISTRY.with(|r| {
+        r.borrow()
+            .values()
+            .filter(|h| !h.info.borrow().flags.contains('S'))
+            .count()
+    })
 }
 
 /// Runs `f` with a lookup of this thread's connections by id (one registry borrow for many

@@ -112,10 +112,19 @@ impl ObufState {
     }
 }
 
-/// The output buffer limit of a client's class (Redis's `getClientType`): `pubsub` while it is
-/// subscribed to anything, `normal` otherwise (replicas will pick theirs here).
+/// The output buffer limit of a client's class (Redis's `getClientType`): `replica` for a
+/// replica's connection, `pubsub` while it is subscribed to anything, `normal` otherwise. A
+/// replica's hard limit is never below `repl-backlog-size`, as in Redis: a partial resync sends
+/// up to that much at once, and a lower limit would drop the replica right after accepting it.
 #[inline]
-pub fn class_limit(config: &Config, subscribed: bool) -> ObufLimit {
+pub fn class_limit(config: &Config, replica: bool, subscribed: bool) -> ObufLimit {
+    if replica {
+        let mut l = config.obuf_limit(ObufClass::Replica);
+        if l.hard != 0 {
+            l.hard = l.hard.max(crate::replication::backlog_size(config) as u64);
+        }
+        return l;
+    }
     config.obuf_limit(if subscribed {
         ObufClass::PubSub
     } else {

@@ -112,6 +112,9 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
                 crate::pubsub::monitor::remove(&self.0, self.1);
             }
             crate::pubsub::tracking::disable(&self.0, &self.2);
+            // (A replica's queued share of the stream goes first: the backlog, trimmed when
+            // the replica is forgotten, can then let go of it.)
+            self.2.pushes.borrow_mut().clear();
             crate::replication::forget(self.1);
             crate::net::client::unregister(self.1);
             self.0
@@ -262,14 +265,15 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
                 tokio::time::sleep(std::time::Duration::from_secs(idle)).await
             }
         };
-        let pending_out = cx.output.pending(&cx.reply);
+        // (A replica's queued stream counts: it goes out as the socket takes it.)
+        let pending_out = cx.output.pending(&cx.reply)
+            || (cx.is_replica
+                && !cx.client.hold_pushes.get()
+                && !cx.client.pushes.borrow().is_empty());
         // The soft output limit, once exceeded, is checked again when its time is up even if
         // the connection sees no traffic (Redis's clientsCron).
         let soft_deadline = if cx.output.obuf.armed() {
-            cx.output.obuf.soft_deadline(limits::class_limit(
-                &cx.shared().config,
-                cx.client.subs.borrow().active(),
-            ))
+            cx.output.obuf.soft_deadline(obuf_limit(cx))
         } else {
             None
         };
@@ -336,6 +340,10 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             r = writer.writable(), if pending_out => {
                 r?;
                 cx.try_flush()?;
+                // A replica's stream waits queued until what went before is written.
+                while cx.is_replica && !cx.output.pending(&cx.reply) && drain_pushes(cx) {
+                    cx.try_flush()?;
+                }
                 if cx.output.limit_due(&cx.reply) && obuf_over(cx, false) {
                     return Ok(());
                 }
@@ -560,16 +568,39 @@ pub(crate) fn drain_pushes(cx: &mut ConnCtx) -> bool {
     if cx.client.pushes.borrow().is_empty() || cx.client.hold_pushes.get() {
         return false;
     }
+    // A replica's stream stays in the backlog's shared batches until its socket can take it
+    // (Redis 7's replicas point into the one replication buffer): copied into the reply buffer
+    // a bounded piece at a time, once what went before is written, so a slow replica holds no
+    // copy of its own and the backlog (`mem_total_replication_buffers`) shows what it needs.
+    if cx.is_replica && cx.output.pending(&cx.reply) {
+        return false;
+    }
     let client = cx.client.clone();
     let mut q = client.pushes.borrow_mut();
     if q.is_empty() {
         return false;
     }
+    if cx.is_replica {
+        let mut taken = 0;
+        while cx.reply.len() < REPLICA_PIECE {
+            let Some(d) = q.pop_front() else { break };
+            taken += d.bytes();
+            d.write(&mut cx.reply);
+        }
+        client
+            .repl_queued
+            .set(client.repl_queued.get().saturating_sub(taken));
+        return true;
+    }
     for d in q.drain(..) {
         d.write(&mut cx.reply);
     }
+    client.repl_queued.set(0);
     true
 }
+
+/// How much of its queued stream a replica's connection copies into its reply buffer at once.
+const REPLICA_PIECE: usize = 256 * 1024;
 
 /// Redis moves an argument of this size or more out of its query buffer once its header is
 /// read (PROTO_MBULK_BIG_ARG); CLIENT LIST's `qbuf` then counts only that argument.
@@ -648,9 +679,18 @@ fn resize_query_buffer(rbuf: &mut Vec<u8>, start: usize, parser: &Parser, target
 /// buffer limit (then it is logged and counted, and the caller closes it without sending
 /// anything more)? `asap`: found while executing commands (Redis schedules the close; its log
 /// line says so) rather than while waiting.
+/// The connection's `client-output-buffer-limit` (its class: replica, pubsub or normal).
+fn obuf_limit(cx: &ConnCtx) -> crate::config::ObufLimit {
+    limits::class_limit(
+        &cx.shared().config,
+        cx.is_replica,
+        cx.client.subs.borrow().active(),
+    )
+}
+
 fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
     let used = limits::output_memory(cx.output.unwritten(&cx.reply)) as u64;
-    let limit = limits::class_limit(&cx.shared().config, cx.client.subs.borrow().active());
+    let limit = obuf_limit(cx);
     if !cx
         .output
         .obuf
@@ -684,9 +724,7 @@ async fn output_room<'a>(
     if obuf_over(cx, true) {
         return Ok(false);
     }
-    if cx.output.unwritten(&cx.reply) < PAUSE_OUTPUT
-        || limits::class_limit(&cx.shared().config, cx.client.subs.borrow().active()).hard != 0
-    {
+    if cx.output.unwritten(&cx.reply) < PAUSE_OUTPUT || obuf_limit(cx).hard != 0 {
         return Ok(true);
     }
     let writer = cx.output.stream.clone();
@@ -701,10 +739,7 @@ async fn output_room<'a>(
         if cx.output.unwritten(&cx.reply) <= PAUSE_OUTPUT / 2 {
             return Ok(true);
         }
-        let soft_deadline = cx.output.obuf.soft_deadline(limits::class_limit(
-            &cx.shared().config,
-            cx.client.subs.borrow().active(),
-        ));
+        let soft_deadline = cx.output.obuf.soft_deadline(obuf_limit(cx));
         tokio::select! {
             _ = wake.as_mut() => {
                 wake.set(client.wake.notified());

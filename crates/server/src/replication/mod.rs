@@ -29,6 +29,8 @@ pub struct Attach {
     pub client: u64,
     pub tid: usize,
     pub ip: String,
+    /// It asked with PSYNC, so it acknowledges (`REPLCONF ACK`); a SYNC reader never does.
+    pub psync: bool,
     /// The stream offset at the snapshot point.
     pub offset: tokio::sync::oneshot::Sender<u64>,
 }
@@ -44,6 +46,8 @@ pub struct ReplicaInfo {
     pub online: bool,
     pub ack_offset: u64,
     pub ack_ms: u64,
+    /// Acknowledges the stream (asked with PSYNC): `repl-timeout` applies to it.
+    pub psync: bool,
 }
 
 /// The primary's replication state (Redis's `master_replid`, offsets, backlog, replicas).
@@ -129,69 +133,104 @@ pub fn new_replid() -> String {
     s
 }
 
-/// The last `repl-backlog-size` bytes of the stream.
+/// The stream's recent history, shared with the replicas' connections (Redis 7's one
+/// replication buffer): a queue of the byte batches the feeder produced, each an `Arc` that the
+/// connections of replicas still to write it hold too. The backlog keeps the last
+/// `repl-backlog-size` bytes, and beyond them every batch some replica has not taken yet (one
+/// waiting for its snapshot holds all it was sent), so N replicas cost one copy of the stream,
+/// not N, and a replica behind by more than the configured size can still continue from it
+/// (PSYNC). Trimmed from the front as batches are let go.
 pub struct Backlog {
-    buf: Vec<u8>,
-    /// Next write position in `buf` (a ring once full).
-    pos: usize,
-    /// Bytes held (≤ buf.len()).
+    chunks: std::collections::VecDeque<Arc<[u8]>>,
+    /// Bytes of the first chunk already let go of (trimming splits a batch no replica holds,
+    /// so that an unreferenced backlog keeps exactly its size, whatever its batches' sizes).
+    skip: usize,
+    /// `repl-backlog-size`.
+    size: usize,
+    /// Bytes of history held (`repl_backlog_histlen`: the chunks' lengths less `skip`).
     len: usize,
 }
+
+/// Memory per batch beyond its bytes: the `Arc`'s counts and the queue's slot.
+const CHUNK_OVERHEAD: usize = 16 + 16;
 
 impl Backlog {
     pub fn new(size: usize) -> Backlog {
         Backlog {
-            buf: vec![0; size.max(16 * 1024)],
-            pos: 0,
+            chunks: std::collections::VecDeque::new(),
+            skip: 0,
+            size: size.max(16 * 1024),
             len: 0,
         }
     }
 
     pub fn size(&self) -> usize {
-        self.buf.len()
+        self.size
     }
 
     pub fn histlen(&self) -> usize {
         self.len
     }
 
-    fn append(&mut self, mut data: &[u8]) {
-        let cap = self.buf.len();
-        if data.len() >= cap {
-            data = &data[data.len() - cap..];
-        }
-        while !data.is_empty() {
-            let n = (cap - self.pos).min(data.len());
-            self.buf[self.pos..self.pos + n].copy_from_slice(&data[..n]);
-            self.pos = (self.pos + n) % cap;
-            self.len = (self.len + n).min(cap);
-            data = &data[n..];
+    /// The memory the stream's buffers hold (`mem_total_replication_buffers`).
+    pub fn memory(&self) -> usize {
+        self.len + self.skip + self.chunks.len() * CHUNK_OVERHEAD
+    }
+
+    fn append(&mut self, chunk: Arc<[u8]>) {
+        self.len += chunk.len();
+        self.chunks.push_back(chunk);
+        self.trim();
+    }
+
+    /// Lets go of the oldest history beyond the configured size, up to the first batch a
+    /// replica's connection still holds (it has not written it yet, or has not gone yet).
+    fn trim(&mut self) {
+        while self.len > self.size {
+            let Some(front) = self.chunks.front() else {
+                break;
+            };
+            if Arc::strong_count(front) > 1 {
+                break;
+            }
+            let excess = self.len - self.size;
+            let rest = front.len() - self.skip;
+            if excess >= rest {
+                self.len -= rest;
+                self.skip = 0;
+                self.chunks.pop_front();
+                continue;
+            }
+            self.skip += excess;
+            self.len -= excess;
+            // A large batch mostly let go of: keep a copy of what is left instead.
+            if self.skip * 2 > front.len() {
+                let kept: Arc<[u8]> = front[self.skip..].into();
+                self.chunks[0] = kept;
+                self.skip = 0;
+            }
+            break;
         }
     }
 
-    /// A new size keeping the most recent history that fits (Redis trims on CONFIG SET too:
-    /// a smaller backlog covers less, so a replica further behind gets a full sync).
+    /// A new size (CONFIG SET): a smaller backlog covers less, so a replica further behind gets
+    /// a full sync, as in Redis.
     fn resize(&mut self, size: usize) {
-        let size = size.max(16 * 1024);
-        if size == self.buf.len() {
-            return;
-        }
-        let keep = self.len.min(size);
-        let mut next = Backlog::new(size);
-        next.append(&self.tail(keep));
-        *self = next;
+        self.size = size.max(16 * 1024);
+        self.trim();
     }
 
     /// The last `n` bytes (n ≤ histlen).
     fn tail(&self, n: usize) -> Vec<u8> {
-        let cap = self.buf.len();
-        let start = (self.pos + cap - n) % cap;
         let mut out = Vec::with_capacity(n);
-        if start + n <= cap {
-            out.extend_from_slice(&self.buf[start..start + n]);
-        } else {
-            out.extend_from_slice(&self.buf[start..]);
-            out.extend_from_slice(&self.buf[..n - (cap - start)]);
+        let mut skip = self.skip + (self.len - n);
+        for c in &self.chunks {
+            if skip >= c.len() {
+                skip -= c.len();
+                continue;
+            }
+            out.extend_from_slice(&c[skip..]);
+            skip = 0;
         }
         out
     }
@@ -248,6 +287,7 @@ impl Master {
             online: false,
             ack_offset: 0,
             ack_ms: crate::engine::clock::unix_ms(),
+            psync: a.psync,
         });
         let _ = a.offset.send(self.offset);
     }
@@ -266,31 +306,74 @@ impl Master {
             return;
         }
         self.offset += bytes.len() as u64;
-        if let Some(b) = self.backlog.as_mut() {
-            b.append(bytes);
-        }
-        if self.replicas.is_empty() {
-            return;
-        }
         let shared: Arc<[u8]> = bytes.into();
         for r in &self.replicas {
             let (id, data) = (r.client, shared.clone());
-            w.post(r.tid, move |_| deliver(id, data));
+            w.post(r.tid, move |w| deliver(w, id, data));
+        }
+        if let Some(b) = self.backlog.as_mut() {
+            b.append(shared);
+        }
+    }
+
+    /// Lets go of the backlog's batches that no replica needs any more (see [`Backlog`]).
+    pub fn trim(&mut self) {
+        if let Some(b) = self.backlog.as_mut() {
+            b.trim();
+        }
+    }
+
+    /// INFO memory's `mem_total_replication_buffers`, and its split into
+    /// (`mem_replication_backlog`, `mem_clients_slaves`) as Redis 7.0 makes it: what passes
+    /// the configured backlog size counts as the replicas' while there are any.
+    pub fn buffer_memory(&mut self) -> (usize, usize, usize) {
+        self.trim();
+        let Some(b) = &self.backlog else {
+            return (0, 0, 0);
+        };
+        let total = b.memory();
+        if !self.replicas.is_empty() && total > b.size() {
+            (total, b.size(), total - b.size())
+        } else {
+            (total, total, 0)
         }
     }
 }
 
-/// On the replica connection's thread: queue the bytes on it.
-fn deliver(id: u64, data: Arc<[u8]>) {
+/// On the replica connection's thread: queue the bytes on it. What is queued is the
+/// replica's output buffer (written once it has its snapshot): past its class's
+/// `client-output-buffer-limit`, the replica is dropped, as Redis drops one whose share of the
+/// replication buffer grew too large (and the backlog can let go of that share).
+fn deliver(w: &Worker, id: u64, data: Arc<[u8]>) {
     let mut gone = true;
+    let mut over = false;
     crate::net::client::with_local(id, |h| {
-        if !h.killed.get() {
-            h.push(crate::pubsub::Delivery::Repl(data));
-            gone = false;
+        if h.killed.get() {
+            return;
+        }
+        gone = false;
+        let queued = h.repl_queued.get() + data.len();
+        h.repl_queued.set(queued);
+        h.push(crate::pubsub::Delivery::Repl(data));
+        let limit = crate::net::limits::class_limit(&w.shared.config, true, false);
+        let used = crate::net::limits::output_memory(queued) as u64;
+        if h.repl_obuf.borrow_mut().over(limit, used, false) {
+            over = true;
+            let line = h.info.borrow().line();
+            crate::log_warning!(
+                "Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."
+            );
+            w.stats().obuf_limit_disconnections += 1;
+            h.killed.set(true);
+            h.pushes.borrow_mut().clear();
+            h.repl_queued.set(0);
+            h.wake.notify_one();
         }
     });
-    if gone {
-        forget(id);
+    if gone || over {
+        // Not inline: on the feeder's own thread `post` runs this inside `emit`, under the
+        // lock `forget` takes.
+        tokio::task::spawn_local(async move { forget(id) });
     }
 }
 
@@ -305,6 +388,7 @@ pub fn attach_partial(m: &mut Master, client: u64, tid: usize, ip: String, port:
         online: true,
         ack_offset: 0,
         ack_ms: crate::engine::clock::unix_ms(),
+        psync: true,
     });
 }
 
@@ -327,14 +411,44 @@ pub fn disconnect_replicas(w: &Rc<Worker>) {
         .map(|r| (r.client, r.tid))
         .collect();
     for (id, tid) in ids {
-        w.post(tid, move |_| {
-            crate::net::client::with_local(id, |h| {
-                h.killed.set(true);
-                h.wake.notify_one();
-            });
-        });
+        close_replica(w, id, tid);
         forget(id);
     }
+}
+
+/// Closes a replica's connection (on its thread).
+fn close_replica(w: &Rc<Worker>, id: u64, tid: usize) {
+    w.post(tid, move |_| {
+        crate::net::client::with_local(id, |h| {
+            h.killed.set(true);
+            h.wake.notify_one();
+        });
+    });
+}
+
+/// `repl-timeout` on the primary's side (Redis's replicationCron): an online replica that
+/// acknowledged nothing for that long is dropped (it reconnects with PSYNC when it can). Only
+/// replicas that acknowledge: a plain SYNC reader (redis-cli --replica) never does.
+fn drop_silent_replicas(w: &Rc<Worker>, m: &mut Master) {
+    let limit = replica::repl_timeout(&w.shared.config).as_millis() as u64;
+    let now = crate::engine::clock::unix_ms();
+    let silent = |r: &ReplicaInfo| r.online && r.psync && now.saturating_sub(r.ack_ms) > limit;
+    if !m.replicas.iter().any(silent) {
+        return;
+    }
+    for r in m.replicas.iter().filter(|r| silent(r)) {
+        crate::log_warning!(
+            "Disconnecting timedout replica (streaming sync): {}:{}",
+            r.ip,
+            r.port
+        );
+        close_replica(w, r.client, r.tid);
+    }
+    m.replicas.retain(|r| !silent(r));
+    if m.replicas.is_empty() {
+        m.lonely_since_ms = now;
+    }
+    REPLICAS.store(m.replicas.len(), Ordering::Relaxed);
 }
 
 /// A connection closed: if it was a replica, it is one no more.
@@ -345,6 +459,8 @@ pub fn forget(client: u64) {
     let mut m = master();
     let before = m.replicas.len();
     m.replicas.retain(|r| r.client != client);
+    // What only this replica still held can go now.
+    m.trim();
     if m.replicas.len() != before && m.replicas.is_empty() {
         m.lonely_since_ms = crate::engine::clock::unix_ms();
     }
@@ -417,6 +533,108 @@ pub async fn settled_offset() -> u64 {
         Ok(off) => off,
         Err(_) => master().offset,
     }
+}
+
+/// Shutdowns waiting in [`before_shutdown`] (INFO counts them as blocked clients), whether
+/// SHUTDOWN ABORT asked them to stop, and when the wait ends (unix ms, 0: none; INFO's
+/// `shutdown_in_milliseconds`).
+static SHUTDOWN_WAITERS: AtomicUsize = AtomicUsize::new(0);
+static SHUTDOWN_ABORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SHUTDOWN_DEADLINE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Shutdowns waiting for replicas now.
+pub fn shutdown_waiters() -> usize {
+    SHUTDOWN_WAITERS.load(Ordering::Relaxed)
+}
+
+/// Milliseconds left to a shutdown's wait for its replicas, while one waits.
+pub fn shutdown_in_ms() -> Option<u64> {
+    match SHUTDOWN_DEADLINE_MS.load(Ordering::Relaxed) {
+        0 => None,
+        d => Some(d.saturating_sub(crate::engine::clock::unix_ms())),
+    }
+}
+
+/// Redis 7's `shutdown-timeout`: a shutdown without NOW (`now` false) first gives its replicas
+/// up to `secs` seconds to acknowledge the whole stream, with writes paused and `REPLCONF
+/// GETACK` sent to hurry them, so that a replica promoted after it has every acknowledged
+/// write. True once they all caught up or the time ran out (the laggards logged, as Redis's
+/// finishShutdown does for every shutdown), false when SHUTDOWN ABORT stopped it (writes go on
+/// then).
+pub async fn before_shutdown(secs: u64, now: bool) -> bool {
+    if master().replicas.is_empty() {
+        return true;
+    }
+    let caught_up = |target: u64| master().replicas.iter().all(|r| r.ack_offset >= target);
+    // Everything written so far: what the replicas must have acknowledged.
+    let mut target = settled_offset().await;
+    if !now && secs > 0 && !caught_up(target) {
+        crate::engine::pause::shutdown_pause(true);
+        // (Writes that ran before the pause took hold count too.)
+        target = settled_offset().await;
+        if journal::active() {
+            journal::push(journal::Item::Raw(journal::encode(&[
+                b"REPLCONF",
+                b"GETACK",
+                b"*",
+            ])));
+        }
+        crate::log_notice!("Waiting for replicas before shutting down.");
+        let deadline = crate::engine::clock::unix_ms() + secs * 1000;
+        SHUTDOWN_DEADLINE_MS.store(deadline, Ordering::Relaxed);
+        SHUTDOWN_WAITERS.fetch_add(1, Ordering::SeqCst);
+        let aborted = loop {
+            if SHUTDOWN_ABORTED.load(Ordering::SeqCst) {
+                break true;
+            }
+            if caught_up(target) || crate::engine::clock::unix_ms() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        if SHUTDOWN_WAITERS.fetch_sub(1, Ordering::SeqCst) == 1 {
+            SHUTDOWN_ABORTED.store(false, Ordering::SeqCst);
+            SHUTDOWN_DEADLINE_MS.store(0, Ordering::Relaxed);
+        }
+        if aborted {
+            crate::engine::pause::shutdown_pause(false);
+            return false;
+        }
+    }
+    let m = master();
+    let now_ms = crate::engine::clock::unix_ms();
+    let mut lagging = 0;
+    for r in m.replicas.iter().filter(|r| r.ack_offset < target) {
+        lagging += 1;
+        let lag = if r.online {
+            now_ms.saturating_sub(r.ack_ms) / 1000
+        } else {
+            0
+        };
+        crate::log_warning!(
+            "Lagging replica {}:{} reported offset {} behind master, lag={lag}, state={}.",
+            r.ip,
+            r.port,
+            target - r.ack_offset,
+            if r.online { "online" } else { "wait_bgsave" }
+        );
+    }
+    crate::log_notice!(
+        "{} of {} replicas are in sync when shutting down.",
+        m.replicas.len() - lagging,
+        m.replicas.len()
+    );
+    true
+}
+
+/// SHUTDOWN ABORT: stops the shutdowns waiting for replicas; false when none is.
+pub fn abort_shutdown() -> bool {
+    if SHUTDOWN_WAITERS.load(Ordering::SeqCst) == 0 {
+        return false;
+    }
+    SHUTDOWN_ABORTED.store(true, Ordering::SeqCst);
+    crate::log_warning!("Shutdown manually aborted.");
+    true
 }
 
 /// Writes are refused now for want of good replicas (`min-replicas-to-write`): refreshed by the
@@ -498,6 +716,9 @@ pub async fn feed(w: Rc<Worker>) {
         let mut buf: Vec<u8> = Vec::new();
         let mut m = master();
         refresh_good_replicas(&m);
+        // Batches the replicas wrote since (Redis trims incrementally in its cron too).
+        m.trim();
+        drop_silent_replicas(&w, &mut m);
         // `repl-backlog-ttl`: a primary without replicas that long frees its backlog (a new
         // history starts with the next replica), as Redis does; a replica keeps its own.
         let ttl = w
@@ -596,14 +817,59 @@ fn add(m: &mut Master, buf: &mut Vec<u8>, r: &journal::Record) {
 mod tests {
     use super::*;
 
+    fn chunks(data: &[u8], size: usize) -> Vec<Arc<[u8]>> {
+        data.chunks(size).map(Arc::from).collect()
+    }
+
     #[test]
-    fn backlog_ring_keeps_the_tail() {
+    fn backlog_keeps_the_tail() {
         let mut b = Backlog::new(16 * 1024);
         let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
-        b.append(&data[..10_000]);
+        for c in chunks(&data[..10_000], 1000) {
+            b.append(c);
+        }
         assert_eq!(b.tail(10), data[9_990..10_000].to_vec());
-        b.append(&data[10_000..]);
+        for c in chunks(&data[10_000..], 1000) {
+            b.append(c);
+        }
         assert_eq!(b.histlen(), 16 * 1024);
         assert_eq!(b.tail(16 * 1024), data[40_000 - 16 * 1024..].to_vec());
+        assert_eq!(b.tail(5), data[40_000 - 5..].to_vec());
+    }
+
+    #[test]
+    fn backlog_keeps_what_a_replica_still_holds() {
+        let mut b = Backlog::new(16 * 1024);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let cs = chunks(&data, 1000);
+        // A replica waiting for its snapshot holds every batch from the 10th on.
+        let held: Vec<Arc<[u8]>> = cs[10..].to_vec();
+        for c in cs {
+            b.append(c);
+        }
+        assert_eq!(b.histlen(), 90_000);
+        assert_eq!(b.tail(90_000), data[10_000..].to_vec());
+        // It wrote them (or went away): back to the configured size.
+        drop(held);
+        b.trim();
+        assert_eq!(b.histlen(), 16 * 1024);
+        assert_eq!(b.tail(16 * 1024), data[100_000 - 16 * 1024..].to_vec());
+        // One batch larger than the backlog keeps only the backlog's size of it.
+        let big: Vec<u8> = (0..50_000u32).map(|i| (i % 7) as u8).collect();
+        b.append(Arc::from(&big[..]));
+        assert_eq!(b.histlen(), 16 * 1024);
+        assert_eq!(b.tail(16 * 1024), big[50_000 - 16 * 1024..].to_vec());
+        assert!(
+            b.memory() < 17 * 1024,
+            "the rest of the big batch was let go"
+        );
+        // A smaller size trims at once.
+        let mut b2 = Backlog::new(64 * 1024);
+        for c in chunks(&data, 1000) {
+            b2.append(c);
+        }
+        b2.resize(20 * 1024);
+        assert_eq!(b2.histlen(), 20 * 1024);
+        assert_eq!(b2.tail(20 * 1024), data[100_000 - 20 * 1024..].to_vec());
     }
 }

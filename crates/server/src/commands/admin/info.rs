@@ -146,6 +146,9 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "executable:{exe}");
             line!(o, "config_file:");
             line!(o, "io_threads_active:0");
+            if let Some(ms) = crate::replication::shutdown_in_ms() {
+                line!(o, "shutdown_in_milliseconds:{ms}");
+            }
             line!(o, "thread_count:{}", shared.threads);
             line!(o, "num_shards:{}", shared.threads);
         }
@@ -156,7 +159,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "maxclients:{}", cfg.maxclients());
             line!(o, "client_recent_max_input_buffer:{}", t.max_input_buffer);
             line!(o, "client_recent_max_output_buffer:{}", t.max_output_buffer);
-            line!(o, "blocked_clients:{}", t.blocked);
+            line!(
+                o,
+                "blocked_clients:{}",
+                t.blocked + crate::replication::shutdown_waiters()
+            );
             line!(o, "tracking_clients:{}", crate::engine::tracking::clients());
             line!(o, "clients_in_timeout_table:0");
         }
@@ -253,13 +260,17 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 m.rss as i64 - m.allocated as i64
             );
             line!(o, "mem_not_counted_for_evict:0");
-            line!(o, "mem_replication_backlog:0");
-            line!(o, "mem_clients_slaves:0");
+            let (repl_total, repl_backlog, repl_clients) =
+                crate::replication::master().buffer_memory();
+            line!(o, "mem_replication_backlog:{repl_backlog}");
+            line!(o, "mem_total_replication_buffers:{repl_total}");
+            line!(o, "mem_clients_slaves:{repl_clients}");
             line!(
                 o,
                 "mem_clients_normal:{}",
                 crate::net::client_evict::total()
             );
+            line!(o, "mem_cluster_links:0");
             line!(o, "mem_aof_buffer:0");
             line!(o, "mem_allocator:jemalloc-5.3.0");
             line!(o, "active_defrag_running:0");

@@ -26,13 +26,14 @@ pub fn shutdown<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
-    let (mut nosave, mut save, mut abort, mut force) = (false, false, false, false);
+    let (mut nosave, mut save, mut abort, mut force, mut now) = (false, false, false, false, false);
     for a in &args[1..] {
         if eq_ic(a, "nosave") {
             nosave = true;
         } else if eq_ic(a, "save") {
             save = true;
         } else if eq_ic(a, "now") {
+            now = true;
         } else if eq_ic(a, "force") {
             force = true;
         } else if eq_ic(a, "abort") {
@@ -47,8 +48,26 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     if abort {
-        cx.reply.error("ERR No shutdown in progress.");
+        if crate::replication::abort_shutdown() {
+            cx.reply.ok();
+        } else {
+            cx.reply.error("ERR No shutdown in progress.");
+        }
         return;
+    }
+    // `shutdown-timeout`: lagging replicas first get their chance (not with NOW).
+    {
+        let secs = cx
+            .shared()
+            .config
+            .get("shutdown-timeout")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(10);
+        cx.flush_before_block();
+        if !crate::replication::before_shutdown(secs, now).await {
+            cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            return;
+        }
     }
     // As Redis: SAVE saves; without NOSAVE, configured save points save too.
     let points = !crate::commands::persistence::save_points(&cx.shared().config).is_empty();
@@ -60,6 +79,7 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
                     "Errors trying to shut down the server. Check the logs for more information."
                 );
                 cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
+                crate::engine::pause::shutdown_pause(false);
                 return;
             }
         }

@@ -148,7 +148,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 internal_errors: st.internal_errors,
                 obuf_limit_disconnections: st.obuf_limit_disconnections,
                 qbuf_limit_disconnections: st.qbuf_limit_disconnections,
-                clients: crate::net::client::local_count(),
+                clients: crate::net::client::local_clients(),
                 blocked: w.parked() + crate::engine::pause::waiting_here(),
                 ..Totals::default()
             };

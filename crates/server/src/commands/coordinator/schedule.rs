@@ -269,6 +269,15 @@ impl Coord {
     /// Schedules the current command's own transaction on every shard of its plan.
     pub async fn begin_transaction(&mut self, w: &Rc<Worker>) {
         self.schedule_plan(w).await;
+        // Only a command that may leave a record (`journal_command`) keeps its locks for it: a
+        // background save under journaling held its shared lock on every shard until the
+        // snapshot was written, and every write waited for the whole save.
+        let may_record = self.spec.is_some_and(|s| {
+            s.flags & (crate::commands::flags::WRITE | crate::commands::flags::MAY_REPLICATE) != 0
+        });
+        if !may_record {
+            self.journaled = false;
+        }
     }
 
     async fn schedule_plan(&mut self, w: &Rc<Worker>) {
