@@ -421,6 +421,10 @@ async fn watching<T>(cx: &ConnCtx, fut: impl std::future::Future<Output = T>) ->
     let fd = client.info.borrow().fd;
     let mut fut = std::pin::pin!(fut);
     loop {
+        // (Checked first: the snapshot's next piece is often ready at once.)
+        if client.killed.get() {
+            return Err(ERR_KILLED.into());
+        }
         tokio::select! {
             v = &mut fut => return Ok(v),
             _ = client.wake.notified() => {}
@@ -429,9 +433,6 @@ async fn watching<T>(cx: &ConnCtx, fut: impl std::future::Future<Output = T>) ->
                     return Err("the replica closed the connection".into());
                 }
             }
-        }
-        if client.killed.get() {
-            return Err(ERR_KILLED.into());
         }
     }
 }
