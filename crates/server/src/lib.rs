@@ -431,20 +431,12 @@ async fn watch_signals(w: Rc<Worker>) {
         };
         let flags = w.shared.config.get(param).unwrap_or_default();
         let has = |f: &str| flags.split(' ').any(|x| x == f);
-        {
-            let secs = w
-                .shared
-                .config
-                .get("shutdown-timeout")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(10);
-            if !replication::before_shutdown(secs, has("now")).await {
-                crate::log_warning!(
-                    "{name} received but errors trying to shut down the server, check the \
-                     logs for more information"
-                );
-                continue;
-            }
+        if !replication::before_shutdown(&w.shared.config, has("now")).await {
+            crate::log_warning!(
+                "{name} received but errors trying to shut down the server, check the \
+                 logs for more information"
+            );
+            continue;
         }
         let save = if has("nosave") {
             false

@@ -1391,6 +1391,19 @@ fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// 100 keys and a second per key written: a snapshot of `primary` then outlives a test (about
+/// 50 s per shard). A connection to it.
+fn slow_snapshots(primary: &Server) -> Connection {
+    let mut p = primary.client();
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(100)
+        .query(&mut p)
+        .unwrap();
+    cmd(&mut p, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).unwrap();
+    p
+}
+
 fn info_num(con: &mut Connection, section: &str, field: &str) -> i64 {
     info_field(con, section, field)
         .and_then(|v| v.parse().ok())
@@ -1415,14 +1428,7 @@ fn replicas_gathered_by_the_delay_share_one_snapshot_and_one_stream() {
             "16384",
         ],
     );
-    let mut p = primary.client();
-    let _: () = redis::cmd("DEBUG")
-        .arg("POPULATE")
-        .arg(100)
-        .query(&mut p)
-        .unwrap();
-    // About 50 seconds per shard: the snapshot outlives the test's writes.
-    cmd(&mut p, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).unwrap();
+    let mut p = slow_snapshots(&primary);
     let (r1, r2) = (Server::start_threads(2, &[]), Server::start_threads(2, &[]));
     replicaof(&r1, &primary);
     replicaof(&r2, &primary);
@@ -1497,13 +1503,7 @@ fn a_replica_over_its_output_limit_while_waiting_is_dropped() {
             "replica 256kb 0 0",
         ],
     );
-    let mut p = primary.client();
-    let _: () = redis::cmd("DEBUG")
-        .arg("POPULATE")
-        .arg(100)
-        .query(&mut p)
-        .unwrap();
-    cmd(&mut p, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]).unwrap();
+    let mut p = slow_snapshots(&primary);
     let r = Server::start_threads(2, &[]);
     replicaof(&r, &primary);
     let mut c = r.client();

@@ -556,12 +556,16 @@ pub fn shutdown_in_ms() -> Option<u64> {
 }
 
 /// Redis 7's `shutdown-timeout`: a shutdown without NOW (`now` false) first gives its replicas
-/// up to `secs` seconds to acknowledge the whole stream, with writes paused and `REPLCONF
+/// up to that many seconds to acknowledge the whole stream, with writes paused and `REPLCONF
 /// GETACK` sent to hurry them, so that a replica promoted after it has every acknowledged
 /// write. True once they all caught up or the time ran out (the laggards logged, as Redis's
 /// finishShutdown does for every shutdown), false when SHUTDOWN ABORT stopped it (writes go on
 /// then).
-pub async fn before_shutdown(secs: u64, now: bool) -> bool {
+pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
+    let secs = cfg
+        .get("shutdown-timeout")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(10);
     if master().replicas.is_empty() {
         return true;
     }

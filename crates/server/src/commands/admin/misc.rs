@@ -56,18 +56,10 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     // `shutdown-timeout`: lagging replicas first get their chance (not with NOW).
-    {
-        let secs = cx
-            .shared()
-            .config
-            .get("shutdown-timeout")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(10);
-        cx.flush_before_block();
-        if !crate::replication::before_shutdown(secs, now).await {
-            cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
-            return;
-        }
+    cx.flush_before_block();
+    if !crate::replication::before_shutdown(&cx.shared().config, now).await {
+        cx.reply.error("ERR Errors trying to SHUTDOWN. Check logs.");
+        return;
     }
     // As Redis: SAVE saves; without NOSAVE, configured save points save too.
     let points = !crate::commands::persistence::save_points(&cx.shared().config).is_empty();
