@@ -206,24 +206,36 @@ fn set_state(gen: u64, st: State) {
 type LinkError = String;
 
 /// The link task: connects and syncs until REPLICAOF changes, reconnecting after a second
-/// when the link drops.
+/// when the link drops, at once when a snapshot transfer failed or the handshake timed out
+/// (Redis's `cancelReplicationHandshake(1)`: a primary cutting transfers short, as the suite's
+/// "diskless loading short read" does a hundred times, must not cost a second each).
 async fn run(w: Rc<Worker>, gen: u64, host: String, port: u16) {
     while current(gen) {
         set_state(gen, State::Connecting);
-        match session(&w, gen, &host, port).await {
-            Ok(()) => {}
+        let at_once = match session(&w, gen, &host, port).await {
+            Ok(()) => false,
             Err(e) => {
                 if current(gen) {
                     crate::log_warning!("Replication link with {host}:{port}: {e}");
                 }
+                state_of(gen) == Some(State::Sync) || e == TIMEOUT_HANDSHAKE
             }
-        }
+        };
         if !current(gen) {
             break;
         }
         set_state(gen, State::Connecting);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if at_once {
+            crate::log_notice!("Reconnecting to MASTER {host}:{port} after failure");
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
+}
+
+/// The state of link `gen`, if it is still the current one.
+fn state_of(gen: u64) -> Option<State> {
+    link().as_ref().filter(|l| l.gen == gen).map(|l| l.state)
 }
 
 /// `repl-timeout`, read at every wait so a CONFIG SET reaches a link already up (Redis's cron
