@@ -1640,3 +1640,81 @@ fn a_replica_that_stops_acknowledging_is_dropped_and_continues() {
         "it continued with PSYNC"
     );
 }
+
+/// A stopped replica's share of the stream (the replication buffer beyond `repl-backlog-size`)
+/// is not counted against `maxmemory` (`mem_not_counted_for_evict`, Redis's
+/// `freeMemoryGetNotCountedMemory`): writes that do not grow the dataset evict nothing while
+/// the stream piles up for it, and the memory the limit sees hardly moves.
+#[test]
+fn a_stopped_replicas_stream_does_not_cause_evictions() {
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0"]);
+    let mut p = primary.client();
+    for j in 0..100 {
+        cmd(&mut p, &["SETRANGE", &format!("key:{j}"), "100000", "asdf"]).unwrap();
+    }
+    cmd(
+        &mut p,
+        &[
+            "CONFIG",
+            "SET",
+            "repl-backlog-size",
+            "16384",
+            "client-output-buffer-limit",
+            "replica 100000000 100000000 300",
+            "maxmemory-policy",
+            "allkeys-random",
+        ],
+    )
+    .unwrap();
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    wait_caught_up(&primary, &replica);
+    let used_before = info_num(&mut p, "memory", "used_memory")
+        - info_num(&mut p, "memory", "mem_not_counted_for_evict");
+    cmd(
+        &mut p,
+        &[
+            "CONFIG",
+            "SET",
+            "maxmemory",
+            &(used_before + 2_000_000).to_string(),
+        ],
+    )
+    .unwrap();
+    let pid = replica.pid().to_string();
+    let stopped = |sig: &str| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    stopped("-STOP");
+    // About 30 MB of stream, pipelined; the dataset stays the same size.
+    let value = "A".repeat(100);
+    for _ in 0..100 {
+        let mut pipe = redis::pipe();
+        for _ in 0..3000 {
+            pipe.cmd("SETRANGE")
+                .arg("key:0")
+                .arg(0)
+                .arg(&value)
+                .ignore();
+        }
+        let _: () = pipe.query(&mut p).unwrap();
+    }
+    let not_counted = info_num(&mut p, "memory", "mem_not_counted_for_evict");
+    let used_after = info_num(&mut p, "memory", "used_memory") - not_counted;
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut p).unwrap();
+    let evicted = info_num(&mut p, "stats", "evicted_keys");
+    stopped("-CONT");
+    assert!(
+        not_counted > 20_000_000,
+        "the stopped replica's stream is the not-counted part: {not_counted}"
+    );
+    assert_eq!((dbsize, evicted), (100, 0), "nothing was evicted");
+    assert!(
+        (used_after - used_before).abs() < 1_000_000,
+        "the memory the limit sees hardly moved: {used_before} -> {used_after}"
+    );
+}

@@ -106,11 +106,16 @@ fn engine_panic(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.reply.error("ERR shard index out of range");
         return;
     };
-    // A bare message, not a hop or call: nothing of a command runs around it.
-    cx.shared().post(
-        cx.worker.id,
-        s as usize,
-        Box::new(|_| panic!("fault injection: FAULT.ENGINE")),
-    );
+    // A bare message, not a hop or call: nothing of a command runs around it. Sent once this
+    // reply is out (replies are written after the thread's other ready connections ran).
+    let w = cx.worker.clone();
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        w.shared.post(
+            w.id,
+            s as usize,
+            Box::new(|_| panic!("fault injection: FAULT.ENGINE")),
+        );
+    });
     cx.reply.ok();
 }

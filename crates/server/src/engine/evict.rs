@@ -137,7 +137,7 @@ impl Policy {
 #[inline]
 pub fn guard_split(grow: u64) -> bool {
     let maxmemory = MAXMEMORY.load(Ordering::Relaxed);
-    maxmemory != 0 && evicts() && super::memory::used() + grow > maxmemory
+    maxmemory != 0 && evicts() && super::memory::used_for_limit() + grow > maxmemory
 }
 
 /// Counts keys evicted outside [`run`] (by the insert path).

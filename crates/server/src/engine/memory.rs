@@ -157,11 +157,46 @@ pub fn allocated() -> u64 {
     allocated.saturating_sub(cached)
 }
 
+/// The bytes an allocation of `bytes` takes (jemalloc's size class), for structures that
+/// account for their own memory.
+pub fn block_size(bytes: usize) -> usize {
+    if bytes == 0 {
+        return 0;
+    }
+    // SAFETY: nallocx only computes a size class; flags 0 asks for no alignment.
+    match unsafe { tikv_jemalloc_sys::nallocx(bytes, 0) } {
+        0 => bytes,
+        n => n,
+    }
+}
+
+/// Bytes of used memory that eviction leaves out (`mem_not_counted_for_evict`): the part of
+/// the replication buffer beyond `repl-backlog-size`, which is there only while replicas have
+/// not taken it. Redis leaves it out too (`freeMemoryGetNotCountedMemory`): evicting keys
+/// because a replica is slow would delete data to make room for a copy of writes that is about
+/// to go away, and the evictions would themselves be more stream.
+static NOT_COUNTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Set by the replication backlog whenever what it holds changes.
+pub fn set_not_counted(bytes: usize) {
+    NOT_COUNTED.store(bytes, Ordering::Relaxed);
+}
+
+pub fn not_counted() -> u64 {
+    NOT_COUNTED.load(Ordering::Relaxed) as u64
+}
+
+/// The used memory `maxmemory` is enforced against: [`used`] less [`not_counted`].
+#[inline]
+pub fn used_for_limit() -> u64 {
+    used().saturating_sub(not_counted())
+}
+
 /// Is used memory over `maxmemory` (0: no limit)? The check a command that may grow memory
 /// passes before it runs.
 #[inline]
 pub fn over_limit(maxmemory: u64) -> bool {
-    maxmemory != 0 && used() > maxmemory
+    maxmemory != 0 && used_for_limit() > maxmemory
 }
 
 /// Gives the pages of freed memory back to the OS now. jemalloc otherwise returns them over

@@ -507,7 +507,7 @@ impl Worker {
     pub fn evict(self: &Rc<Self>, maxmemory: u64) -> bool {
         let n = self.threads();
         let limit = super::evict::limit(maxmemory, n);
-        let used = super::memory::used();
+        let used = super::memory::used_for_limit();
         super::evict::note_over(used > limit);
         if used <= limit {
             return true;
@@ -542,7 +542,7 @@ impl Worker {
                 return;
             }
             let limit = super::evict::limit(maxmemory, w.threads());
-            let used = super::memory::used();
+            let used = super::memory::used_for_limit();
             if used > limit {
                 w.evict_bytes(used - limit);
             }
@@ -553,7 +553,7 @@ impl Worker {
     /// From the periodic tick: evicts this shard's share of the excess over `maxmemory`.
     fn evict_share(&self, maxmemory: u64) {
         let limit = super::evict::limit(maxmemory, self.threads());
-        let used = super::memory::used();
+        let used = super::memory::used_for_limit();
         super::evict::note_over(used > limit);
         if used > limit {
             self.evict_bytes((used - limit) / self.threads().max(1) as u64 + 1);

@@ -25,6 +25,8 @@ const FLUSH_THRESHOLD: usize = 256 * 1024;
 const MAX_BATCH: usize = 64;
 /// Below this many commands in a batch, prefetching costs more than it saves.
 const PREFETCH_MIN_BATCH: usize = 4;
+/// At most this many keys of one `numkeys` command are prefetched.
+const PREFETCH_KEYNUM: usize = 16;
 
 /// Argument byte ranges of one parsed command inside the read buffer.
 type ArgRanges = SmallVec<[(usize, usize); 4]>;
@@ -247,7 +249,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
     let mut start = 0usize;
     let mut first_read = true;
     let mut batch: Vec<ArgRanges> = Vec::with_capacity(MAX_BATCH);
-    let mut hashes: Vec<Option<u64>> = Vec::with_capacity(MAX_BATCH);
+    let mut prefetched: Vec<(usize, usize, u64)> = Vec::with_capacity(MAX_BATCH);
     // CLIENT KILL's wake-up, created once: building and dropping a `Notified` around every read
     // showed up as ~1.5% of a P=1 profile. It is re-armed only after it fires.
     let client = cx.client.clone();
@@ -453,7 +455,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             // With several shards, squashed runs prefetch on the shard that executes them
             // (commands::coordinator::squash), so only the single-shard case prefetches here.
             if batch.len() >= PREFETCH_MIN_BATCH && cx.threads() == 1 {
-                prefetch_batch(cx, &rbuf, &batch, &mut hashes);
+                prefetch_batch(cx, &rbuf, &batch, &mut prefetched);
             }
             let mut i = 0;
             while i < batch.len() {
@@ -542,6 +544,19 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
             return Ok(());
         }
+        // Redis writes replies once per event loop iteration (`beforeSleep`), after every
+        // readable client ran. The same here: step aside until this thread's other ready
+        // connections have run their batches (tokio resumes a yielding task after them and
+        // after polling for I/O), then write. Back-to-back writes wake a client process that
+        // waits for several connections once; a write after each batch woke it once per batch,
+        // and that wake-up (the kernel's, charged to the writer) was 15% of this thread's time
+        // under 50 pipelining clients (docs/benchmarks.md).
+        if cx.output.pending(&cx.reply) {
+            tokio::task::yield_now().await;
+            if cx.client.killed.get() {
+                return Ok(());
+            }
+        }
         cx.try_flush()?;
         if cx.output.limit_due(&cx.reply) && obuf_over(cx, true) {
             return Ok(());
@@ -599,8 +614,10 @@ pub(crate) fn drain_pushes(cx: &mut ConnCtx) -> bool {
     true
 }
 
-/// How much of its queued stream a replica's connection copies into its reply buffer at once.
-const REPLICA_PIECE: usize = 256 * 1024;
+/// How much of its queued stream a replica's connection copies into its reply buffer at once:
+/// enough per write, and small beside the shared buffer it copies from (this copy is the only
+/// memory of its stream a replica holds that `mem_not_counted_for_evict` leaves counted).
+const REPLICA_PIECE: usize = 64 * 1024;
 
 /// Redis moves an argument of this size or more out of its query buffer once its header is
 /// read (PROTO_MBULK_BIG_ARG); CLIENT LIST's `qbuf` then counts only that argument.
@@ -815,27 +832,57 @@ fn replica_replied(cx: &mut ConnCtx, mark: usize) {
     cx.close = true;
 }
 
-/// Valkey-style batched prefetch: for every single-key command of the batch whose key lives on
-/// this thread's shard, load the bucket metadata, then the matching slots, then the value, each
-/// stage across the whole batch, so that the cache misses of a pipeline overlap.
-fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut Vec<Option<u64>>) {
+/// Valkey-style batched prefetch: for every command of the batch whose keys live on this
+/// thread's shard, load the bucket metadata, then the matching slots, then the value, each stage
+/// across the whole batch, so that the cache misses of a pipeline overlap. The keys: a shard
+/// command's first, and up to [`PREFETCH_KEYNUM`] of a `numkeys` command (EVALSHA's KEYS, whose
+/// lookups are most of what a short script costs).
+fn prefetch_batch(
+    cx: &ConnCtx,
+    rbuf: &[u8],
+    batch: &[ArgRanges],
+    keys: &mut Vec<(usize, usize, u64)>,
+) {
+    use commands::spec::KeySpec;
     let reg = commands::registry();
     let threads = cx.threads();
     let me = cx.worker.id;
-    hashes.clear();
+    keys.clear();
+    let mut add = |(a, b): (usize, usize)| {
+        let key = &rbuf[a..b];
+        if threads == 1 || crate::engine::shard_of(key, threads) == me {
+            keys.push((a, b, damselfly_dash::hash_key(key)));
+        }
+    };
     for r in batch {
-        let mut h = None;
-        if r.len() >= 2 {
-            if let Some(e) = reg.lookup(&rbuf[r[0].0..r[0].1]) {
-                if matches!(e.spec.handler, Handler::Shard(_)) && e.spec.first_key() == 1 {
-                    let key = &rbuf[r[1].0..r[1].1];
-                    if threads == 1 || crate::engine::shard_of(key, threads) == me {
-                        h = Some(damselfly_dash::hash_key(key));
+        if r.len() < 2 {
+            continue;
+        }
+        let Some(e) = reg.lookup(&rbuf[r[0].0..r[0].1]) else {
+            continue;
+        };
+        match e.spec.keys {
+            KeySpec::Keynum {
+                numkeys_at,
+                first,
+                step,
+            } => {
+                let n = r
+                    .get(numkeys_at)
+                    .and_then(|&(a, b)| std::str::from_utf8(&rbuf[a..b]).ok())
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                for i in 0..n.min(PREFETCH_KEYNUM) {
+                    if let Some(&k) = r.get(numkeys_at + first + i * step.max(1)) {
+                        add(k);
                     }
                 }
             }
+            _ if matches!(e.spec.handler, Handler::Shard(_)) && e.spec.first_key() == 1 => {
+                add(r[1]);
+            }
+            _ => {}
         }
-        hashes.push(h);
     }
     let Some(shard) = cx.worker.try_shard() else {
         return;
@@ -843,10 +890,5 @@ fn prefetch_batch(cx: &ConnCtx, rbuf: &[u8], batch: &[ArgRanges], hashes: &mut V
     let Some(db) = shard.dbs.get(cx.db) else {
         return;
     };
-    db.prefetch_hashed(
-        batch
-            .iter()
-            .zip(hashes.iter())
-            .filter_map(|(r, h)| Some((&rbuf[r[1].0..r[1].1], (*h)?))),
-    );
+    db.prefetch_hashed(keys.iter().map(|&(a, b, h)| (&rbuf[a..b], h)));
 }

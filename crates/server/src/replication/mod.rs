@@ -149,10 +149,21 @@ pub struct Backlog {
     size: usize,
     /// Bytes of history held (`repl_backlog_histlen`: the chunks' lengths less `skip`).
     len: usize,
+    /// Memory the chunks take, as the allocator counts it (see [`chunk_memory`]).
+    mem: usize,
 }
 
-/// Memory per batch beyond its bytes: the `Arc`'s counts and the queue's slot.
-const CHUNK_OVERHEAD: usize = 16 + 16;
+/// What one batch takes: its `Arc` block (the counts and the bytes, rounded up to the
+/// allocator's size class, as `used_memory` counts it) and its slot in the queue.
+fn chunk_memory(c: &Arc<[u8]>) -> usize {
+    crate::engine::memory::block_size(16 + c.len()) + std::mem::size_of::<Arc<[u8]>>()
+}
+
+impl Drop for Backlog {
+    fn drop(&mut self) {
+        crate::engine::memory::set_not_counted(0);
+    }
+}
 
 impl Backlog {
     pub fn new(size: usize) -> Backlog {
@@ -161,6 +172,7 @@ impl Backlog {
             skip: 0,
             size: size.max(16 * 1024),
             len: 0,
+            mem: 0,
         }
     }
 
@@ -174,11 +186,12 @@ impl Backlog {
 
     /// The memory the stream's buffers hold (`mem_total_replication_buffers`).
     pub fn memory(&self) -> usize {
-        self.len + self.skip + self.chunks.len() * CHUNK_OVERHEAD
+        self.mem
     }
 
     fn append(&mut self, chunk: Arc<[u8]>) {
         self.len += chunk.len();
+        self.mem += chunk_memory(&chunk);
         self.chunks.push_back(chunk);
         self.trim();
     }
@@ -198,7 +211,9 @@ impl Backlog {
             if excess >= rest {
                 self.len -= rest;
                 self.skip = 0;
-                self.chunks.pop_front();
+                if let Some(c) = self.chunks.pop_front() {
+                    self.mem -= chunk_memory(&c);
+                }
                 continue;
             }
             self.skip += excess;
@@ -206,11 +221,18 @@ impl Backlog {
             // A large batch mostly let go of: keep a copy of what is left instead.
             if self.skip * 2 > front.len() {
                 let kept: Arc<[u8]> = front[self.skip..].into();
+                self.mem = self.mem - chunk_memory(front) + chunk_memory(&kept);
                 self.chunks[0] = kept;
                 self.skip = 0;
             }
             break;
         }
+        self.publish_not_counted();
+    }
+
+    /// What passes the configured size is the replicas' share, which eviction leaves out.
+    fn publish_not_counted(&self) {
+        crate::engine::memory::set_not_counted(self.memory().saturating_sub(self.size));
     }
 
     /// A new size (CONFIG SET): a smaller backlog covers less, so a replica further behind gets
@@ -864,7 +886,7 @@ mod tests {
         assert_eq!(b.histlen(), 16 * 1024);
         assert_eq!(b.tail(16 * 1024), big[50_000 - 16 * 1024..].to_vec());
         assert!(
-            b.memory() < 17 * 1024,
+            b.memory() < 21 * 1024,
             "the rest of the big batch was let go"
         );
         // A smaller size trims at once.

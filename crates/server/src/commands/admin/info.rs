@@ -259,9 +259,13 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 "mem_fragmentation_bytes:{}",
                 m.rss as i64 - m.allocated as i64
             );
-            line!(o, "mem_not_counted_for_evict:0");
             let (repl_total, repl_backlog, repl_clients) =
                 crate::replication::master().buffer_memory();
+            line!(
+                o,
+                "mem_not_counted_for_evict:{}",
+                crate::engine::memory::not_counted()
+            );
             line!(o, "mem_replication_backlog:{repl_backlog}");
             line!(o, "mem_total_replication_buffers:{repl_total}");
             line!(o, "mem_clients_slaves:{repl_clients}");

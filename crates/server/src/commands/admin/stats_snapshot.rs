@@ -130,7 +130,10 @@ fn add_elementwise<T: Default + Clone>(into: &mut Vec<T>, from: &[T], add: impl 
 /// Takes a snapshot of every thread's counters.
 pub async fn gather(cx: &ConnCtx) -> Totals {
     // Memory first, as Redis reads used_memory before building INFO: the per-thread snapshots
-    // below are transient allocations of their own (command tables: kilobytes).
+    // below are transient allocations of their own (command tables: kilobytes). The backlog
+    // lets go of what replicas no longer hold first, so that used_memory and
+    // mem_not_counted_for_evict describe the same moment.
+    crate::replication::master().trim();
     let mem = mem_stats();
     let snaps = cx
         .worker
