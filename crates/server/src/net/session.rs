@@ -389,6 +389,8 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
         drain_pushes(cx);
         cx.now_ms = crate::engine::clock::unix_ms();
         let batch_start = Instant::now();
+        // Commands run from this read (see the write below).
+        let mut ran = 0usize;
 
         if first_read {
             first_read = false;
@@ -457,6 +459,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             if batch.len() >= PREFETCH_MIN_BATCH && cx.threads() == 1 {
                 prefetch_batch(cx, &rbuf, &batch, &mut prefetched);
             }
+            ran += batch.len();
             let mut i = 0;
             while i < batch.len() {
                 let args: SmallVec<[&[u8]; 8]> =
@@ -545,13 +548,14 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             return Ok(());
         }
         // Redis writes replies once per event loop iteration (`beforeSleep`), after every
-        // readable client ran. The same here: step aside until this thread's other ready
-        // connections have run their batches (tokio resumes a yielding task after them and
-        // after polling for I/O), then write. Back-to-back writes wake a client process that
-        // waits for several connections once; a write after each batch woke it once per batch,
-        // and that wake-up (the kernel's, charged to the writer) was 15% of this thread's time
-        // under 50 pipelining clients (docs/benchmarks.md).
-        if cx.output.pending(&cx.reply) {
+        // readable client ran. The same here for pipelined batches: step aside until this
+        // thread's other ready connections have run theirs (tokio resumes a yielding task after
+        // them and after polling for I/O), then write. Back-to-back writes wake a client
+        // process that waits for several connections once; a write after each batch woke it
+        // once per batch, and that wake-up (the kernel's, charged to the writer) was 15% of
+        // this thread's time under 50 pipelining clients (docs/benchmarks.md). A single
+        // command writes at once: there the extra poll for I/O cost more than it saved.
+        if ran > 1 && cx.output.pending(&cx.reply) {
             tokio::task::yield_now().await;
             if cx.client.killed.get() {
                 return Ok(());
