@@ -204,7 +204,7 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
                 return;
             }
         };
-        scripting::cache_add(&cx.worker, sha, body).await;
+        Box::pin(scripting::cache_add(&cx.worker, sha, body)).await;
         c
     };
     let flags = script.flags;
@@ -283,8 +283,6 @@ thread_local! {
     /// Scripts (by name: SHA or function) known to touch undeclared keys: they run under the
     /// whole-keyspace lock from the start.
     static NEEDS_GLOBAL: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
-    /// Held by the script running on this thread (see `run_once`).
-    static SCRIPT_SLOT: Arc<tokio::sync::Mutex<()>> = Arc::new(tokio::sync::Mutex::new(()));
 }
 
 fn needs_global(name: &str) -> bool {
@@ -327,13 +325,15 @@ async fn run_once(
             cx.coord.begin_exec_unqueued(&w, plan)
         };
         if let Err(plan) = plan {
-            cx.coord.begin_exec(&w, plan).await;
+            // Boxed, as the other waits below that most scripts never reach: the handler's
+            // future (allocated and moved per script) stays small.
+            Box::pin(cx.coord.begin_exec(&w, plan)).await;
             // A hop on every shard of the transaction: every earlier conflicting transaction
             // there is done (see the module docs). On this thread's shard alone that is a
             // check.
             if !cx.coord.try_start_local(&w) {
                 let shards = cx.coord.exec_shards();
-                cx.hops().on_shards(&shards, |_, ()| ()).run_more().await;
+                Box::pin(cx.hops().on_shards(&shards, |_, ()| ()).run_more()).await;
             }
         }
     }
@@ -347,12 +347,11 @@ async fn run_once(
     // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
     // are the running script's), taken once the transaction is active: the holder never waits
     // for another transaction, so waiting for it cannot close a cycle.
-    let slot = SCRIPT_SLOT.with(|s| s.clone());
-    let _slot = match slot.clone().try_lock_owned() {
-        Ok(g) => g,
-        Err(_) => {
+    let _slot = match scripting::slot::try_take() {
+        Some(h) => h,
+        None => {
             queue(cx);
-            slot.lock_owned().await
+            Box::pin(scripting::slot::take()).await
         }
     };
     let saved_name = cx.cmd_name;
@@ -413,10 +412,12 @@ async fn run_once(
             scripting::Step::Call(req) => {
                 queue(cx);
                 let argv: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice()).collect();
-                if !declared_ok(cx, &state, &argv) || !take_images(cx, &state, &argv).await {
+                if !declared_ok(cx, &state, &argv)
+                    || !Box::pin(take_images(cx, &state, &argv)).await
+                {
                     break None;
                 }
-                let reply = script_call(cx, &state, req.args.clone()).await;
+                let reply = Box::pin(script_call(cx, &state, req.args.clone())).await;
                 let _ = req.done.send(reply);
             }
             scripting::Step::Done(o) => break Some(o),
@@ -438,7 +439,7 @@ async fn run_once(
             .unwrap_or_default();
         // Its replication records go with it (a declared-keys run owns its transaction).
         cx.coord.drop_group();
-        undo(cx, images).await;
+        Box::pin(undo(cx, images)).await;
         NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
         if own_tx {
             cx.coord.end_exec(&w);

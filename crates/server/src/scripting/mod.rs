@@ -12,6 +12,7 @@ pub mod busy;
 pub mod convert;
 pub mod functions;
 pub mod lualib;
+pub mod slot;
 mod tailcall;
 
 use std::cell::{Cell, RefCell};
@@ -809,6 +810,10 @@ fn call_result(lua: &Lua, reply: &[u8], raise_errors: bool) -> mlua::Result<(boo
     Ok((true, convert::reply_to_lua(lua, reply, &mut pos)?, false))
 }
 
+/// Past this many arguments, redis.call's arguments travel in a table (the wrapper's `big`):
+/// a C function's stack holds at most 8000 values, and Redis's scripts may pass 7999.
+const BIG_ARGS: i32 = 1000;
+
 /// The synchronous first try of redis.call / redis.pcall (`fast` in CALL_WRAPPERS), a C
 /// function: the arguments are read in place, the driver's `Inline` path runs the command, the
 /// reply is pushed with `convert::push_reply`, with none of mlua's callback machinery (that
@@ -841,7 +846,8 @@ unsafe fn fast_call(l: *mut mlua::ffi::lua_State, raise_errors: bool) -> std::os
         return 0;
     };
     let n = ffi::lua_gettop(l);
-    if n == 0 || !RUN.with(|r| r.running.get()) || ffi::lua_checkstack(l, 8) == 0 {
+    // Past BIG_ARGS the arguments travel in a table (the wrapper's `big`).
+    if n == 0 || n > BIG_ARGS || !RUN.with(|r| r.running.get()) || ffi::lua_checkstack(l, 8) == 0 {
         return 0;
     }
     // Numbers become strings as Redis formats them (%.17g), in place.
@@ -941,11 +947,8 @@ impl Vm {
 /// redis.call and redis.pcall as Lua functions that pass their caller's line to the Rust side
 /// (error replies name it; Redis's error handler finds it the same way).
 const CALL_WRAPPERS: &str = r#"
-local raw_call, raw_pcall, fast_call, fast_pcall, getinfo, raise_at, big_call, big_pcall = ...
+local raw_call, raw_pcall, fast_call, fast_pcall, getinfo, raise_at, big_call, big_pcall, BIG = ...
 local select = select
--- Past this many arguments they travel in a table: a C function's stack holds at most 8000
--- values (Redis's scripts may pass 7999).
-local BIG = 1000
 local function line()
   -- The innermost frame of the script itself (a `return redis.call(...)` is a tail call that
   -- leaves none: no line then).
@@ -960,17 +963,24 @@ local function line()
 end
 -- redis.call and redis.pcall: the same wrapper over their own Rust functions.
 local function wrapper(fast, raw, big)
-  return function(...)
-    local ok, v, counted
-    local n = select('#', ...)
-    if n > BIG then
-      ok, v, counted = big({...}, n)
-    else
-      ok, v, counted = fast(...)
-      if ok == nil then ok, v, counted = raw(...) end
+  -- The asynchronous way (and a failed call): a separate function, so that the common case
+  -- (`fast` ran the command) is one C call from a function without locals to spare.
+  local function slow(ok, v, counted, ...)
+    if ok == nil then
+      local n = select('#', ...)
+      if n > BIG then
+        ok, v, counted = big({...}, n)
+      else
+        ok, v, counted = raw(...)
+      end
     end
     if ok then return v end
     raise_at(v, line(), counted)
+  end
+  return function(...)
+    local ok, v, counted = fast(...)
+    if ok then return v end
+    return slow(ok, v, counted, ...)
   end
 end
 return wrapper(fast_call, raw_call, big_call), wrapper(fast_pcall, raw_pcall, big_pcall)
@@ -1141,6 +1151,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
         raise_at(lua)?,
         lua.create_async_function(|lua, (t, n): (Table, i64)| big_call(lua, t, n, true))?,
         lua.create_async_function(|lua, (t, n): (Table, i64)| big_call(lua, t, n, false))?,
+        BIG_ARGS,
     ))?;
     redis.raw_set("call", call)?;
     redis.raw_set("pcall", pcall)?;
