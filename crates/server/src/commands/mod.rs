@@ -321,6 +321,9 @@ pub struct ConnCtx {
     pub pushed: bool,
     /// A script (EVAL, FCALL) of this connection is running: the command is its redis.call.
     pub in_script: bool,
+    /// When the command being executed started (`clock::Ticks`, read once by `execute`: a
+    /// script's busy clock starts there too).
+    pub started: u64,
     /// The reply's error was counted in the error statistics already (see `record_call`).
     pub error_counted: bool,
     /// The replication link applying our primary's stream (exempt from `replica-read-only`).
@@ -367,6 +370,7 @@ impl ConnCtx {
             close: false,
             reply_mode: ReplyMode::On,
             no_touch: false,
+            started: 0,
             cmd_name: "NULL",
             now_ms: crate::engine::clock::unix_ms(),
             coord: Default::default(),
@@ -916,6 +920,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     cx.cmd_name = entry.static_name;
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
+    cx.started = t0;
     // Scripts plan their own transaction (commands/scripting.rs: declared keys or all).
     let plan = if spec.flags & flags::SCRIPT_CALL != 0 {
         coordinator::LockPlan::default()

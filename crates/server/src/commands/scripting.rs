@@ -235,6 +235,7 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
             keys,
             argv,
             busy_threshold(cx),
+            cx.started,
         )
     })
     .await;
@@ -244,14 +245,14 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
 /// redis.calls, and replies its result. See the module docs for the two ways it locks: its
 /// declared keys, or the whole keyspace.
 #[allow(clippy::too_many_arguments)]
-async fn run_script(
+async fn run_script<F: std::future::Future<Output = mlua::Result<mlua::Value>> + Unpin>(
     cx: &mut ConnCtx,
     command: &[&[u8]],
     keys: &[&[u8]],
     name: &str,
     flags: ScriptFlags,
     read_only: bool,
-    start: impl Fn(&mut ConnCtx) -> scripting::Running,
+    start: impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) {
     // MONITOR shows the script's command before the commands it runs (the command itself is
     // SKIP_MONITOR, so `record_call` does not show it after), as Redis does.
@@ -295,7 +296,7 @@ fn needs_global(name: &str) -> bool {
 const UNDO_LIMIT: usize = 64 * 1024;
 
 #[allow(clippy::too_many_arguments)]
-async fn run_once(
+async fn run_once<F: std::future::Future<Output = mlua::Result<mlua::Value>> + Unpin>(
     cx: &mut ConnCtx,
     command: &[&[u8]],
     keys: &[&[u8]],
@@ -303,7 +304,7 @@ async fn run_once(
     flags: ScriptFlags,
     read_only: bool,
     declared: bool,
-    start: &impl Fn(&mut ConnCtx) -> scripting::Running,
+    start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) -> Ran {
     let w = cx.worker.clone();
     let own_tx = !cx.coord.in_exec();
@@ -373,7 +374,9 @@ async fn run_once(
     // this function returns.
     unsafe { scripting::busy::describe(name, command) };
     let was_in_script = std::mem::replace(&mut cx.in_script, true);
-    scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
+    if !cx.acl.user.unrestricted {
+        scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
+    }
     let mut running = start(cx);
     let outcome = loop {
         let parts = cx.coord.queue_parts();
@@ -426,7 +429,9 @@ async fn run_once(
     cx.cmd_name = saved_name;
     cx.db = saved_db;
     cx.in_script = was_in_script;
-    scripting::RUN.with(|r| *r.user.borrow_mut() = None);
+    if !cx.acl.user.unrestricted {
+        scripting::RUN.with(|r| *r.user.borrow_mut() = None);
+    }
     let Some(outcome) = outcome else {
         // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
         // stayed locked); put it back, then let go.
@@ -944,7 +949,14 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
     let (keys, argv) = args[3..].split_at(numkeys);
     let read_only = ro || info.flags.no_writes;
     run_script(cx, args, keys, &info.name, info.flags, read_only, |cx| {
-        scripting::start_function(&callback, name.clone(), keys, argv, busy_threshold(cx))
+        scripting::start_function(
+            &callback,
+            name.clone(),
+            keys,
+            argv,
+            busy_threshold(cx),
+            cx.started,
+        )
     })
     .await;
 }

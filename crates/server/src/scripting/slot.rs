@@ -19,14 +19,18 @@ struct Waiter {
     waker: RefCell<Option<Waker>>,
 }
 
-#[derive(Default)]
 struct Slot {
     held: Cell<bool>,
     waiters: RefCell<VecDeque<Rc<Waiter>>>,
 }
 
 thread_local! {
-    static SLOT: Slot = Slot::default();
+    static SLOT: Slot = const {
+        Slot {
+            held: Cell::new(false),
+            waiters: RefCell::new(VecDeque::new()),
+        }
+    };
 }
 
 /// Holding the slot; dropping it hands the slot to the next waiter.
