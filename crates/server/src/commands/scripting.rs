@@ -230,7 +230,7 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     let read_only = ro || flags.no_writes;
     run_script(cx, args, keys, &script.name, flags, read_only, |cx| {
         scripting::start(
-            &script.func,
+            &script,
             script.name.clone(),
             keys,
             argv,
@@ -245,7 +245,7 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
 /// redis.calls, and replies its result. See the module docs for the two ways it locks: its
 /// declared keys, or the whole keyspace.
 #[allow(clippy::too_many_arguments)]
-async fn run_script<F: std::future::Future<Output = mlua::Result<mlua::Value>> + Unpin>(
+async fn run_script<F: scripting::Reusable>(
     cx: &mut ConnCtx,
     command: &[&[u8]],
     keys: &[&[u8]],
@@ -296,7 +296,7 @@ fn needs_global(name: &str) -> bool {
 const UNDO_LIMIT: usize = 64 * 1024;
 
 #[allow(clippy::too_many_arguments)]
-async fn run_once<F: std::future::Future<Output = mlua::Result<mlua::Value>> + Unpin>(
+async fn run_once<F: scripting::Reusable>(
     cx: &mut ConnCtx,
     command: &[&[u8]],
     keys: &[&[u8]],

@@ -106,10 +106,9 @@ pub fn running() -> Option<(String, Vec<Vec<u8>>, u64)> {
         .map(|(n, c, t)| (n.clone(), c.clone(), t.elapsed().as_millis() as u64))
 }
 
-/// A script starts on this thread in coroutine `thread`; its clock started at `started`
+/// A script starts on this thread in coroutine `state`; its clock started at `started`
 /// (`Ticks`: its command's start).
-pub fn begin(thread: &mlua::Thread, threshold_ms: u64, started: u64, function: bool) {
-    let state = thread.to_pointer() as *mut ffi::lua_State;
+pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, started: u64, function: bool) {
     LOCAL_WROTE.with(|w| w.set(false));
     LOCAL_KIND.with(|k| k.set(if function { 2 } else { 1 }));
     CURRENT.with(|c| c.set(Some((state, started, threshold_ms))));

@@ -169,9 +169,12 @@ pub(crate) struct Vm {
     /// The protected environment scripts run in (a read-only view of the real globals).
     env: Table,
     compiled: RefCell<ShaMap<std::rc::Rc<Compiled>>>,
-    /// Coroutines of scripts that returned normally, reused by the next ones (`Thread::reset`):
-    /// creating one per call was a large share of a short script's cost and garbage.
+    /// Coroutines of functions that returned normally, reused by the next ones
+    /// (`Thread::reset`): creating one per call was a large share of a short script's cost and
+    /// garbage.
     threads: RefCell<Vec<mlua::Thread>>,
+    /// The same for EVAL scripts, with their futures (see `Pooled`).
+    pool: RefCell<Vec<Pooled>>,
     /// The collector pause set now (`tune_gc`).
     gc_pause: Cell<std::os::raw::c_int>,
     /// The interpreter's main state, for the C-API work done between scripts
@@ -238,6 +241,11 @@ pub(crate) fn vm() -> std::rc::Rc<Vm> {
     })
 }
 
+/// This thread's interpreter, if it has one (none is started).
+fn current_vm() -> Option<std::rc::Rc<Vm>> {
+    VM.with(|v| v.borrow().clone())
+}
+
 /// Is `sha` in the cache (SCRIPT EXISTS, EVALSHA)?
 pub fn cached(sha: &Sha) -> Option<Arc<[u8]>> {
     BODIES.with(|b| b.borrow().get(sha).cloned())
@@ -283,6 +291,8 @@ pub async fn cache_flush(worker: &std::rc::Rc<Worker>) {
 /// A script compiled on this thread's interpreter, with what every run needs from its body.
 pub struct Compiled {
     pub func: Function,
+    /// `func` in the registry: what a pooled coroutine is started with (`Vm::coroutine`).
+    key: mlua::RegistryKey,
     pub flags: ScriptFlags,
     /// What errors call the script: its id.
     pub name: std::rc::Rc<str>,
@@ -320,8 +330,13 @@ pub fn compile(sha: &Sha, body: &[u8]) -> Result<std::rc::Rc<Compiled>, String> 
         })?;
     let f = tailcall::without_tail_calls(&vm.lua, f, "@user_script");
     vm.globals_env(&f);
+    let key = vm
+        .lua
+        .create_registry_value(f.clone())
+        .map_err(|e| format!("Error compiling script (new function): {e}"))?;
     let c = std::rc::Rc::new(Compiled {
         func: f,
+        key,
         flags,
         // (A script id is hex: ASCII.)
         name: std::str::from_utf8(sha).unwrap_or_default().into(),
@@ -340,8 +355,6 @@ pub enum Outcome {
 /// A script on its way: poll `next` for the commands it asks for, until it ends.
 pub struct Running<F> {
     fut: Coroutine<F>,
-    /// The script's coroutine, back to the pool when the script returned normally.
-    thread: Option<mlua::Thread>,
     name: std::rc::Rc<str>,
     /// The chunk name errors cite: "@user_script" (EVAL) or "@user_function" (FCALL).
     source: &'static str,
@@ -353,6 +366,77 @@ pub enum Coroutine<T> {
     Started(T),
     Failed(Option<mlua::Error>),
 }
+
+/// A script's coroutine future that can serve the next script once this one returned normally
+/// (a finished Lua 5.1 coroutine is reused by pushing the next function on its empty stack).
+pub trait Reusable: Future<Output = mlua::Result<Value>> + Unpin {
+    /// Keeps the coroutine for the next script.
+    fn recycle(self);
+}
+
+/// An EVAL script's coroutine: mlua's future over it, kept whole between scripts (it resumes
+/// whatever function its coroutine holds next), with the coroutine's state. Reusing the future
+/// and the coroutine saves a coroutine reset and two references per script.
+pub struct Pooled {
+    fut: Box<dyn Future<Output = mlua::Result<Value>> + Unpin>,
+    state: *mut mlua::ffi::lua_State,
+    /// The main state of the interpreter it belongs to (`Vm::main`).
+    owner: *mut mlua::ffi::lua_State,
+}
+
+impl Future for Pooled {
+    type Output = mlua::Result<Value>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut *self.fut).poll(cx)
+    }
+}
+
+impl Reusable for Pooled {
+    fn recycle(self) {
+        // Not into another interpreter (SCRIPT FLUSH replaced this one while the script ran).
+        if let Some(vm) = current_vm().filter(|vm| vm.main == self.owner) {
+            let mut pool = vm.pool.borrow_mut();
+            if pool.len() < POOL_MAX {
+                pool.push(self);
+            }
+        }
+    }
+}
+
+/// A function's coroutine (FCALL passes its KEYS and ARGV as arguments on the first resume,
+/// which a pooled future cannot): mlua's future, and the coroutine for `Vm::thread` to reset.
+pub struct Fresh<T> {
+    fut: T,
+    thread: mlua::Thread,
+    /// As `Pooled::owner`.
+    owner: *mut mlua::ffi::lua_State,
+}
+
+impl<T: Future<Output = mlua::Result<Value>> + Unpin> Future for Fresh<T> {
+    type Output = mlua::Result<Value>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.fut).poll(cx)
+    }
+}
+
+impl<T: Future<Output = mlua::Result<Value>> + Unpin> Reusable for Fresh<T> {
+    fn recycle(self) {
+        if let Some(vm) = current_vm().filter(|vm| vm.main == self.owner) {
+            vm.recycle(self.thread);
+        }
+    }
+}
+
+/// Finished coroutines kept for reuse (per pool).
+const POOL_MAX: usize = 4;
 
 impl<T: Future<Output = mlua::Result<Value>> + Unpin> Future for Coroutine<T> {
     type Output = mlua::Result<Value>;
@@ -378,35 +462,30 @@ pub enum Step {
     Done(Outcome),
 }
 
-/// Starts compiled script `f` with `keys` and `argv` (the KEYS and ARGV globals). `name` is
-/// what errors call the script (`f_<sha>`).
+/// Starts compiled script `script` with `keys` and `argv` (the KEYS and ARGV globals). `name`
+/// is what errors call the script (`f_<sha>`).
 pub fn start(
-    f: &Function,
+    script: &Compiled,
     name: std::rc::Rc<str>,
     keys: &[&[u8]],
     argv: &[&[u8]],
     threshold_ms: u64,
     started: u64,
-) -> Running<impl Future<Output = mlua::Result<Value>> + Unpin> {
+) -> Running<Pooled> {
     let vm = vm();
     RUN.with(|r| {
         r.resp3.set(false);
         r.running.set(true);
     });
-    let setup = set_keys_argv(&vm, keys, argv).and_then(|()| vm.thread(f));
-    let (fut, thread) = match setup {
-        Ok(thread) => {
-            busy::begin(&thread, threshold_ms, started, false);
-            (
-                Coroutine::Started(thread.clone().into_async::<Value>(())),
-                Some(thread),
-            )
+    let fut = match set_keys_argv(&vm, keys, argv).and_then(|()| vm.coroutine(script)) {
+        Ok(co) => {
+            busy::begin(co.state, threshold_ms, started, false);
+            Coroutine::Started(co)
         }
-        Err(e) => (Coroutine::Failed(Some(e)), None),
+        Err(e) => Coroutine::Failed(Some(e)),
     };
     Running {
         fut,
-        thread,
         name,
         source: "@user_script",
     }
@@ -514,7 +593,7 @@ pub fn start_function(
     argv: &[&[u8]],
     threshold_ms: u64,
     started: u64,
-) -> Running<impl Future<Output = mlua::Result<Value>> + Unpin> {
+) -> Running<impl Reusable> {
     let vm = vm();
     let lua = vm.lua.clone();
     RUN.with(|r| {
@@ -526,25 +605,25 @@ pub fn start_function(
         let a = string_array(&lua, argv)?;
         Ok::<_, mlua::Error>((vm.thread(f)?, k, a))
     })();
-    let (fut, thread) = match setup {
+    let fut = match setup {
         Ok((thread, k, a)) => {
-            busy::begin(&thread, threshold_ms, started, true);
-            (
-                Coroutine::Started(thread.clone().into_async::<Value>((k, a))),
-                Some(thread),
-            )
+            busy::begin(thread.to_pointer() as *mut _, threshold_ms, started, true);
+            Coroutine::Started(Fresh {
+                fut: thread.clone().into_async::<Value>((k, a)),
+                thread,
+                owner: vm.main,
+            })
         }
-        Err(e) => (Coroutine::Failed(Some(e)), None),
+        Err(e) => Coroutine::Failed(Some(e)),
     };
     Running {
         fut,
-        thread,
         name,
         source: "@user_function",
     }
 }
 
-impl<F: Future<Output = mlua::Result<Value>> + Unpin> Running<F> {
+impl<F: Reusable> Running<F> {
     /// Runs the script until it ends or asks for a command the synchronous path `inline`
     /// (valid while this call polls) does not serve.
     pub async fn next(&mut self, inline: Option<Inline>) -> Step {
@@ -570,13 +649,14 @@ impl<F: Future<Output = mlua::Result<Value>> + Unpin> Running<F> {
             Ok(req) => Step::Call(req),
             Err(r) => {
                 RUN.with(|r| r.running.set(false));
-                let vm = vm();
                 if r.is_ok() {
-                    if let Some(t) = self.thread.take() {
-                        vm.recycle(t);
+                    if let Coroutine::Started(co) =
+                        std::mem::replace(&mut self.fut, Coroutine::Failed(None))
+                    {
+                        co.recycle();
                     }
                 }
-                vm.tune_gc();
+                vm().tune_gc();
                 Step::Done(match r {
                     Ok(v) => Outcome::Value(v),
                     Err(e) => Outcome::Error(
@@ -957,7 +1037,36 @@ impl Vm {
         Ok(self.env.clone())
     }
 
-    /// A coroutine to run `f` in: a finished one from the pool, else a new one.
+    /// The coroutine (with its future) to run compiled script `script` in: a finished one from
+    /// the pool with the script's function pushed from the registry, else a new one.
+    fn coroutine(&self, script: &Compiled) -> mlua::Result<Pooled> {
+        use mlua::ffi;
+        if let Some(co) = self.pool.borrow_mut().pop() {
+            // SAFETY: `co.state` is a finished coroutine (status ok, empty stack: mlua's future
+            // empties it when the script returns), idle; pushing a function makes it a new one
+            // that its future resumes from the start.
+            unsafe {
+                if ffi::lua_checkstack(co.state, 1) == 0 {
+                    return Err(mlua::Error::StackError);
+                }
+                ffi::lua_rawgeti(
+                    co.state,
+                    ffi::LUA_REGISTRYINDEX,
+                    script.key.id() as ffi::lua_Integer,
+                );
+            }
+            return Ok(co);
+        }
+        let thread = self.lua.create_thread(script.func.clone())?;
+        let state = thread.to_pointer() as *mut ffi::lua_State;
+        Ok(Pooled {
+            fut: Box::new(thread.into_async::<Value>(())),
+            state,
+            owner: self.main,
+        })
+    }
+
+    /// A coroutine to run `f` in (a function's): a finished one from the pool, else a new one.
     fn thread(&self, f: &Function) -> mlua::Result<mlua::Thread> {
         let pooled = self.threads.borrow_mut().pop();
         match pooled {
@@ -985,7 +1094,7 @@ impl Vm {
     /// Gives back the coroutine of a script that returned normally.
     fn recycle(&self, t: mlua::Thread) {
         let mut pool = self.threads.borrow_mut();
-        if pool.len() < 4 && t.status() == mlua::ThreadStatus::Finished {
+        if pool.len() < POOL_MAX && t.status() == mlua::ThreadStatus::Finished {
             pool.push(t);
         }
     }
@@ -1166,6 +1275,7 @@ fn new_vm() -> mlua::Result<Vm> {
         env,
         compiled: RefCell::new(ShaMap::default()),
         threads: RefCell::new(Vec::new()),
+        pool: RefCell::new(Vec::new()),
         gc_pause: Cell::new(GC_PAUSE_DEFAULT),
         main,
         real_ref,
