@@ -8,7 +8,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicIsize, AtomicUsize, Ordering};
 
 /// Per-thread counters of live bytes, summed on read. Each thread adds to its own cache line,
 /// so counting costs an uncontended add per allocation; a thread past the first [`COUNTERS`]
@@ -182,8 +182,20 @@ pub fn set_not_counted(bytes: usize) {
     NOT_COUNTED.store(bytes, Ordering::Relaxed);
 }
 
+/// Stream records on their way from the shards to the replication feeder (the journal's
+/// queue), which eviction leaves out as well: they become the replication buffer as soon as
+/// the feeder's thread runs, and a feeder that falls behind for a moment (its thread busy)
+/// must not make the shards evict (each eviction being more stream).
+static IN_TRANSIT: AtomicIsize = AtomicIsize::new(0);
+
+/// The journal's queue grew (or shrank, negative) by `bytes`.
+pub fn in_transit(bytes: isize) {
+    IN_TRANSIT.fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// Both parts: the replicas' share of the buffer and the stream in transit.
 pub fn not_counted() -> u64 {
-    NOT_COUNTED.load(Ordering::Relaxed) as u64
+    NOT_COUNTED.load(Ordering::Relaxed) as u64 + IN_TRANSIT.load(Ordering::Relaxed).max(0) as u64
 }
 
 /// The used memory `maxmemory` is enforced against: [`used`] less [`not_counted`].

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use tokio::sync::Notify;
+use super::notify::LocalNotify;
 
 use super::limits;
 
@@ -292,7 +292,7 @@ pub struct ClientHandle {
     pub repl_queued: Cell<usize>,
     pub repl_obuf: RefCell<super::limits::ObufState>,
     /// Wakes the connection out of a blocking read when it is killed.
-    pub wake: Notify,
+    pub wake: LocalNotify,
 }
 
 impl ClientHandle {
@@ -328,7 +328,7 @@ impl ClientHandle {
             pushes: RefCell::new(std::collections::VecDeque::new()),
             repl_queued: Cell::new(0),
             repl_obuf: RefCell::new(Default::default()),
-            wake: Notify::new(),
+            wake: LocalNotify::new(),
         }
     }
 }

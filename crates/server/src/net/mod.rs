@@ -6,6 +6,7 @@ pub mod cron;
 pub mod http;
 pub mod limits;
 pub mod listener;
+pub mod notify;
 pub mod session;
 pub mod stream;
 pub mod tls;

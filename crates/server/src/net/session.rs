@@ -740,7 +740,7 @@ fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
 async fn output_room<'a>(
     cx: &mut ConnCtx,
     client: &'a ClientHandle,
-    mut wake: std::pin::Pin<&mut tokio::sync::futures::Notified<'a>>,
+    mut wake: std::pin::Pin<&mut crate::net::notify::Notified<'a>>,
 ) -> std::io::Result<bool> {
     if obuf_over(cx, true) {
         return Ok(false);

@@ -186,12 +186,31 @@ pub fn discard() {
     });
 }
 
+impl Item {
+    /// The memory the item's records hold (their buffers' capacity), as the stream in transit
+    /// that eviction leaves out (`memory::in_transit`).
+    fn bytes(&self) -> usize {
+        match self {
+            Item::One(r) => r.resp.capacity(),
+            Item::Group(rs) => {
+                rs.iter().map(|r| r.resp.capacity()).sum::<usize>()
+                    + rs.capacity() * std::mem::size_of::<Record>()
+            }
+            Item::Raw(b) => b.capacity(),
+            Item::Attach(_) | Item::Fence(_) => 0,
+        }
+    }
+}
+
 pub fn push(item: Item) {
+    crate::engine::memory::in_transit(item.bytes() as isize);
     QUEUE.push(item);
     WAKE.notify_one();
 }
 
 pub fn push_records(recs: Vec<Record>) {
+    let bytes: usize = recs.iter().map(|r| r.resp.capacity()).sum();
+    crate::engine::memory::in_transit(bytes as isize);
     for r in recs {
         QUEUE.push(Item::One(r));
     }
@@ -200,7 +219,9 @@ pub fn push_records(recs: Vec<Record>) {
 
 /// The feeder's end.
 pub fn pop() -> Option<Item> {
-    QUEUE.pop()
+    let item = QUEUE.pop()?;
+    crate::engine::memory::in_transit(-(item.bytes() as isize));
+    Some(item)
 }
 
 /// An expiration or eviction on this shard: `DEL key` goes into the stream now (the shard

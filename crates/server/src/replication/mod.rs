@@ -720,6 +720,12 @@ pub fn emit_forwarded(w: &Rc<Worker>, bytes: &[u8]) {
 }
 
 /// The feeder: turns journal records into stream bytes (thread 0, for the server's life).
+/// The most stream the feeder gathers before handing it on. A feeder whose thread was busy
+/// finds many records queued: gathered whole, they would be copied into one buffer twice the
+/// size (and once more for the backlog), memory eviction counts (a stopped replica's stream
+/// beyond the backlog is what it leaves out), enough to make the shards evict.
+const FEED_CHUNK: usize = 64 * 1024;
+
 pub async fn feed(w: Rc<Worker>) {
     let mut last_ping = std::time::Instant::now();
     loop {
@@ -823,6 +829,10 @@ pub async fn feed(w: Rc<Worker>) {
                     m.seldb = None;
                     m.attach(*a);
                 }
+            }
+            if buf.len() >= FEED_CHUNK {
+                m.emit(&w, &buf);
+                buf.clear();
             }
         }
         m.emit(&w, &buf);
