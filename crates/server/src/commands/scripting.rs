@@ -340,9 +340,8 @@ async fn run_once<F: scripting::Reusable>(
     }
     // Queues a transaction started unqueued before the script first waits.
     let queue = |cx: &mut ConnCtx| {
-        if let Some((id, locks, sl)) = cx.coord.queue_parts() {
+        if let Some((id, locks, sl)) = cx.coord.take_unqueued() {
             crate::engine::vll::enqueue_started(&cx.worker, id, locks, sl);
-            cx.coord.note_queued();
         }
     };
     // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
@@ -379,7 +378,8 @@ async fn run_once<F: scripting::Reusable>(
     }
     let mut running = start(cx);
     let outcome = loop {
-        let parts = cx.coord.queue_parts();
+        // (Taken out while the script runs, given back if it never waited.)
+        let parts = cx.coord.take_unqueued();
         let mut driver = Driver {
             cx: &mut *cx,
             state: &state,
@@ -405,8 +405,8 @@ async fn run_once<F: scripting::Reusable>(
                     r
                 })
                 .await;
-                if parts.is_none() {
-                    cx.coord.note_queued();
+                if let Some((_, locks, sl)) = parts {
+                    cx.coord.keep_unqueued(locks, sl);
                 }
                 step
             }

@@ -180,7 +180,7 @@ impl Coord {
     /// one hop that lasts while the script runs without waiting. Nothing else runs on this
     /// thread meanwhile, so nothing can conflict; the first time the script would wait (a
     /// command elsewhere, a busy script letting clients in), the caller queues it with
-    /// `vll::enqueue_started` (what `queue_parts` returns) and tells `note_queued`.
+    /// `vll::enqueue_started` (what `take_unqueued` hands over).
     /// Concluding is the same either way (`vll::finish` of an id never queued only serves
     /// the blocked clients). `Err(plan)`, nothing done, when the shard is not free.
     pub fn begin_exec_unqueued(&mut self, w: &Rc<Worker>, plan: LockPlan) -> Result<(), LockPlan> {
@@ -214,16 +214,18 @@ impl Coord {
         Ok(())
     }
 
-    /// The transaction `begin_exec_unqueued` started and not yet queued: its id, locks and
-    /// shard lock.
-    pub fn queue_parts(&self) -> Option<(u64, Locks, ShardLock)> {
-        let (locks, sl) = self.unqueued.as_ref()?;
-        Some((self.tx.as_ref()?.id, locks.clone(), *sl))
+    /// Takes the transaction `begin_exec_unqueued` started and not yet queued: its id, locks
+    /// and shard lock, for the caller to queue (`vll::enqueue_started`), or to give back with
+    /// `keep_unqueued` if it did not need to.
+    pub fn take_unqueued(&mut self) -> Option<(u64, Locks, ShardLock)> {
+        let id = self.tx.as_ref()?.id;
+        let (locks, sl) = self.unqueued.take()?;
+        Some((id, locks, sl))
     }
 
-    /// The caller queued the transaction `queue_parts` described.
-    pub fn note_queued(&mut self) {
-        self.unqueued = None;
+    /// Gives back what `take_unqueued` took: still not queued.
+    pub fn keep_unqueued(&mut self, locks: Locks, sl: ShardLock) {
+        self.unqueued = Some((locks, sl));
     }
 
     /// A script starts over: what its first run captured was undone.
