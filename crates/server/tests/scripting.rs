@@ -416,6 +416,83 @@ fn scripts_match_redis() {
     );
 }
 
+/// The same scripts by EVALSHA on one shard thread, where a script that ends without waiting
+/// runs outside any future (`run_quick`): replies and errors as redis-server's.
+#[test]
+fn scripts_by_id_on_one_thread_match_redis() {
+    let ours = Server::start_threads(1, &[]);
+    let redis = RedisServer::start();
+    let (mut a, mut b) = (ours.raw_conn(), redis.raw_conn());
+    let mut failures = Vec::new();
+    for script in ENGINE.iter().chain(SNIPPETS) {
+        let (want_sha, got_sha) = (
+            b.cmd(&["SCRIPT", "LOAD", script]),
+            a.cmd(&["SCRIPT", "LOAD", script]),
+        );
+        if want_sha != got_sha {
+            failures.push(format!(
+                "LOAD {script}
+  redis: {want_sha}
+  damselfly: {got_sha}"
+            ));
+            continue;
+        }
+        let Some(sha) = want_sha
+            .as_bytes()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+        else {
+            continue;
+        };
+        let (want, got) = (
+            b.cmd(&["EVALSHA", &sha, "0"]),
+            a.cmd(&["EVALSHA", &sha, "0"]),
+        );
+        if want != got {
+            failures.push(format!("{script}\n  redis:     {want}\n  damselfly: {got}"));
+        }
+    }
+    for f in &failures {
+        eprintln!("MISMATCH {f}");
+    }
+    assert!(failures.is_empty(), "{} scripts differ", failures.len());
+}
+
+/// On one shard thread a script run by EVALSHA starts outside any future; past the busy
+/// threshold it must still let the thread's other clients in (they get -BUSY), and SCRIPT KILL
+/// from one of them must end it.
+#[test]
+fn a_busy_script_by_id_on_one_thread_can_be_killed() {
+    let srv = Server::start_threads(1, &["--busy-reply-threshold", "50"]);
+    let mut c = srv.raw_conn();
+    let Resp::Bulk(sha) = c.cmd(&["SCRIPT", "LOAD", "redis.call('get', 'k') while true do end"])
+    else {
+        panic!("SCRIPT LOAD")
+    };
+    let sha = String::from_utf8(sha).unwrap();
+    let runner = {
+        let mut conn = srv.raw_conn();
+        std::thread::spawn(move || conn.cmd(&["EVALSHA", &sha, "0"]))
+    };
+    let mut other = srv.raw_conn();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match other.cmd(&["PING"]) {
+            Resp::Error(e) if e.starts_with(b"BUSY") => break,
+            _ if std::time::Instant::now() > deadline => panic!("never busy"),
+            _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    assert_eq!(other.cmd(&["SCRIPT", "KILL"]), Resp::Simple(b"OK".to_vec()));
+    match runner.join().unwrap() {
+        Resp::Error(e) => {
+            let e = String::from_utf8_lossy(&e);
+            assert!(e.contains("Script killed by user"), "{e}")
+        }
+        r => panic!("killed script replied {r}"),
+    }
+    assert_eq!(other.cmd(&["PING"]), Resp::Simple(b"PONG".to_vec()));
+}
+
 /// The accounts of the transfer test: `{a}`..`{h}` hash to different shards.
 const ACCOUNTS: [&str; 8] = [
     "acct:{a}", "acct:{b}", "acct:{c}", "acct:{d}", "acct:{e}", "acct:{f}", "acct:{g}", "acct:{h}",
@@ -465,11 +542,18 @@ fn transfers_stay_atomic(threads: usize, between: &str) {
           redis.call('decrby', KEYS[1], n) {between}redis.call('incrby', ARGV[1], n) end return 1"
     );
     let sum = "local s = 0 for _, k in ipairs(KEYS) do s = s + tonumber(redis.call('get', k)) end return s";
+    // The declared transfer by id too (one shard thread: the synchronous start, which goes
+    // on asynchronously when the script waits halfway).
+    let Resp::Bulk(declared_sha) = c.cmd(&["SCRIPT", "LOAD", &declared]) else {
+        panic!("SCRIPT LOAD")
+    };
+    let declared_sha = String::from_utf8(declared_sha).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for w in 0..6u64 {
         let mut conn = srv.raw_conn();
         let (declared, undeclared, half) = (declared.clone(), undeclared.clone(), half.clone());
+        let declared_sha = declared_sha.clone();
         writers.push(std::thread::spawn(move || {
             let mut x = w * 7919 + 1;
             for i in 0..300u64 {
@@ -479,8 +563,9 @@ fn transfers_stay_atomic(threads: usize, between: &str) {
                 let from = ACCOUNTS[(x >> 33) as usize % 8];
                 let to = ACCOUNTS[(x >> 40) as usize % 8];
                 let n = ((x >> 50) % 50).to_string();
-                let r = match i % 3 {
+                let r = match i % 4 {
                     0 => conn.cmd(&["EVAL", &declared, "2", from, to, &n]),
+                    3 => conn.cmd(&["EVALSHA", &declared_sha, "2", from, to, &n]),
                     1 => conn.cmd(&["EVAL", &undeclared, "0", from, to, &n]),
                     _ => {
                         let body = format!("{half} -- {w} {i}");

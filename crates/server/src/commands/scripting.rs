@@ -98,7 +98,7 @@ fn eval<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 fn evalsha<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(eval_generic(cx, args, true, false))
+    evalsha_generic(cx, args, false)
 }
 
 fn eval_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
@@ -106,7 +106,7 @@ fn eval_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 fn evalsha_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(eval_generic(cx, args, true, true))
+    evalsha_generic(cx, args, true)
 }
 
 /// The SHA1 hex of `arg` as Redis compares script ids (lower case; anything else is unknown).
@@ -176,23 +176,9 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     // The script: by id (compiled on this thread already, or from the cache), or by body
     // (added to every thread's cache first).
     let script = if by_sha {
-        // Compiled on this thread already, else compiled now from this thread's cache.
-        let found = sha_arg(args[1]).and_then(|sha| {
-            scripting::compiled(&sha)
-                .map(Ok)
-                .or_else(|| scripting::cached(&sha).map(|body| scripting::compile(&sha, &body)))
-        });
-        match found {
-            Some(Ok(c)) => c,
-            Some(Err(e)) => {
-                cx.reply.error(&format!("ERR {e}"));
-                return;
-            }
-            None => {
-                cx.reply
-                    .error("NOSCRIPT No matching script. Please use EVAL.");
-                return;
-            }
+        match by_id(cx, args[1]) {
+            Some(c) => c,
+            None => return,
         }
     } else {
         let sha = scripting::sha1_hex(args[1]);
@@ -207,16 +193,90 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
         Box::pin(scripting::cache_add(&cx.worker, sha, body)).await;
         c
     };
+    let Some(read_only) = admit(cx, script.flags, ro) else {
+        return;
+    };
+    run_script(
+        cx,
+        args,
+        keys,
+        &script.name,
+        script.flags,
+        read_only,
+        |cx| start_script(cx, &script, keys, argv),
+    )
+    .await;
+}
+
+/// EVALSHA and EVALSHA_RO: a script that runs to its end without waiting (the common case) runs
+/// here and now, outside any future (see `run_quick`); anything else takes `run_script`.
+fn evalsha_generic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]], ro: bool) -> BoxFut<'a> {
+    let Some(numkeys) = numkeys(cx, args, super::util::ERR_NOT_INT) else {
+        return Box::pin(std::future::ready(()));
+    };
+    let (keys, argv) = args[3..].split_at(numkeys);
+    let Some(script) = by_id(cx, args[1]) else {
+        return Box::pin(std::future::ready(()));
+    };
+    let Some(read_only) = admit(cx, script.flags, ro) else {
+        return Box::pin(std::future::ready(()));
+    };
     let flags = script.flags;
+    if quick_ok(cx, keys, &script.name) {
+        let start = |cx: &mut ConnCtx| start_script(cx, &script, keys, argv);
+        match run_quick(cx, args, &script.name, flags, read_only, &start) {
+            Quick::Done => return Box::pin(std::future::ready(())),
+            Quick::Started(mut run, first) => {
+                return Box::pin(async move {
+                    let outcome = drive(cx, &mut run, first).await;
+                    conclude(cx, *run, outcome, args, &script.name).await;
+                })
+            }
+            Quick::Busy => {}
+        }
+    }
+    Box::pin(async move {
+        run_script(cx, args, keys, &script.name, flags, read_only, |cx| {
+            start_script(cx, &script, keys, argv)
+        })
+        .await
+    })
+}
+
+/// The script with id `arg`: compiled on this thread already, else compiled now from this
+/// thread's cache. None: the error (NOSCRIPT, a compile error) was replied.
+fn by_id(cx: &mut ConnCtx, arg: &[u8]) -> Option<std::rc::Rc<scripting::Compiled>> {
+    let found = sha_arg(arg).and_then(|sha| {
+        scripting::compiled(&sha)
+            .map(Ok)
+            .or_else(|| scripting::cached(&sha).map(|body| scripting::compile(&sha, &body)))
+    });
+    match found {
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            cx.reply.error(&format!("ERR {e}"));
+            None
+        }
+        None => {
+            cx.reply
+                .error("NOSCRIPT No matching script. Please use EVAL.");
+            None
+        }
+    }
+}
+
+/// The checks of a script's flags before it runs (`ro`: an _RO command). Some(read_only) when
+/// it may run; None: the refusal was replied.
+fn admit(cx: &mut ConnCtx, flags: ScriptFlags, ro: bool) -> Option<bool> {
     if flags.shebang && !flags.no_writes && ro {
         cx.reply
             .error("ERR Can not execute a script with write flag using *_ro command.");
-        return;
+        return None;
     }
     if flags.shebang {
         if let Some(e) = replication_refusal(cx, flags.no_writes, flags.allow_stale) {
             cx.reply.error(e);
-            return;
+            return None;
         }
     }
     if flags.shebang && !flags.no_writes && !flags.allow_oom {
@@ -224,21 +284,26 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
         if maxmemory != 0 && crate::engine::memory::over_limit(maxmemory) {
             cx.reply
                 .error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
-            return;
+            return None;
         }
     }
-    let read_only = ro || flags.no_writes;
-    run_script(cx, args, keys, &script.name, flags, read_only, |cx| {
-        scripting::start(
-            &script,
-            script.name.clone(),
-            keys,
-            argv,
-            busy_threshold(cx),
-            cx.started,
-        )
-    })
-    .await;
+    Some(ro || flags.no_writes)
+}
+
+fn start_script(
+    cx: &mut ConnCtx,
+    script: &scripting::Compiled,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+) -> scripting::Running<scripting::Pooled> {
+    scripting::start(
+        script,
+        script.name.clone(),
+        keys,
+        argv,
+        busy_threshold(cx),
+        cx.started,
+    )
 }
 
 /// Runs a script or function (`start` makes it go) as one transaction, serving its
@@ -259,17 +324,26 @@ async fn run_script<F: scripting::Reusable>(
     if crate::pubsub::monitor::active() {
         super::feed_monitors(cx, command);
     }
-    // Inside EXEC the transaction is EXEC's (it locked everything for the script). With one
-    // shard the whole keyspace is that shard: locking only the declared keys would buy no
-    // parallelism and cost the undo log.
-    let try_declared =
-        !cx.coord.in_exec() && !keys.is_empty() && cx.threads() > 1 && !needs_global(name);
-    if try_declared
+    if try_declared(cx, keys, name)
         && run_once(cx, command, keys, name, flags, read_only, true, &start).await == Ran::Done
     {
         return;
     }
     run_once(cx, command, keys, name, flags, read_only, false, &start).await;
+}
+
+/// Does the script try its declared keys' locks first? Not inside EXEC (the transaction is
+/// EXEC's: it locked everything for the script), nor with one shard (the whole keyspace is
+/// that shard: locking only the declared keys would buy no parallelism and cost the undo log),
+/// nor once it was seen touching other keys.
+fn try_declared(cx: &ConnCtx, keys: &[&[u8]], name: &str) -> bool {
+    !cx.coord.in_exec() && !keys.is_empty() && cx.threads() > 1 && !needs_global(name)
+}
+
+/// May the script run by `run_quick`: under its own whole-keyspace transaction, with no MONITOR
+/// to show it to?
+fn quick_ok(cx: &ConnCtx, keys: &[&[u8]], name: &str) -> bool {
+    !cx.coord.in_exec() && !try_declared(cx, keys, name) && !crate::pubsub::monitor::active()
 }
 
 #[derive(PartialEq, Eq)]
@@ -294,6 +368,296 @@ fn needs_global(name: &str) -> bool {
 /// whole-keyspace lock instead (from then on: copying large values on every run would cost
 /// more than the lock).
 const UNDO_LIMIT: usize = 64 * 1024;
+
+/// A script started inside its transaction: what `drive` runs and `conclude` ends.
+struct ScriptRun<F> {
+    running: scripting::Running<F>,
+    state: RefCell<CallState>,
+    /// The thread's script slot (see `scripting::slot`).
+    _slot: scripting::slot::Held,
+    saved_name: &'static str,
+    saved_db: usize,
+    was_in_script: bool,
+    /// The script's own transaction (not EXEC's).
+    own_tx: bool,
+}
+
+/// Starts the script (`start`) once its transaction is active and it holds the slot.
+#[allow(clippy::too_many_arguments)]
+fn begin_run<F: scripting::Reusable>(
+    cx: &mut ConnCtx,
+    slot: scripting::slot::Held,
+    command: &[&[u8]],
+    keys: &[&[u8]],
+    name: &str,
+    flags: ScriptFlags,
+    read_only: bool,
+    declared: bool,
+    own_tx: bool,
+    start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
+) -> ScriptRun<F> {
+    let saved_name = cx.cmd_name;
+    // A SELECT inside the script changes the script's database, not the caller's.
+    let saved_db = cx.db;
+    let state = RefCell::new(CallState {
+        read_only,
+        flags,
+        read: false,
+        dirty: false,
+        declared: declared.then(|| Declared {
+            db: cx.db,
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            images: Vec::new(),
+            image_bytes: 0,
+        }),
+    });
+    // SAFETY: `name` and `command` outlive the script: the run is concluded (ending it) by
+    // the caller that holds them.
+    unsafe { scripting::busy::describe(name, command) };
+    let was_in_script = std::mem::replace(&mut cx.in_script, true);
+    if !cx.acl.user.unrestricted {
+        scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
+    }
+    let running = start(cx);
+    ScriptRun {
+        running,
+        state,
+        _slot: slot,
+        saved_name,
+        saved_db,
+        was_in_script,
+        own_tx,
+    }
+}
+
+/// Queues a transaction started unqueued, before the script first waits.
+fn queue(cx: &mut ConnCtx) {
+    if let Some((id, locks, sl)) = cx.coord.take_unqueued() {
+        crate::engine::vll::enqueue_started(&cx.worker, id, locks, sl);
+    }
+}
+
+/// Runs the script until it ends, serving its commands. None: a declared-keys run touched
+/// another key, and must start over (see `Ran::StartOver`). `first`: what a first poll made
+/// elsewhere (`run_quick`) returned, if it returned.
+async fn drive<F: scripting::Reusable>(
+    cx: &mut ConnCtx,
+    run: &mut ScriptRun<F>,
+    mut first: Option<scripting::Step>,
+) -> Option<Outcome> {
+    let w = cx.worker.clone();
+    loop {
+        let step = match first.take() {
+            Some(step) => step,
+            None => {
+                // (Taken out while the script runs, given back if it never waited.)
+                let parts = cx.coord.take_unqueued();
+                let mut driver = Driver {
+                    cx: &mut *cx,
+                    state: &run.state,
+                };
+                let inline = scripting::Inline {
+                    run: inline_call,
+                    data: &mut driver as *mut Driver as *mut (),
+                };
+                match parts {
+                    None => run.running.next(Some(inline)).await,
+                    Some((id, locks, sl)) => {
+                        // Queued the moment the script stops without a command for us (a busy
+                        // script lets other clients in): nothing else may run here unqueued.
+                        let mut fut = std::pin::pin!(run.running.next(Some(inline)));
+                        let mut parts = Some((id, locks, sl));
+                        let step = std::future::poll_fn(|c| {
+                            let r = std::future::Future::poll(fut.as_mut(), c);
+                            if r.is_pending() {
+                                if let Some((id, locks, sl)) = parts.take() {
+                                    crate::engine::vll::enqueue_started(&w, id, locks, sl);
+                                }
+                            }
+                            r
+                        })
+                        .await;
+                        if let Some((_, locks, sl)) = parts {
+                            cx.coord.keep_unqueued(locks, sl);
+                        }
+                        step
+                    }
+                }
+            }
+        };
+        match step {
+            scripting::Step::Call(req) => {
+                queue(cx);
+                let argv: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice()).collect();
+                if !declared_ok(cx, &run.state, &argv)
+                    || !Box::pin(take_images(cx, &run.state, &argv)).await
+                {
+                    return None;
+                }
+                let reply = Box::pin(script_call(cx, &run.state, req.args.clone())).await;
+                let _ = req.done.send(reply);
+            }
+            scripting::Step::Done(o) => return Some(o),
+        }
+    }
+}
+
+/// Ends a run whose script ended (`outcome`): the caller's state back, the reply, tracking,
+/// the transaction's end.
+fn finish<F: scripting::Reusable>(
+    cx: &mut ConnCtx,
+    run: ScriptRun<F>,
+    outcome: Outcome,
+    command: &[&[u8]],
+) {
+    restore(cx, &run);
+    match outcome {
+        Outcome::Value(v) => {
+            let resp3 = scripting::RUN.with(|r| r.resp3.get());
+            cx.error_counted = scripting::convert::lua_to_reply(&v, &mut cx.reply, resp3);
+        }
+        Outcome::Error(msg, counted) => {
+            cx.reply.error(&msg);
+            cx.error_counted = counted;
+        }
+    }
+    let ScriptRun {
+        running,
+        state,
+        _slot,
+        own_tx,
+        ..
+    } = run;
+    drop(running);
+    // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
+    // while the script's locks still hold.
+    if state.borrow().read && cx.client.special.get() && super::tracks_reads(cx) {
+        if let Some(entry) = registry().lookup(command[0]) {
+            super::track_keys(cx, entry.spec, command);
+        }
+    }
+    if own_tx {
+        let w = cx.worker.clone();
+        cx.coord.end_exec(&w);
+    }
+}
+
+/// The caller's command name, database and script state, as before the run.
+fn restore<F>(cx: &mut ConnCtx, run: &ScriptRun<F>) {
+    cx.cmd_name = run.saved_name;
+    cx.db = run.saved_db;
+    cx.in_script = run.was_in_script;
+    if !cx.acl.user.unrestricted {
+        scripting::RUN.with(|r| *r.user.borrow_mut() = None);
+    }
+}
+
+/// `finish`, or for a run that must start over (`outcome` None): what it wrote undone, the
+/// script remembered as needing the whole keyspace, the transaction ended.
+async fn conclude<F: scripting::Reusable>(
+    cx: &mut ConnCtx,
+    run: ScriptRun<F>,
+    outcome: Option<Outcome>,
+    command: &[&[u8]],
+    name: &str,
+) -> Ran {
+    let Some(outcome) = outcome else {
+        restore(cx, &run);
+        // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
+        // stayed locked); put it back, then let go.
+        let ScriptRun {
+            running,
+            state,
+            _slot,
+            own_tx,
+            ..
+        } = run;
+        drop(running);
+        let images = state
+            .borrow_mut()
+            .declared
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.images))
+            .unwrap_or_default();
+        // Its replication records go with it (a declared-keys run owns its transaction).
+        cx.coord.drop_group();
+        Box::pin(undo(cx, images)).await;
+        NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
+        if own_tx {
+            let w = cx.worker.clone();
+            cx.coord.end_exec(&w);
+        }
+        return Ran::StartOver;
+    };
+    finish(cx, run, outcome, command);
+    Ran::Done
+}
+
+/// What `run_quick` did.
+enum Quick<F> {
+    /// The script ran to its end and was replied.
+    Done,
+    /// It started, and goes on asynchronously: `drive` from the step its first poll made (if
+    /// it made one), then `conclude`.
+    Started(Box<ScriptRun<F>>, Option<scripting::Step>),
+    /// Nothing done: the shard or the script slot is not free; the general way waits for them.
+    Busy,
+}
+
+/// Runs the script synchronously, outside any future, when its transaction can start
+/// unqueued on this thread's free shard and the script slot is free: a script that ends
+/// without waiting (most) is replied before this returns. The layers of futures a script's run
+/// otherwise goes through cost more than the Lua of a short script. Requires `quick_ok`.
+fn run_quick<F: scripting::Reusable>(
+    cx: &mut ConnCtx,
+    command: &[&[u8]],
+    name: &str,
+    flags: ScriptFlags,
+    read_only: bool,
+    start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
+) -> Quick<F> {
+    let Some(slot) = scripting::slot::try_take() else {
+        return Quick::Busy;
+    };
+    let w = cx.worker.clone();
+    let mut plan = LockPlan::new(cx.threads(), cx.db, w.shared.config.dbnum());
+    plan.lock_all_shards(true);
+    if cx.coord.begin_exec_unqueued(&w, plan).is_err() {
+        return Quick::Busy;
+    }
+    let mut run = begin_run(
+        cx,
+        slot,
+        command,
+        &[],
+        name,
+        flags,
+        read_only,
+        false,
+        true,
+        start,
+    );
+    let mut driver = Driver {
+        cx: &mut *cx,
+        state: &run.state,
+    };
+    let inline = scripting::Inline {
+        run: inline_call,
+        data: &mut driver as *mut Driver as *mut (),
+    };
+    match run.running.poll_now(Some(inline)) {
+        Some(scripting::Step::Done(outcome)) => {
+            finish(cx, run, outcome, command);
+            Quick::Done
+        }
+        Some(step) => Quick::Started(Box::new(run), Some(step)),
+        None => {
+            // It waits: queued now, as `drive` does.
+            queue(cx);
+            Quick::Started(Box::new(run), None)
+        }
+    }
+}
 
 #[allow(clippy::too_many_arguments)]
 async fn run_once<F: scripting::Reusable>(
@@ -338,141 +702,21 @@ async fn run_once<F: scripting::Reusable>(
             }
         }
     }
-    // Queues a transaction started unqueued before the script first waits.
-    let queue = |cx: &mut ConnCtx| {
-        if let Some((id, locks, sl)) = cx.coord.take_unqueued() {
-            crate::engine::vll::enqueue_started(&cx.worker, id, locks, sl);
-        }
-    };
     // One script at a time per thread (its interpreter's globals, KEYS and ARGV among them,
     // are the running script's), taken once the transaction is active: the holder never waits
     // for another transaction, so waiting for it cannot close a cycle.
-    let _slot = match scripting::slot::try_take() {
+    let slot = match scripting::slot::try_take() {
         Some(h) => h,
         None => {
             queue(cx);
             Box::pin(scripting::slot::take()).await
         }
     };
-    let saved_name = cx.cmd_name;
-    // A SELECT inside the script changes the script's database, not the caller's.
-    let saved_db = cx.db;
-    let state = RefCell::new(CallState {
-        read_only,
-        flags,
-        read: false,
-        dirty: false,
-        declared: declared.then(|| Declared {
-            db: cx.db,
-            keys: keys.iter().map(|k| k.to_vec()).collect(),
-            images: Vec::new(),
-            image_bytes: 0,
-        }),
-    });
-    // SAFETY: `name` and `command` outlive the script: `running` is dropped (ending it) before
-    // this function returns.
-    unsafe { scripting::busy::describe(name, command) };
-    let was_in_script = std::mem::replace(&mut cx.in_script, true);
-    if !cx.acl.user.unrestricted {
-        scripting::RUN.with(|r| *r.user.borrow_mut() = Some(cx.acl.user.clone()));
-    }
-    let mut running = start(cx);
-    let outcome = loop {
-        // (Taken out while the script runs, given back if it never waited.)
-        let parts = cx.coord.take_unqueued();
-        let mut driver = Driver {
-            cx: &mut *cx,
-            state: &state,
-        };
-        let inline = scripting::Inline {
-            run: inline_call,
-            data: &mut driver as *mut Driver as *mut (),
-        };
-        let step = match parts {
-            None => running.next(Some(inline)).await,
-            Some((id, locks, sl)) => {
-                // Queued the moment the script stops without a command for us (a busy
-                // script lets other clients in): nothing else may run here unqueued.
-                let mut fut = std::pin::pin!(running.next(Some(inline)));
-                let mut parts = Some((id, locks, sl));
-                let step = std::future::poll_fn(|c| {
-                    let r = std::future::Future::poll(fut.as_mut(), c);
-                    if r.is_pending() {
-                        if let Some((id, locks, sl)) = parts.take() {
-                            crate::engine::vll::enqueue_started(&w, id, locks, sl);
-                        }
-                    }
-                    r
-                })
-                .await;
-                if let Some((_, locks, sl)) = parts {
-                    cx.coord.keep_unqueued(locks, sl);
-                }
-                step
-            }
-        };
-        match step {
-            scripting::Step::Call(req) => {
-                queue(cx);
-                let argv: Vec<&[u8]> = req.args.iter().map(|a| a.as_slice()).collect();
-                if !declared_ok(cx, &state, &argv)
-                    || !Box::pin(take_images(cx, &state, &argv)).await
-                {
-                    break None;
-                }
-                let reply = Box::pin(script_call(cx, &state, req.args.clone())).await;
-                let _ = req.done.send(reply);
-            }
-            scripting::Step::Done(o) => break Some(o),
-        }
-    };
-    cx.cmd_name = saved_name;
-    cx.db = saved_db;
-    cx.in_script = was_in_script;
-    if !cx.acl.user.unrestricted {
-        scripting::RUN.with(|r| *r.user.borrow_mut() = None);
-    }
-    let Some(outcome) = outcome else {
-        // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
-        // stayed locked); put it back, then let go.
-        drop(running);
-        let images = state
-            .borrow_mut()
-            .declared
-            .as_mut()
-            .map(|d| std::mem::take(&mut d.images))
-            .unwrap_or_default();
-        // Its replication records go with it (a declared-keys run owns its transaction).
-        cx.coord.drop_group();
-        Box::pin(undo(cx, images)).await;
-        NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
-        if own_tx {
-            cx.coord.end_exec(&w);
-        }
-        return Ran::StartOver;
-    };
-    match outcome {
-        Outcome::Value(v) => {
-            let resp3 = scripting::RUN.with(|r| r.resp3.get());
-            cx.error_counted = scripting::convert::lua_to_reply(&v, &mut cx.reply, resp3);
-        }
-        Outcome::Error(msg, counted) => {
-            cx.reply.error(&msg);
-            cx.error_counted = counted;
-        }
-    }
-    drop(running);
-    // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
-    // while the script's locks still hold.
-    if state.borrow().read && cx.client.special.get() && super::tracks_reads(cx) {
-        if let Some(entry) = registry().lookup(command[0]) {
-            super::track_keys(cx, entry.spec, command);
-        }
-    }
-    if own_tx {
-        cx.coord.end_exec(&w);
-    }
-    Ran::Done
+    let mut run = begin_run(
+        cx, slot, command, keys, name, flags, read_only, declared, own_tx, start,
+    );
+    let outcome = drive(cx, &mut run, None).await;
+    conclude(cx, run, outcome, command, name).await
 }
 
 /// A declared-keys run: its keys and database, and the undo log of what it wrote.

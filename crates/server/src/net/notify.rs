@@ -115,7 +115,6 @@ mod tests {
         let mut g = n.notified();
         assert!(!poll(&mut g, &waker));
         // A notification with nobody waiting is kept for the next future.
-        drop(g);
         n.notify_one();
         let mut h = n.notified();
         assert!(poll(&mut h, &waker));

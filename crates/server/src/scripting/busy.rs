@@ -108,12 +108,15 @@ pub fn running() -> Option<(String, Vec<Vec<u8>>, u64)> {
 
 /// A script starts on this thread in coroutine `state`; its clock started at `started`
 /// (`Ticks`: its command's start).
-pub fn begin(state: *mut ffi::lua_State, threshold_ms: u64, started: u64, function: bool) {
+///
+/// # Safety
+/// `state` must be the live coroutine the script runs in, kept alive until `end`.
+pub unsafe fn begin(state: *mut ffi::lua_State, threshold_ms: u64, started: u64, function: bool) {
     LOCAL_WROTE.with(|w| w.set(false));
     LOCAL_KIND.with(|k| k.set(if function { 2 } else { 1 }));
     CURRENT.with(|c| c.set(Some((state, started, threshold_ms))));
-    // SAFETY: `state` is the live coroutine the script runs in (kept alive by the caller
-    // until `end`); the hook only reads this thread's CURRENT and the interpreter state.
+    // SAFETY: `state` is live (the caller's contract); the hook only reads this thread's
+    // CURRENT and the interpreter state.
     unsafe {
         ffi::lua_sethook(state, Some(hook), ffi::LUA_MASKCOUNT, HOOK_EVERY);
     }

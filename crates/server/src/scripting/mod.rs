@@ -479,7 +479,8 @@ pub fn start(
     });
     let fut = match set_keys_argv(&vm, keys, argv).and_then(|()| vm.coroutine(script)) {
         Ok(co) => {
-            busy::begin(co.state, threshold_ms, started, false);
+            // SAFETY: the coroutine lives in `co`, which the run holds until it ends.
+            unsafe { busy::begin(co.state, threshold_ms, started, false) };
             Coroutine::Started(co)
         }
         Err(e) => Coroutine::Failed(Some(e)),
@@ -607,7 +608,8 @@ pub fn start_function(
     })();
     let fut = match setup {
         Ok((thread, k, a)) => {
-            busy::begin(thread.to_pointer() as *mut _, threshold_ms, started, true);
+            // SAFETY: the coroutine lives in `thread`, which the run holds until it ends.
+            unsafe { busy::begin(thread.to_pointer() as *mut _, threshold_ms, started, true) };
             Coroutine::Started(Fresh {
                 fut: thread.clone().into_async::<Value>((k, a)),
                 thread,
@@ -627,45 +629,56 @@ impl<F: Reusable> Running<F> {
     /// Runs the script until it ends or asks for a command the synchronous path `inline`
     /// (valid while this call polls) does not serve.
     pub async fn next(&mut self, inline: Option<Inline>) -> Step {
-        let fut = &mut self.fut;
+        std::future::poll_fn(|cx| self.poll_step(inline, cx)).await
+    }
+
+    /// One poll of `next` made here and now (with a waker that does nothing: a script that
+    /// waits must be polled again, which `next` does first). None: it waits.
+    pub fn poll_now(&mut self, inline: Option<Inline>) -> Option<Step> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match self.poll_step(inline, &mut cx) {
+            std::task::Poll::Ready(step) => Some(step),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    fn poll_step(
+        &mut self,
+        inline: Option<Inline>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Step> {
         // Poll the script; when it stops on a redis.call, take the command it left.
-        let step = std::future::poll_fn(|cx| {
-            let outer = INLINE.with(|i| i.replace(inline));
-            let r = std::pin::Pin::new(&mut *fut).poll(cx);
-            INLINE.with(|i| i.set(outer));
-            if let Some(payload) = PANICKED.with(|p| p.borrow_mut().take()) {
-                std::panic::resume_unwind(payload);
-            }
-            match r {
-                std::task::Poll::Ready(r) => std::task::Poll::Ready(Err(r)),
-                std::task::Poll::Pending => match REQUEST.with(|q| q.borrow_mut().take()) {
-                    Some(req) => std::task::Poll::Ready(Ok(req)),
+        let outer = INLINE.with(|i| i.replace(inline));
+        let r = std::pin::Pin::new(&mut self.fut).poll(cx);
+        INLINE.with(|i| i.set(outer));
+        if let Some(payload) = PANICKED.with(|p| p.borrow_mut().take()) {
+            std::panic::resume_unwind(payload);
+        }
+        let r = match r {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => {
+                return match REQUEST.with(|q| q.borrow_mut().take()) {
+                    Some(req) => std::task::Poll::Ready(Step::Call(req)),
                     None => std::task::Poll::Pending,
-                },
-            }
-        })
-        .await;
-        match step {
-            Ok(req) => Step::Call(req),
-            Err(r) => {
-                RUN.with(|r| r.running.set(false));
-                if r.is_ok() {
-                    if let Coroutine::Started(co) =
-                        std::mem::replace(&mut self.fut, Coroutine::Failed(None))
-                    {
-                        co.recycle();
-                    }
                 }
-                vm().tune_gc();
-                Step::Done(match r {
-                    Ok(v) => Outcome::Value(v),
-                    Err(e) => Outcome::Error(
-                        error_reply(&e, &self.name, self.source),
-                        script_error(&e).is_some_and(|se| se.counted),
-                    ),
-                })
+            }
+        };
+        RUN.with(|r| r.running.set(false));
+        if r.is_ok() {
+            if let Coroutine::Started(co) =
+                std::mem::replace(&mut self.fut, Coroutine::Failed(None))
+            {
+                co.recycle();
             }
         }
+        vm().tune_gc();
+        std::task::Poll::Ready(Step::Done(match r {
+            Ok(v) => Outcome::Value(v),
+            Err(e) => Outcome::Error(
+                error_reply(&e, &self.name, self.source),
+                script_error(&e).is_some_and(|se| se.counted),
+            ),
+        }))
     }
 }
 
