@@ -221,26 +221,38 @@ fn evalsha_generic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]], ro: bool) -> B
     let Some(read_only) = admit(cx, script.flags, ro) else {
         return Box::pin(std::future::ready(()));
     };
-    let flags = script.flags;
-    if quick_ok(cx, keys, &script.name) {
-        let start = |cx: &mut ConnCtx| start_script(cx, &script, keys, argv);
-        match run_quick(cx, args, &script.name, flags, read_only, &start) {
+    let (name, flags) = (script.name.clone(), script.flags);
+    run_entry(cx, args, keys, name, flags, read_only, move |cx| {
+        start_script(cx, &script, keys, argv)
+    })
+}
+
+/// Runs a script or function (`start` makes it go; `name` is its SHA or function name):
+/// synchronously when it may (`run_quick`: most scripts then end before this returns, and the
+/// future returned is an empty one), else through `run_script`.
+#[allow(clippy::too_many_arguments)]
+fn run_entry<'a, F: scripting::Reusable + 'a>(
+    cx: &'a mut ConnCtx,
+    command: &'a [&'a [u8]],
+    keys: &'a [&'a [u8]],
+    name: std::rc::Rc<str>,
+    flags: ScriptFlags,
+    read_only: bool,
+    start: impl Fn(&mut ConnCtx) -> scripting::Running<F> + 'a,
+) -> BoxFut<'a> {
+    if quick_ok(cx, keys, &name) {
+        match run_quick(cx, command, &name, flags, read_only, &start) {
             Quick::Done => return Box::pin(std::future::ready(())),
             Quick::Started(mut run, first) => {
                 return Box::pin(async move {
                     let outcome = drive(cx, &mut run, first).await;
-                    conclude(cx, *run, outcome, args, &script.name).await;
+                    conclude(cx, *run, outcome, command, &name).await;
                 })
             }
             Quick::Busy => {}
         }
     }
-    Box::pin(async move {
-        run_script(cx, args, keys, &script.name, flags, read_only, |cx| {
-            start_script(cx, &script, keys, argv)
-        })
-        .await
-    })
+    Box::pin(async move { run_script(cx, command, keys, &name, flags, read_only, start).await })
 }
 
 /// The script with id `arg`: compiled on this thread already, else compiled now from this
@@ -1148,38 +1160,39 @@ fn script_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 fn fcall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(fcall_generic(cx, args, false))
+    fcall_generic(cx, args, false)
 }
 
 fn fcall_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(fcall_generic(cx, args, true))
+    fcall_generic(cx, args, true)
 }
 
 /// FCALL / FCALL_RO function numkeys key... arg...
-async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
+fn fcall_generic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]], ro: bool) -> BoxFut<'a> {
+    let ready = || -> BoxFut<'a> { Box::pin(std::future::ready(())) };
     let name = String::from_utf8_lossy(args[1]).into_owned();
     let Some((lib, info)) = functions::find(&name) else {
         cx.reply.error("ERR Function not found");
-        return;
+        return ready();
     };
     let Some(numkeys) = numkeys(cx, args, "ERR Bad number of keys provided") else {
-        return;
+        return ready();
     };
     if ro && !info.flags.no_writes {
         cx.reply
             .error("ERR Can not execute a script with write flag using *_ro command.");
-        return;
+        return ready();
     }
     if let Some(e) = replication_refusal(cx, info.flags.no_writes, info.flags.allow_stale) {
         cx.reply.error(e);
-        return;
+        return ready();
     }
     if !info.flags.no_writes && !info.flags.allow_oom {
         let maxmemory = cx.worker.shared.config.maxmemory();
         if maxmemory != 0 && crate::engine::memory::over_limit(maxmemory) {
             cx.reply
                 .error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
-            return;
+            return ready();
         }
     }
     let name: std::rc::Rc<str> = info.name.as_str().into();
@@ -1187,22 +1200,22 @@ async fn fcall_generic(cx: &mut ConnCtx, args: &[&[u8]], ro: bool) {
         Ok(f) => f,
         Err(e) => {
             cx.reply.error(&format!("ERR {e}"));
-            return;
+            return ready();
         }
     };
     let (keys, argv) = args[3..].split_at(numkeys);
     let read_only = ro || info.flags.no_writes;
-    run_script(cx, args, keys, &info.name, info.flags, read_only, |cx| {
+    let start_name = name.clone();
+    run_entry(cx, args, keys, name, info.flags, read_only, move |cx| {
         scripting::start_function(
             &callback,
-            name.clone(),
+            start_name.clone(),
             keys,
             argv,
             busy_threshold(cx),
             cx.started,
         )
     })
-    .await;
 }
 
 fn function_load<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
