@@ -196,16 +196,37 @@ async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) 
     let Some(read_only) = admit(cx, script.flags, ro) else {
         return;
     };
-    run_script(
-        cx,
-        args,
-        keys,
-        &script.name,
-        script.flags,
-        read_only,
-        |cx| start_script(cx, &script, keys, argv),
-    )
-    .await;
+    let call = Call::of(args, keys, &script.name, script.flags, read_only);
+    run_script(cx, call, |cx| start_script(cx, &script, keys, argv)).await;
+}
+
+/// What every run of a script or function needs besides its start: its command, declared
+/// keys, name (SHA or function name), flags, and whether it may only read.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    command: &'a [&'a [u8]],
+    keys: &'a [&'a [u8]],
+    name: &'a str,
+    flags: ScriptFlags,
+    read_only: bool,
+}
+
+impl<'a> Call<'a> {
+    fn of(
+        command: &'a [&'a [u8]],
+        keys: &'a [&'a [u8]],
+        name: &'a str,
+        flags: ScriptFlags,
+        read_only: bool,
+    ) -> Call<'a> {
+        Call {
+            command,
+            keys,
+            name,
+            flags,
+            read_only,
+        }
+    }
 }
 
 /// EVALSHA and EVALSHA_RO: a script that runs to its end without waiting (the common case) runs
@@ -241,18 +262,23 @@ fn run_entry<'a, F: scripting::Reusable + 'a>(
     start: impl Fn(&mut ConnCtx) -> scripting::Running<F> + 'a,
 ) -> BoxFut<'a> {
     if quick_ok(cx, keys, &name) {
-        match run_quick(cx, command, &name, flags, read_only, &start) {
+        let call = Call::of(command, keys, &name, flags, read_only);
+        match run_quick(cx, call, &start) {
             Quick::Done => return Box::pin(std::future::ready(())),
             Quick::Started(mut run, first) => {
                 return Box::pin(async move {
                     let outcome = drive(cx, &mut run, first).await;
-                    conclude(cx, *run, outcome, command, &name).await;
+                    let call = Call::of(command, keys, &name, flags, read_only);
+                    conclude(cx, *run, outcome, call).await;
                 })
             }
             Quick::Busy => {}
         }
     }
-    Box::pin(async move { run_script(cx, command, keys, &name, flags, read_only, start).await })
+    Box::pin(async move {
+        let call = Call::of(command, keys, &name, flags, read_only);
+        run_script(cx, call, start).await
+    })
 }
 
 /// The script with id `arg`: compiled on this thread already, else compiled now from this
@@ -321,27 +347,21 @@ fn start_script(
 /// Runs a script or function (`start` makes it go) as one transaction, serving its
 /// redis.calls, and replies its result. See the module docs for the two ways it locks: its
 /// declared keys, or the whole keyspace.
-#[allow(clippy::too_many_arguments)]
 async fn run_script<F: scripting::Reusable>(
     cx: &mut ConnCtx,
-    command: &[&[u8]],
-    keys: &[&[u8]],
-    name: &str,
-    flags: ScriptFlags,
-    read_only: bool,
+    call: Call<'_>,
     start: impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) {
     // MONITOR shows the script's command before the commands it runs (the command itself is
     // SKIP_MONITOR, so `record_call` does not show it after), as Redis does.
     if crate::pubsub::monitor::active() {
-        super::feed_monitors(cx, command);
+        super::feed_monitors(cx, call.command);
     }
-    if try_declared(cx, keys, name)
-        && run_once(cx, command, keys, name, flags, read_only, true, &start).await == Ran::Done
+    if try_declared(cx, call.keys, call.name) && run_once(cx, call, true, &start).await == Ran::Done
     {
         return;
     }
-    run_once(cx, command, keys, name, flags, read_only, false, &start).await;
+    run_once(cx, call, false, &start).await;
 }
 
 /// Does the script try its declared keys' locks first? Not inside EXEC (the transaction is
@@ -395,19 +415,21 @@ struct ScriptRun<F> {
 }
 
 /// Starts the script (`start`) once its transaction is active and it holds the slot.
-#[allow(clippy::too_many_arguments)]
 fn begin_run<F: scripting::Reusable>(
     cx: &mut ConnCtx,
     slot: scripting::slot::Held,
-    command: &[&[u8]],
-    keys: &[&[u8]],
-    name: &str,
-    flags: ScriptFlags,
-    read_only: bool,
+    call: Call<'_>,
     declared: bool,
     own_tx: bool,
     start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) -> ScriptRun<F> {
+    let Call {
+        command,
+        keys,
+        name,
+        flags,
+        read_only,
+    } = call;
     let saved_name = cx.cmd_name;
     // A SELECT inside the script changes the script's database, not the caller's.
     let saved_db = cx.db;
@@ -468,10 +490,7 @@ async fn drive<F: scripting::Reusable>(
                     cx: &mut *cx,
                     state: &run.state,
                 };
-                let inline = scripting::Inline {
-                    run: inline_call,
-                    data: &mut driver as *mut Driver as *mut (),
-                };
+                let inline = driver.inline();
                 match parts {
                     None => run.running.next(Some(inline)).await,
                     Some((id, locks, sl)) => {
@@ -522,7 +541,7 @@ fn finish<F: scripting::Reusable>(
     outcome: Outcome,
     command: &[&[u8]],
 ) {
-    restore(cx, &run);
+    let (state, own_tx, _slot) = run.wind_up(cx);
     match outcome {
         Outcome::Value(v) => {
             let resp3 = scripting::RUN.with(|r| r.resp3.get());
@@ -533,17 +552,9 @@ fn finish<F: scripting::Reusable>(
             cx.error_counted = counted;
         }
     }
-    let ScriptRun {
-        running,
-        state,
-        _slot,
-        own_tx,
-        ..
-    } = run;
-    drop(running);
     // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
     // while the script's locks still hold.
-    if state.borrow().read && cx.client.special.get() && super::tracks_reads(cx) {
+    if state.read && cx.client.special.get() && super::tracks_reads(cx) {
         if let Some(entry) = registry().lookup(command[0]) {
             super::track_keys(cx, entry.spec, command);
         }
@@ -554,13 +565,19 @@ fn finish<F: scripting::Reusable>(
     }
 }
 
-/// The caller's command name, database and script state, as before the run.
-fn restore<F>(cx: &mut ConnCtx, run: &ScriptRun<F>) {
-    cx.cmd_name = run.saved_name;
-    cx.db = run.saved_db;
-    cx.in_script = run.was_in_script;
-    if !cx.acl.user.unrestricted {
-        scripting::RUN.with(|r| *r.user.borrow_mut() = None);
+impl<F> ScriptRun<F> {
+    /// Ends the script's coroutine and puts back the caller's command name, database and
+    /// script state; returns what the run's calls recorded, whether the run owns its
+    /// transaction (the caller ends it), and the script slot (held until the caller lets go).
+    fn wind_up(self, cx: &mut ConnCtx) -> (CallState, bool, scripting::slot::Held) {
+        cx.cmd_name = self.saved_name;
+        cx.db = self.saved_db;
+        cx.in_script = self.was_in_script;
+        if !cx.acl.user.unrestricted {
+            scripting::RUN.with(|r| *r.user.borrow_mut() = None);
+        }
+        drop(self.running);
+        (self.state.into_inner(), self.own_tx, self._slot)
     }
 }
 
@@ -570,38 +587,24 @@ async fn conclude<F: scripting::Reusable>(
     cx: &mut ConnCtx,
     run: ScriptRun<F>,
     outcome: Option<Outcome>,
-    command: &[&[u8]],
-    name: &str,
+    call: Call<'_>,
 ) -> Ran {
     let Some(outcome) = outcome else {
-        restore(cx, &run);
         // Start over under the whole-keyspace lock: nobody saw what this run wrote (its keys
         // stayed locked); put it back, then let go.
-        let ScriptRun {
-            running,
-            state,
-            _slot,
-            own_tx,
-            ..
-        } = run;
-        drop(running);
-        let images = state
-            .borrow_mut()
-            .declared
-            .as_mut()
-            .map(|d| std::mem::take(&mut d.images))
-            .unwrap_or_default();
+        let (state, own_tx, _slot) = run.wind_up(cx);
+        let images = state.declared.map(|d| d.images).unwrap_or_default();
         // Its replication records go with it (a declared-keys run owns its transaction).
         cx.coord.drop_group();
         Box::pin(undo(cx, images)).await;
-        NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(name.to_string()));
+        NEEDS_GLOBAL.with(|n| n.borrow_mut().insert(call.name.to_string()));
         if own_tx {
             let w = cx.worker.clone();
             cx.coord.end_exec(&w);
         }
         return Ran::StartOver;
     };
-    finish(cx, run, outcome, command);
+    finish(cx, run, outcome, call.command);
     Ran::Done
 }
 
@@ -622,10 +625,7 @@ enum Quick<F> {
 /// otherwise goes through cost more than the Lua of a short script. Requires `quick_ok`.
 fn run_quick<F: scripting::Reusable>(
     cx: &mut ConnCtx,
-    command: &[&[u8]],
-    name: &str,
-    flags: ScriptFlags,
-    read_only: bool,
+    call: Call<'_>,
     start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) -> Quick<F> {
     let Some(slot) = scripting::slot::try_take() else {
@@ -637,29 +637,14 @@ fn run_quick<F: scripting::Reusable>(
     if cx.coord.begin_exec_unqueued(&w, plan).is_err() {
         return Quick::Busy;
     }
-    let mut run = begin_run(
-        cx,
-        slot,
-        command,
-        &[],
-        name,
-        flags,
-        read_only,
-        false,
-        true,
-        start,
-    );
+    let mut run = begin_run(cx, slot, call, false, true, start);
     let mut driver = Driver {
         cx: &mut *cx,
         state: &run.state,
     };
-    let inline = scripting::Inline {
-        run: inline_call,
-        data: &mut driver as *mut Driver as *mut (),
-    };
-    match run.running.poll_now(Some(inline)) {
+    match run.running.poll_now(Some(driver.inline())) {
         Some(scripting::Step::Done(outcome)) => {
-            finish(cx, run, outcome, command);
+            finish(cx, run, outcome, call.command);
             Quick::Done
         }
         Some(step) => Quick::Started(Box::new(run), Some(step)),
@@ -671,14 +656,9 @@ fn run_quick<F: scripting::Reusable>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_once<F: scripting::Reusable>(
     cx: &mut ConnCtx,
-    command: &[&[u8]],
-    keys: &[&[u8]],
-    name: &str,
-    flags: ScriptFlags,
-    read_only: bool,
+    call: Call<'_>,
     declared: bool,
     start: &impl Fn(&mut ConnCtx) -> scripting::Running<F>,
 ) -> Ran {
@@ -687,8 +667,8 @@ async fn run_once<F: scripting::Reusable>(
     if own_tx {
         let mut plan = LockPlan::new(cx.threads(), cx.db, w.shared.config.dbnum());
         if declared {
-            for k in keys {
-                plan.lock_key(cx.db, k, !read_only);
+            for k in call.keys {
+                plan.lock_key(cx.db, k, !call.read_only);
             }
         } else {
             plan.lock_all_shards(true);
@@ -724,11 +704,9 @@ async fn run_once<F: scripting::Reusable>(
             Box::pin(scripting::slot::take()).await
         }
     };
-    let mut run = begin_run(
-        cx, slot, command, keys, name, flags, read_only, declared, own_tx, start,
-    );
+    let mut run = begin_run(cx, slot, call, declared, own_tx, start);
     let outcome = drive(cx, &mut run, None).await;
-    conclude(cx, run, outcome, command, name).await
+    conclude(cx, run, outcome, call).await
 }
 
 /// A declared-keys run: its keys and database, and the undo log of what it wrote.
@@ -920,6 +898,17 @@ async fn script_call(
 struct Driver<'a, 'b> {
     cx: &'a mut ConnCtx,
     state: &'b std::cell::RefCell<CallState>,
+}
+
+impl Driver<'_, '_> {
+    /// The synchronous path for the script's calls, valid while this driver is alive and
+    /// unmoved (the poll it is made for).
+    fn inline(&mut self) -> scripting::Inline {
+        scripting::Inline {
+            run: inline_call,
+            data: self as *mut Driver as *mut (),
+        }
+    }
 }
 
 /// `scripting::InlineFn` for `Driver`: `script_call` without a future, for a command
