@@ -94,19 +94,19 @@ static SCRIPT_SUBS: &[CommandSpec] = &[
 ];
 
 fn eval<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(eval_generic(cx, args, false, false))
+    eval_generic(cx, args, false, false)
 }
 
 fn evalsha<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    evalsha_generic(cx, args, false)
+    eval_generic(cx, args, true, false)
 }
 
 fn eval_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    Box::pin(eval_generic(cx, args, false, true))
+    eval_generic(cx, args, false, true)
 }
 
 fn evalsha_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
-    evalsha_generic(cx, args, true)
+    eval_generic(cx, args, true, true)
 }
 
 /// The SHA1 hex of `arg` as Redis compares script ids (lower case; anything else is unknown).
@@ -168,36 +168,56 @@ fn numkeys(cx: &mut ConnCtx, args: &[&[u8]], not_int: &str) -> Option<usize> {
     Some(n as usize)
 }
 
-async fn eval_generic(cx: &mut ConnCtx, args: &[&[u8]], by_sha: bool, ro: bool) {
+/// EVAL, EVAL_RO, EVALSHA, EVALSHA_RO: the script by id (compiled on this thread already, or
+/// from the cache) or by body (added to every thread's cache first, when new). A script that
+/// runs to its end without waiting (the common case) runs here and now, outside any future
+/// (see `run_entry`).
+fn eval_generic<'a>(
+    cx: &'a mut ConnCtx,
+    args: &'a [&'a [u8]],
+    by_sha: bool,
+    ro: bool,
+) -> BoxFut<'a> {
+    let ready = || -> BoxFut<'a> { Box::pin(std::future::ready(())) };
     let Some(numkeys) = numkeys(cx, args, super::util::ERR_NOT_INT) else {
-        return;
+        return ready();
     };
     let (keys, argv) = args[3..].split_at(numkeys);
-    // The script: by id (compiled on this thread already, or from the cache), or by body
-    // (added to every thread's cache first).
-    let script = if by_sha {
+    let (script, new_body) = if by_sha {
         match by_id(cx, args[1]) {
-            Some(c) => c,
-            None => return,
+            Some(c) => (c, None),
+            None => return ready(),
         }
     } else {
         let sha = scripting::sha1_hex(args[1]);
-        let body = scripting::cached(&sha).unwrap_or_else(|| Arc::from(args[1]));
-        let c = match scripting::compile(&sha, &body) {
-            Ok(c) => c,
+        let (body, new) = match scripting::cached(&sha) {
+            Some(body) => (body, false),
+            None => (Arc::from(args[1]), true),
+        };
+        match scripting::compile(&sha, &body) {
+            Ok(c) => (c, new.then_some((sha, body))),
             Err(e) => {
                 cx.reply.error(&format!("ERR {e}"));
-                return;
+                return ready();
             }
+        }
+    };
+    let run = move |cx: &'a mut ConnCtx| -> BoxFut<'a> {
+        let Some(read_only) = admit(cx, script.flags, ro) else {
+            return Box::pin(std::future::ready(()));
         };
-        Box::pin(scripting::cache_add(&cx.worker, sha, body)).await;
-        c
+        let (name, flags) = (script.name.clone(), script.flags);
+        run_entry(cx, args, keys, name, flags, read_only, move |cx| {
+            start_script(cx, &script, keys, argv)
+        })
     };
-    let Some(read_only) = admit(cx, script.flags, ro) else {
-        return;
-    };
-    let call = Call::of(args, keys, &script.name, script.flags, read_only);
-    run_script(cx, call, |cx| start_script(cx, &script, keys, argv)).await;
+    match new_body {
+        None => run(cx),
+        Some((sha, body)) => Box::pin(async move {
+            scripting::cache_add(&cx.worker, sha, body).await;
+            run(cx).await
+        }),
+    }
 }
 
 /// What every run of a script or function needs besides its start: its command, declared
@@ -227,25 +247,6 @@ impl<'a> Call<'a> {
             read_only,
         }
     }
-}
-
-/// EVALSHA and EVALSHA_RO: a script that runs to its end without waiting (the common case) runs
-/// here and now, outside any future (see `run_quick`); anything else takes `run_script`.
-fn evalsha_generic<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]], ro: bool) -> BoxFut<'a> {
-    let Some(numkeys) = numkeys(cx, args, super::util::ERR_NOT_INT) else {
-        return Box::pin(std::future::ready(()));
-    };
-    let (keys, argv) = args[3..].split_at(numkeys);
-    let Some(script) = by_id(cx, args[1]) else {
-        return Box::pin(std::future::ready(()));
-    };
-    let Some(read_only) = admit(cx, script.flags, ro) else {
-        return Box::pin(std::future::ready(()));
-    };
-    let (name, flags) = (script.name.clone(), script.flags);
-    run_entry(cx, args, keys, name, flags, read_only, move |cx| {
-        start_script(cx, &script, keys, argv)
-    })
 }
 
 /// Runs a script or function (`start` makes it go; `name` is its SHA or function name):
