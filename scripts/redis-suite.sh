@@ -54,6 +54,7 @@
 #                        DEBUG, snapshots and maxmemory exist, so needs:debug, needs:save and
 #                        needs:config-maxmemory tests run)
 #   REDIS_SUITE_THREADS  damselfly --proactor_threads (default 2)
+#   REDIS_SUITE_REGRESSED  a file that gets each expected-pass test that did not pass, appended
 #   REDIS_SUITE_CLIENTS  runtest --clients in normal mode (default 1; external mode always uses 1)
 #   REDIS_SUITE_RUNNER_TIMEOUT  runtest --timeout: seconds without progress (default 60)
 #   UNIT_TIMEOUT         wall-clock seconds per unit (default 600)
@@ -698,6 +699,13 @@ run_mode() { # mode
                     grep -aF -A2 "[err]: $t" "$out.log" | head -3)
             done <<<"$missing"
             printf '%s\n' "$missing" | sed 's/^/      not passing: /'
+            if [[ -n ${REDIS_SUITE_REGRESSED:-} ]]; then
+                # test.sh prints this file after its own summary, the very end of CI's output.
+                while IFS= read -r t; do
+                    echo "$mode$([[ $TLS -eq 1 ]] && echo +tls) $unit: $t"
+                    grep -aF -A2 "[err]: $t" "$out.log" | head -3 | sed 's/^/    /'
+                done <<<"$missing" >>"$REDIS_SUITE_REGRESSED"
+            fi
         fi
         if grep -aqE '^\[exception\]' "$out.log"; then
             grep -a -A3 -E '^\[exception\]' "$out.log" | head -5 | sed 's/^/      /'

@@ -1597,6 +1597,58 @@ fn shutdown_waits_for_a_lagging_replica_until_aborted() {
         .status();
 }
 
+/// A SHUTDOWN that waits for its replicas blocks its client from the command's start, and a
+/// command sent on one connection before INFO on another has been read by then (as on Redis's
+/// one event loop; the suite's "Shutting down master waits for replica then aborted" asks
+/// INFO right after two deferred SHUTDOWNs): INFO counts both at once, round after round,
+/// whichever threads the connections are on.
+#[test]
+fn info_counts_shutdowns_sent_just_before_it() {
+    use std::io::{Read, Write};
+    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0", "--save", ""]);
+    let replica = Server::start_threads(2, &[]);
+    replicaof(&replica, &primary);
+    let mut p = primary.client();
+    cmd(&mut p, &["SET", "k", "1"]).unwrap();
+    wait_caught_up(&primary, &replica);
+    let pid = replica.pid().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    cmd(&mut p, &["SET", "k", "2"]).unwrap();
+    cmd(&mut p, &["CONFIG", "SET", "shutdown-timeout", "60"]).unwrap();
+    for round in 0..30 {
+        let mut waiters: Vec<std::net::TcpStream> = (0..2)
+            .map(|_| {
+                let mut c = std::net::TcpStream::connect(("127.0.0.1", primary.port())).unwrap();
+                c.write_all(b"SHUTDOWN\r\n").unwrap();
+                c
+            })
+            .collect();
+        assert_eq!(
+            info_num(&mut p, "clients", "blocked_clients"),
+            2,
+            "round {round}"
+        );
+        assert_eq!(cmd(&mut p, &["SHUTDOWN", "ABORT"]).unwrap(), Value::Okay);
+        for c in &mut waiters {
+            let want = b"-ERR Errors trying to SHUTDOWN. Check logs.\r\n";
+            let mut got = vec![0u8; want.len()];
+            c.read_exact(&mut got).unwrap();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+    assert_eq!(
+        cmd(&mut p, &["GET", "k"]).unwrap(),
+        Value::BulkString(b"2".to_vec())
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-CONT", &pid])
+        .status();
+}
+
 /// `repl-timeout` on the primary: an online replica that stops acknowledging is dropped
 /// ("streaming sync"), and reconnects with a partial resync once it runs again.
 #[test]

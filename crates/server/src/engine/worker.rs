@@ -393,6 +393,31 @@ impl Worker {
         }
     }
 
+    /// Lets every thread's connections take in what has already reached their sockets before
+    /// the caller looks at them (INFO's client counts): a command sent on one connection before
+    /// INFO on another has been read, as on Redis's one event loop. Each thread yields once,
+    /// and tokio resumes a yielded task only after polling for I/O, behind the connections it
+    /// woke.
+    pub async fn settle(self: &Rc<Self>) {
+        let remote: Vec<Call<()>> = (0..self.threads())
+            .filter(|&t| t != self.id)
+            .map(|t| {
+                self.call_deferred(t, |_, resp| {
+                    tokio::task::spawn_local(async move {
+                        tokio::task::yield_now().await;
+                        if let Some(w) = Worker::current() {
+                            resp.send(&w, ());
+                        }
+                    });
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for c in remote {
+            c.await;
+        }
+    }
+
     /// Runs `f` on every shard thread, in parallel, and returns the results in shard order.
     pub async fn broadcast<R, F>(self: &Rc<Self>, f: F) -> Vec<R>
     where

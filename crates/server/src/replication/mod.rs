@@ -592,9 +592,16 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
         return true;
     }
     let caught_up = |target: u64| master().replicas.iter().all(|r| r.ack_offset >= target);
+    // Counted as blocked (INFO `blocked_clients`) and abortable from the start, as Redis's
+    // client blocks in the command itself: finding the offset to wait for hops to every thread.
+    let waiting = (!now && secs > 0).then(ShutdownWaiter::begin);
     // Everything written so far: what the replicas must have acknowledged.
     let mut target = settled_offset().await;
-    if !now && secs > 0 && !caught_up(target) {
+    if waiting.is_some() && SHUTDOWN_ABORTED.load(Ordering::SeqCst) {
+        // SHUTDOWN ABORT while the offset was being found (it was told OK).
+        return false;
+    }
+    if waiting.is_some() && !caught_up(target) {
         crate::engine::pause::shutdown_pause(true);
         // (Writes that ran before the pause took hold count too.)
         target = settled_offset().await;
@@ -608,7 +615,6 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
         crate::log_notice!("Waiting for replicas before shutting down.");
         let deadline = crate::engine::clock::unix_ms() + secs * 1000;
         SHUTDOWN_DEADLINE_MS.store(deadline, Ordering::Relaxed);
-        SHUTDOWN_WAITERS.fetch_add(1, Ordering::SeqCst);
         let aborted = loop {
             if SHUTDOWN_ABORTED.load(Ordering::SeqCst) {
                 break true;
@@ -618,15 +624,12 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         };
-        if SHUTDOWN_WAITERS.fetch_sub(1, Ordering::SeqCst) == 1 {
-            SHUTDOWN_ABORTED.store(false, Ordering::SeqCst);
-            SHUTDOWN_DEADLINE_MS.store(0, Ordering::Relaxed);
-        }
         if aborted {
             crate::engine::pause::shutdown_pause(false);
             return false;
         }
     }
+    drop(waiting);
     let m = master();
     let now_ms = crate::engine::clock::unix_ms();
     let mut lagging = 0;
@@ -651,6 +654,26 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
         m.replicas.len()
     );
     true
+}
+
+/// A SHUTDOWN waiting for its replicas, from its start to its end (a dropped connection's
+/// too): the last one out clears the abort and the deadline for the next SHUTDOWN.
+struct ShutdownWaiter;
+
+impl ShutdownWaiter {
+    fn begin() -> ShutdownWaiter {
+        SHUTDOWN_WAITERS.fetch_add(1, Ordering::SeqCst);
+        ShutdownWaiter
+    }
+}
+
+impl Drop for ShutdownWaiter {
+    fn drop(&mut self) {
+        if SHUTDOWN_WAITERS.fetch_sub(1, Ordering::SeqCst) == 1 {
+            SHUTDOWN_ABORTED.store(false, Ordering::SeqCst);
+            SHUTDOWN_DEADLINE_MS.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// SHUTDOWN ABORT: stops the shutdowns waiting for replicas; false when none is.

@@ -129,6 +129,7 @@ fn add_elementwise<T: Default + Clone>(into: &mut Vec<T>, from: &[T], add: impl 
 
 /// Takes a snapshot of every thread's counters.
 pub async fn gather(cx: &ConnCtx) -> Totals {
+    cx.worker.settle().await;
     // Memory first, as Redis reads used_memory before building INFO: the per-thread snapshots
     // below are transient allocations of their own (command tables: kilobytes). The backlog
     // lets go of what replicas no longer hold first, so that used_memory and
