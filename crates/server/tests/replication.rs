@@ -1531,10 +1531,9 @@ fn a_replica_over_its_output_limit_while_waiting_is_dropped() {
     });
 }
 
-/// `shutdown-timeout`: SHUTDOWN waits for a lagging replica with writes paused; SHUTDOWN ABORT
-/// ends the wait (the SHUTDOWN gets Redis's error, writes go on); SHUTDOWN NOW does not wait.
-#[test]
-fn shutdown_waits_for_a_lagging_replica_until_aborted() {
+/// A primary with `shutdown-timeout 60` and a replica stopped (SIGSTOP, its pid returned for
+/// SIGCONT) before the primary's last write, `k` = 2: a SHUTDOWN there waits for it.
+fn stopped_replica_of_a_shutdown_timeout_primary() -> (Server, Server, String) {
     let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0", "--save", ""]);
     let replica = Server::start_threads(2, &[]);
     replicaof(&replica, &primary);
@@ -1549,6 +1548,15 @@ fn shutdown_waits_for_a_lagging_replica_until_aborted() {
         .success());
     cmd(&mut p, &["SET", "k", "2"]).unwrap();
     cmd(&mut p, &["CONFIG", "SET", "shutdown-timeout", "60"]).unwrap();
+    (primary, replica, pid)
+}
+
+/// `shutdown-timeout`: SHUTDOWN waits for a lagging replica with writes paused; SHUTDOWN ABORT
+/// ends the wait (the SHUTDOWN gets Redis's error, writes go on); SHUTDOWN NOW does not wait.
+#[test]
+fn shutdown_waits_for_a_lagging_replica_until_aborted() {
+    let (primary, _replica, pid) = stopped_replica_of_a_shutdown_timeout_primary();
+    let mut p = primary.client();
     let port = primary.port();
     let waiter = std::thread::spawn(move || {
         let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
@@ -1605,20 +1613,8 @@ fn shutdown_waits_for_a_lagging_replica_until_aborted() {
 #[test]
 fn info_counts_shutdowns_sent_just_before_it() {
     use std::io::{Read, Write};
-    let primary = Server::start_threads(2, &["--repl-diskless-sync-delay", "0", "--save", ""]);
-    let replica = Server::start_threads(2, &[]);
-    replicaof(&replica, &primary);
+    let (primary, _replica, pid) = stopped_replica_of_a_shutdown_timeout_primary();
     let mut p = primary.client();
-    cmd(&mut p, &["SET", "k", "1"]).unwrap();
-    wait_caught_up(&primary, &replica);
-    let pid = replica.pid().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .unwrap()
-        .success());
-    cmd(&mut p, &["SET", "k", "2"]).unwrap();
-    cmd(&mut p, &["CONFIG", "SET", "shutdown-timeout", "60"]).unwrap();
     for round in 0..30 {
         let mut waiters: Vec<std::net::TcpStream> = (0..2)
             .map(|_| {
