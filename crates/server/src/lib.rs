@@ -459,6 +459,7 @@ async fn watch_signals(w: Rc<Worker>) {
                 }
             }
         }
+        net::listener::stop_all().await;
         request_shutdown(&w.shared);
         return;
     }

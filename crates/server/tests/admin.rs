@@ -618,6 +618,11 @@ fn shutdown_exits_process() {
         .arg("NOSAVE")
         .query::<redis::Value>(&mut c)
         .is_err());
+    // The SHUTDOWN's connection closed after the listeners did: a client that saw it close is
+    // refused, as when Redis has exited (the suite's "SHUTDOWN NOSAVE can kill a timedout
+    // script anyway" connects right away).
+    let e = TcpStream::connect(("127.0.0.1", srv.port())).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
     let status = srv
         .wait_exit(Duration::from_secs(10))
         .expect("server did not exit");

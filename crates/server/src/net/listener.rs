@@ -197,6 +197,41 @@ pub fn spawn(worker: Rc<Worker>, bound: Bound) {
     RUNNING.with(|r| r.borrow_mut().push((port, h)));
 }
 
+/// Runs `f` as a task on thread 0, the accepting thread, and waits for its result (None when
+/// that thread is gone).
+pub fn on_accepting_thread<R, F, Fut>(
+    w: &Rc<Worker>,
+    f: F,
+) -> impl std::future::Future<Output = Option<R>> + 'static
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<Worker>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = R> + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    w.post(0, move |w| {
+        let w = w.clone();
+        tokio::task::spawn_local(async move {
+            let _ = tx.send(f(w).await);
+        });
+    });
+    async move { rx.await.ok() }
+}
+
+/// A shutdown (run on thread 0): closes every listener and waits until their sockets are
+/// closed, before the SHUTDOWN's own connection closes, so that a client that saw it close is
+/// refused, as when Redis has exited.
+pub async fn stop_all() {
+    let stopping: Vec<tokio::task::JoinHandle<()>> =
+        RUNNING.with(|r| r.borrow_mut().drain(..).map(|(_, h)| h).collect());
+    for h in &stopping {
+        h.abort();
+    }
+    for h in stopping {
+        let _ = h.await;
+    }
+}
+
 /// CONFIG SET of `port`, `tls-port` or `bind` (run on thread 0): closes the listeners of
 /// `ports`, waits until their sockets are closed, and binds them again as the configuration
 /// says now. On error nothing listens on those ports; the caller puts the old values back and

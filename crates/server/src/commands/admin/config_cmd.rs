@@ -61,7 +61,7 @@ type Moved = Vec<(&'static str, String, String)>;
 /// accepting thread). If that fails the old values come back and are bound again, and the reply
 /// is Redis's error; true when it worked.
 async fn relisten(cx: &mut ConnCtx, moved: &Moved, olds: &Olds) -> bool {
-    use crate::net::listener::{rebind, Port};
+    use crate::net::listener::{on_accepting_thread, rebind, Port};
     let mut ports: Vec<Port> = Vec::new();
     for (name, _, _) in moved {
         for p in Port::moved_by(name) {
@@ -71,25 +71,18 @@ async fn relisten(cx: &mut ConnCtx, moved: &Moved, olds: &Olds) -> bool {
         }
     }
     let run = |w: &std::rc::Rc<crate::engine::Worker>, ports: Vec<Port>| {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        w.post(0, move |w| {
-            let w = w.clone();
-            tokio::task::spawn_local(async move {
-                let _ = tx.send(rebind(w, ports).await);
-            });
-        });
-        rx
+        on_accepting_thread(w, move |w| rebind(w, ports))
     };
     let Err(e) = run(&cx.worker, ports.clone())
         .await
-        .unwrap_or_else(|_| Err("the accepting thread is gone".into()))
+        .unwrap_or_else(|| Err("the accepting thread is gone".into()))
     else {
         return true;
     };
     crate::log_warning!("CONFIG SET: {e}");
     // Every parameter of the command goes back, not only the listeners (Redis's rollback).
     rollback(&cx.shared().config, olds);
-    if let Ok(Err(e)) = run(&cx.worker, ports).await {
+    if let Some(Err(e)) = run(&cx.worker, ports).await {
         crate::log_warning!("CONFIG SET: the previous listeners could not be restored: {e}");
     }
     let (name, typed, _) = &moved[0];

@@ -77,6 +77,9 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     crate::log_warning!("User requested shutdown...");
+    // No new connection once this one is seen to close.
+    crate::net::listener::on_accepting_thread(&cx.worker, |_| crate::net::listener::stop_all())
+        .await;
     crate::request_shutdown(cx.shared());
     cx.close = true;
 }
