@@ -507,9 +507,13 @@ if [[ $TABLE -eq 1 ]]; then
     print_table
     exit 0
 fi
-command -v tclsh8.6 >/dev/null || command -v tclsh8.5 >/dev/null || command -v tclsh8.7 >/dev/null ||
-    die "tclsh 8.5+ is required (apt-get install -y tcl)"
-command -v pgrep >/dev/null || die "pgrep is required (apt-get install -y procps)"
+# The same probes as the test command's deps stage (scripts/deps.sh): each proves the thing works.
+needs=(tclsh pgrep)
+[[ $TLS -eq 1 ]] && needs+=(tcl-tls openssl)
+if ! probes=$("$ROOT/scripts/deps.sh" probe "${needs[@]}"); then
+    echo "$probes" >&2
+    die "missing dependencies above: ./scripts/deps.sh install (as root) installs them"
+fi
 
 if [[ $SERVER == damselfly ]]; then
     if [[ -z ${DFLY_BIN:-} ]]; then

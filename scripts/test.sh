@@ -12,8 +12,8 @@
 # binary and redis-server: tests/libraries/run.sh) → memcache-libs (pymemcache against
 # --memcached_port and real memcached: tests/libraries/memcache/run.sh) → memccapable
 # (libmemcached's ASCII conformance tests: tests/libraries/memcache/memccapable.sh).
-# Every stage runs even when an earlier one failed (except that nothing needing the binary runs
-# when the build fails); a summary with timings is printed and the exit status is non-zero when
+# Every stage runs even when an earlier one failed (except that nothing runs when a dependency is
+# missing and cannot be installed, and nothing needing the binary runs when the build fails); a summary with timings is printed and the exit status is non-zero when
 # any stage failed.
 #
 # Environment:
@@ -64,31 +64,6 @@ run_stage() { # name cmd...
     return $rc
 }
 
-install_deps() {
-    local need=()
-    command -v redis-server >/dev/null || need+=(redis-server)
-    command -v redis-cli >/dev/null || need+=(redis-tools)
-    command -v tclsh8.6 >/dev/null || command -v tclsh >/dev/null || need+=(tcl)
-    # The suite's --tls runs: Tcl's TLS package, and openssl for the certificates.
-    echo 'package require tls' | tclsh >/dev/null 2>&1 || need+=(tcl-tls)
-    command -v openssl >/dev/null || need+=(openssl)
-    command -v memcached >/dev/null || need+=(memcached)
-    command -v memccapable >/dev/null || need+=(libmemcached-tools)
-    python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
-    command -v node >/dev/null || need+=(nodejs)
-    command -v npm >/dev/null || need+=(npm)
-    if [[ ${#need[@]} -eq 0 ]]; then
-        echo "all present: redis-server redis-cli tclsh tcl-tls openssl memcached memccapable pip node npm"
-        return 0
-    fi
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "missing ${need[*]} and not root: install them (apt-get install -y ${need[*]})" >&2
-        return 1
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"
-}
-
 cargo_test() {
     if [[ ${TEST_PROFILE:-debug} == release ]]; then
         # Release test builds need the test-only FAULT.* commands explicitly (debug builds
@@ -111,7 +86,12 @@ REDIS_SUITE_REGRESSED=$(mktemp)
 export REDIS_SUITE_REGRESSED
 trap 'rm -f "$REDIS_SUITE_REGRESSED"' EXIT
 
-run_stage deps install_deps
+# Dependencies first, and nothing else when one is missing and cannot be installed: later stages
+# would only fail on it (scripts/deps.sh: each probe proves the thing works).
+if ! run_stage deps ./scripts/deps.sh install; then
+    echo "RESULT: FAILED (a dependency is missing: the line above names it and how to install it)"
+    exit 1
+fi
 run_stage fmt cargo fmt --all -- --check
 run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
 if run_stage build cargo build --release; then
