@@ -547,16 +547,19 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             cx.output.flush_all(&mut cx.reply, &cx.worker).await?;
             return Ok(());
         }
-        // Redis writes replies once per event loop iteration (`beforeSleep`), after every
-        // readable client ran. The same here for pipelined batches: step aside until this
-        // thread's other ready connections have run theirs (tokio resumes a yielding task after
-        // them and after polling for I/O), then write. Back-to-back writes wake a client
-        // process that waits for several connections once; a write after each batch woke it
-        // once per batch, and that wake-up (the kernel's, charged to the writer) was 15% of
-        // this thread's time under 50 pipelining clients (docs/benchmarks.md). A single
-        // command writes at once: there the extra poll for I/O cost more than it saved.
+        // Redis writes replies once per event loop iteration (`beforeSleep`): after every
+        // client that was readable ran, before it polls for I/O again. The same here for
+        // pipelined batches: step behind the tasks already queued on this thread (the
+        // connections the last poll found readable), then write. Back-to-back writes wake a
+        // client process that waits for several connections once; a write after each batch
+        // woke it once per batch, and that wake-up (the kernel's, charged to the writer) was 15%
+        // of this thread's time under 50 pipelining clients (docs/benchmarks.md). Not tokio's
+        // `yield_now`: it waits for the next poll for I/O as well, so every reply also waited
+        // for the connections that poll found readable and for one more epoll_wait per round,
+        // and a client keeping its pipeline full (memtier) saw 1.7x the latency (issue 43;
+        // docs/design/reply-timing.md). A single command writes at once.
         if ran > 1 && cx.output.pending(&cx.reply) {
-            tokio::task::yield_now().await;
+            requeue().await;
             if cx.client.killed.get() {
                 return Ok(());
             }
@@ -897,4 +900,20 @@ fn prefetch_batch(
         return;
     };
     db.prefetch_hashed(keys.iter().map(|&(a, b, h)| (&rbuf[a..b], h)));
+}
+
+/// Steps aside once, behind the tasks already queued on this thread, without waiting for the
+/// next poll for I/O (tokio's `yield_now` defers its wake-up until after that poll). On a
+/// `LocalSet` the self-wake is a push onto the thread's own queue: no syscall.
+async fn requeue() {
+    let mut done = false;
+    std::future::poll_fn(|cx| {
+        if done {
+            return std::task::Poll::Ready(());
+        }
+        done = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
 }
