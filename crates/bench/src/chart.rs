@@ -187,6 +187,184 @@ pub fn grouped_bars(path: &Path, c: &BarChart<'_>) -> Result<(), String> {
     Ok(())
 }
 
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    /// (series name, points in x order)
+    pub series: &'a [(String, Vec<(f64, f64)>)],
+}
+
+/// Draw one line with markers per series (e.g. latency against throughput) into a PNG file.
+pub fn lines(path: &Path, c: &LineChart<'_>) -> Result<(), String> {
+    let text = font_available();
+    let pts = || c.series.iter().flat_map(|(_, v)| v.iter());
+    let xmax = pts().fold(0.0f64, |a, p| a.max(p.0));
+    let ymax = pts().fold(0.0f64, |a, p| a.max(p.1));
+    let xmax = if xmax > 0.0 { xmax * 1.05 } else { 1.0 };
+    let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    let e = |err: &dyn std::fmt::Display| format!("drawing {}: {err}", path.display());
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .margin(16)
+        .x_label_area_size(if text { 56 } else { 8 })
+        .y_label_area_size(if text { 80 } else { 8 });
+    if text {
+        builder.caption(c.title, ("sans-serif", 22));
+    }
+    let mut chart = builder
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+        .map_err(|x| e(&x))?;
+    {
+        let mut mesh = chart.configure_mesh();
+        mesh.light_line_style(RGBColor(235, 235, 235));
+        if text {
+            mesh.x_desc(c.x_desc)
+                .y_desc(c.y_desc)
+                .x_label_formatter(&|v| fmt_value(*v))
+                .y_label_formatter(&|v| fmt_value(*v))
+                .label_style(("sans-serif", 14))
+                .axis_desc_style(("sans-serif", 15));
+        } else {
+            mesh.x_labels(0).y_labels(0);
+        }
+        mesh.draw().map_err(|x| e(&x))?;
+    }
+    for (si, (name, points)) in c.series.iter().enumerate() {
+        let color = PALETTE[si % PALETTE.len()];
+        let drawn = chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(|x| e(&x))?;
+        if text {
+            drawn.label(name.as_str()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+        }
+        chart
+            .draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .map_err(|x| e(&x))?;
+    }
+    if text {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(180, 180, 180))
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(|x| e(&x))?;
+    }
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// `damselfly-bench chart`: draws a chart from a tab-separated file, for the scripts that
+/// measure (scripts/bench-latency.sh). Lines: `series, x, y` per row; bars:
+/// `category, series, value` per row. Rows keep their order of first appearance.
+#[derive(clap::Parser, Debug)]
+#[command(about = "Draw a PNG chart from a tab-separated file")]
+pub struct ChartOpts {
+    /// lines (series, x, y) or bars (category, series, value).
+    #[arg(long, value_parser = ["lines", "bars"])]
+    pub kind: String,
+    #[arg(long, default_value = "")]
+    pub title: String,
+    #[arg(long = "x-desc", default_value = "")]
+    pub x_desc: String,
+    #[arg(long = "y-desc", default_value = "")]
+    pub y_desc: String,
+    /// Input file (tab-separated, no header; `#` starts a comment line).
+    #[arg(long)]
+    pub input: std::path::PathBuf,
+    /// Output PNG.
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+pub fn run_chart(o: &ChartOpts) -> Result<(), String> {
+    let text = std::fs::read_to_string(&o.input)
+        .map_err(|err| format!("reading {}: {err}", o.input.display()))?;
+    let mut rows: Vec<[&str; 3]> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() != 3 {
+            return Err(format!(
+                "{}:{}: want 3 tab-separated fields",
+                o.input.display(),
+                i + 1
+            ));
+        }
+        rows.push([f[0], f[1], f[2]]);
+    }
+    let num = |v: &str| -> Result<f64, String> {
+        v.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("not a number: {v:?}"))
+    };
+    fn index(names: &mut Vec<String>, n: &str) -> usize {
+        match names.iter().position(|x| x == n) {
+            Some(i) => i,
+            None => {
+                names.push(n.to_string());
+                names.len() - 1
+            }
+        }
+    }
+    if o.kind == "lines" {
+        let mut names: Vec<String> = Vec::new();
+        let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for [name, x, y] in rows {
+            let i = index(&mut names, name);
+            if i == series.len() {
+                series.push((name.to_string(), Vec::new()));
+            }
+            series[i].1.push((num(x)?, num(y)?));
+        }
+        for (_, p) in series.iter_mut() {
+            p.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        lines(
+            &o.out,
+            &LineChart {
+                title: &o.title,
+                x_desc: &o.x_desc,
+                y_desc: &o.y_desc,
+                series: &series,
+            },
+        )
+    } else {
+        let (mut cats, mut names) = (Vec::new(), Vec::new());
+        let mut cells = Vec::new();
+        for [cat, name, v] in rows {
+            cells.push((index(&mut cats, cat), index(&mut names, name), num(v)?));
+        }
+        let mut series: Vec<(String, Vec<Option<f64>>)> = names
+            .iter()
+            .map(|n| (n.clone(), vec![None; cats.len()]))
+            .collect();
+        for (c, s, v) in cells {
+            series[s].1[c] = Some(v);
+        }
+        grouped_bars(
+            &o.out,
+            &BarChart {
+                title: &o.title,
+                y_desc: &o.y_desc,
+                categories: &cats,
+                series: &series,
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +394,37 @@ mod tests {
         .unwrap();
         let bytes = std::fs::read(&p).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn charts_from_tsv() {
+        let dir = std::env::temp_dir().join(format!("dfbench-tsv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let input = dir.join("in.tsv");
+        let out = dir.join("out.png");
+        std::fs::write(
+            &input,
+            "# comment\nredis\t100000\t0.1\nredis\t50000\t0.05\nd\t90000\t0.2\n",
+        )
+        .unwrap();
+        let mut o = ChartOpts {
+            kind: "lines".into(),
+            title: "t".into(),
+            x_desc: "ops/sec".into(),
+            y_desc: "p50 ms".into(),
+            input: input.clone(),
+            out: out.clone(),
+        };
+        run_chart(&o).unwrap();
+        assert_eq!(&std::fs::read(&out).unwrap()[1..4], b"PNG");
+        o.kind = "bars".into();
+        run_chart(&o).unwrap();
+        assert_eq!(&std::fs::read(&out).unwrap()[1..4], b"PNG");
+        std::fs::write(&input, "a\tb\n").unwrap();
+        assert!(run_chart(&o).unwrap_err().contains("3 tab-separated"));
+        std::fs::write(&input, "a\tb\tx\n").unwrap();
+        assert!(run_chart(&o).unwrap_err().contains("not a number"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,5 +1,6 @@
 //! `damselfly-bench`: a memtier_benchmark-compatible load generator, plus the
-//! `compare` subcommand that runs the same scenarios against several servers.
+//! `compare` subcommand that runs the same scenarios against several servers and the `chart`
+//! subcommand that draws the scripts' measurements.
 
 mod chart;
 mod compare;
@@ -24,6 +25,17 @@ fn main() {
                 print!("{line}");
                 0
             }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        }
+    } else if args.get(1).map(String::as_str) == Some("chart") {
+        let mut rest = vec![format!("{} chart", args[0])];
+        rest.extend(args[2..].iter().cloned());
+        let c = chart::ChartOpts::parse_from(rest);
+        match chart::run_chart(&c) {
+            Ok(()) => 0,
             Err(e) => {
                 eprintln!("error: {e}");
                 1

@@ -226,6 +226,18 @@ pub struct BenchOpts {
     #[arg(long = "pipeline", default_value_t = 1)]
     pub pipeline: usize,
 
+    /// Most requests per second from one connection (memtier's option and granularity: a
+    /// budget of ceil(N/50) requests granted afresh every 1/(N/ceil(N/50)) s). Off by default.
+    #[arg(long = "rate-limiting", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limiting: Option<u32>,
+
+    /// Write a connection's new requests at once, right after the read that freed their
+    /// pipeline slots. Off by default: like memtier (libevent), requests are queued and written
+    /// after the thread next polls for I/O, and a request's latency counts from when it was
+    /// queued.
+    #[arg(long = "eager-writes")]
+    pub eager_writes: bool,
+
     /// Object (value) size in bytes.
     #[arg(short = 'd', long = "data-size", default_value_t = 32)]
     pub data_size: usize,

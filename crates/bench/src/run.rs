@@ -86,6 +86,9 @@ struct Plan {
     protocol: Protocol,
     addr: String,
     pipeline: usize,
+    /// `--rate-limiting`: (requests granted per interval, interval).
+    rate: Option<(u64, Duration)>,
+    eager_writes: bool,
     limit: Option<u64>,
     allkeys: bool,
     total_clients: u64,
@@ -143,6 +146,14 @@ impl Shared {
         self.failed.store(true, Ordering::SeqCst);
         self.stop.store(true, Ordering::SeqCst);
     }
+}
+
+/// memtier's rate limiting: at least 50 timer events a second; each grants
+/// ceil(rate/50) requests, at an interval that makes up the rate.
+fn rate_interval(rate: u32) -> (u64, Duration) {
+    let per = u64::from(rate).div_ceil(50);
+    let events_per_second = u64::from(rate) / per;
+    (per, Duration::from_micros(1_000_000 / events_per_second))
 }
 
 fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
@@ -229,6 +240,8 @@ fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
         protocol: o.protocol,
         addr: format!("{}:{}", o.server, o.port),
         pipeline: o.pipeline,
+        rate: o.rate_limiting.map(rate_interval),
+        eager_writes: o.eager_writes,
         limit,
         allkeys,
         total_clients: (o.threads * o.clients) as u64,
@@ -709,10 +722,22 @@ async fn client_loop(
     let mut sent: u64 = 0;
     let is_mc = p.protocol == Protocol::MemcacheText;
 
+    // `--rate-limiting`: requests this connection may still send in the current interval.
+    let mut budget = p.rate.map_or(u64::MAX, |(per, _)| per);
+    let mut ticker = p.rate.map(|(_, every)| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+
     loop {
         // Fill the pipeline.
         let mut added = 0usize;
-        while inflight.len() < p.pipeline && sent < limit && !shared.stop.load(Ordering::Relaxed) {
+        while inflight.len() < p.pipeline
+            && sent < limit
+            && budget > 0
+            && !shared.stop.load(Ordering::Relaxed)
+        {
             let before = wbuf.len();
             let (row, replies) = build_request(p, &mut g, &mut wbuf);
             let mget_keys = if p.mc_multiget && row == 1 {
@@ -733,6 +758,9 @@ async fn client_loop(
             });
             added += 1;
             sent += 1;
+            if p.rate.is_some() {
+                budget -= 1;
+            }
         }
         if added > 0 {
             let t = Instant::now();
@@ -740,13 +768,29 @@ async fn client_loop(
             for pend in inflight.range_mut(n - added..) {
                 pend.sent = t;
             }
+            if !p.eager_writes {
+                // memtier's requests go into a libevent output buffer, written when the loop
+                // next reports the socket writable: after this thread's other ready connections
+                // ran and after its next poll for I/O. tokio's yield_now resumes a task just
+                // then. A server sees the same small, staggered writes as under memtier, and
+                // the wait counts in the requests' latency as in memtier's (queued -> read).
+                tokio::task::yield_now().await;
+            }
             conn.write_all(&wbuf)
                 .await
                 .map_err(|e| format!("write to {}: {e}", p.addr))?;
             wbuf.clear();
         }
         if inflight.is_empty() {
-            break;
+            match ticker.as_mut() {
+                // Rate-limited and idle until the next interval grants requests.
+                Some(t) if sent < limit && !shared.stop.load(Ordering::Relaxed) => {
+                    t.tick().await;
+                    budget = p.rate.map_or(u64::MAX, |(per, _)| per);
+                    continue;
+                }
+                _ => break,
+            }
         }
         // Read at least one chunk of replies.
         if rend == rbuf.len() {
@@ -759,10 +803,17 @@ async fn client_loop(
                 rbuf.resize(l * 2, 0);
             }
         }
-        let n = conn
-            .read(&mut rbuf[rend..])
-            .await
-            .map_err(|e| format!("read from {}: {e}", p.addr))?;
+        let n = match ticker.as_mut() {
+            None => conn.read(&mut rbuf[rend..]).await,
+            Some(t) => tokio::select! {
+                r = conn.read(&mut rbuf[rend..]) => r,
+                _ = t.tick() => {
+                    budget = p.rate.map_or(u64::MAX, |(per, _)| per);
+                    continue;
+                }
+            },
+        }
+        .map_err(|e| format!("read from {}: {e}", p.addr))?;
         if n == 0 {
             return Err(format!(
                 "server {} closed the connection with {} requests in flight",

@@ -328,6 +328,65 @@ fn write_read_pipelined_against_redis() {
     assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
 }
 
+/// `--rate-limiting` grants memtier's budget per interval (here 2 requests every 20 ms per
+/// connection), so however fast the server, a run cannot send more than the intervals that
+/// elapsed allow; `--eager-writes` (write at once instead of at the next poll) still runs.
+#[test]
+fn rate_limiting_caps_requests_and_eager_writes_run() {
+    let (_srv, port) = start_redis();
+    let json = std::env::temp_dir().join(format!("dfbench-rate-{}.json", std::process::id()));
+    let json_s = json.to_string_lossy().to_string();
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args([
+            "-p",
+            &port.to_string(),
+            "-t",
+            "1",
+            "-c",
+            "2",
+            "--test-time",
+            "1",
+        ])
+        .args([
+            "--rate-limiting",
+            "100",
+            "--hide-histogram",
+            "--key-maximum",
+            "100",
+        ])
+        .args(["--json-out-file", &json_s])
+        .output()
+        .unwrap();
+    let elapsed_ms = t0.elapsed().as_millis() as u64;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let count = v["ALL STATS"]["Totals"]["Count"].as_u64().unwrap();
+    // 2 connections x (the first budget + one budget per 20 ms interval that elapsed).
+    let most = 2 * (2 + 2 * (elapsed_ms / 20 + 1));
+    assert!(
+        count > 0 && count <= most,
+        "{count} requests, at most {most} allowed"
+    );
+
+    let out = bench(
+        port,
+        &["--pipeline", "10", "--eager-writes", "--hide-histogram"],
+    );
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+    let out = Command::new(BIN)
+        .args(["-p", &port.to_string(), "--rate-limiting", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--rate-limiting 0 was accepted");
+}
+
 #[test]
 fn connection_refused_is_an_error_not_a_hang() {
     let port = free_port();
