@@ -2,7 +2,8 @@
 # ACL benchmark (issue 20): GET/SET at -P 1 and -P 30 as a restricted ACL user, and as the
 # unrestricted default user, on damselfly and redis-server with the same configuration, in
 # ROUNDS interleaved rounds on the same pinned CPUs. Prints a markdown report of medians with
-# the damselfly/redis ratio in each mode; the goal is an ACL ratio no worse than the open one.
+# the damselfly/redis ratio in each mode, and p50/p99 latency (ms, from redis-benchmark's --csv)
+# per server and mode; the goal is an ACL ratio no worse than the open one.
 #
 #   scripts/bench-acl.sh [--requests N] [--rounds R] [--out FILE]
 #
@@ -30,7 +31,7 @@ start_server() { # name port -> pid
   echo $!
 }
 
-declare -A RPS
+declare -A RPS P50 P99
 for round in $(seq 1 "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     echo "round $round/$ROUNDS: $name" >&2
@@ -42,8 +43,8 @@ for round in $(seq 1 "$ROUNDS"); do
       [ "$mode" = acl ] && auth=(--user bench -a benchpw)
       for P in 1 30; do
         for t in set get; do
-          rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" "${auth[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null | csv_rps)
-          RPS[$name,$mode,$t,$P]+="${rps:-0} "
+          stats=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" "${auth[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null | csv_stats)
+          keep_stats "$name,$mode,$t,$P" "$stats"
         done
       done
     done

@@ -11,12 +11,16 @@
 #    more CPU per request than either server: ~6.8 us vs ~5.5 us), so the P=1 tests also run under
 #    damselfly-bench (1 thread, 50 connections, ~3.8 us per request), which saturates the server:
 #    that table is the one that compares the servers' throughput at P=1.
+#    Both tables also give p50/p99 latency (ms) per server: redis-benchmark's --csv columns, and
+#    damselfly-bench's Totals row (--json-out-file).
 # 2. Memory (RSS growth / element): one key with --big elements (default 1M) per type, and --small
 #    (default 100k) keys of 10 elements per type. Members are "m:<n>" strings (a set of integers
 #    is measured separately: it stays compact as intset in Redis only up to 512 entries).
-#    Data is loaded with `redis-cli --pipe`.
+#    Data is loaded with `redis-cli --pipe`. (Memory figures: no request latency to report.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 N=1000000
 BIG=1000000
 SMALL=100000
@@ -36,21 +40,18 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
 cargo build --release -q -p damselfly -p damselfly-bench
 BIN=${DFLY_BIN:-${CARGO_TARGET_DIR:-target}/release/damselfly}
 LOADGEN=${CARGO_TARGET_DIR:-target}/release/damselfly-bench
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
 start_server() { # name port -> pid
   case "$1" in
-    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 >/dev/null 2>&1 & ;;
-    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 & ;;
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$BENCH_DIR" --save '' >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --dir "$BENCH_DIR" --save '' --appendonly no >/dev/null 2>&1 & ;;
   esac
   echo $!
 }
@@ -94,26 +95,34 @@ zr = [["ZADD", "zs"] + [x for i in range(s, s + 100) for x in (str(i), f"member:
 write("zrange-setup", zr)
 EOF
 
-declare -A RPS MEM CPUNS PORT PID
+declare -A RPS MEM CPUNS PORT PID P50 P99
 KINDS="list hash set intset zset"
 TESTS="lpush lpop sadd hset zadd zrange"
-cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-TCK=$(getconf CLK_TCK)
+# (Not lib.sh's median: the medians here keep their decimals.)
 median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 if [ "$THROUGHPUT" = 1 ]; then
   # Both servers stay up (both pinned to the server CPU; only one is loaded at a time) and every
   # test alternates between them for $ROUNDS rounds: P=1 runs are within a few percent of each
   # other and drift with the machine, so the median of interleaved rounds is what is compared.
   ROUNDS=${ROUNDS:-3}
-  # Medians of one cell's rounds (R, C: per server, space-separated) into RPS/CPUNS[server,cell].
+  # Medians of one cell's rounds (R, C, L5, L9: per server, space-separated) into
+  # RPS/CPUNS/P50/P99[server,cell].
   keep_medians() {
     for name in damselfly redis; do
       # shellcheck disable=SC2086
       RPS[$name,$1]=$(median ${R[$name]})
       # shellcheck disable=SC2086
       CPUNS[$name,$1]=$(median ${C[$name]})
+      P50[$name,$1]=$(median_ms "${L5[$name]}")
+      P99[$name,$1]=$(median_ms "${L9[$name]}")
     done
-    unset R C
+    unset R C L5 L9
+  }
+  # One round's "RPS P50 P99" of server $1 into R, L5, L9.
+  keep_round() {
+    local r a b
+    read -r r a b <<<"$2"
+    R[$1]="${R[$1]:-} $r"; L5[$1]="${L5[$1]:-} $a"; L9[$1]="${L9[$1]:-} $b"
   }
   for name in damselfly redis; do
     PORT[$name]=$(free_port); PID[$name]=$(start_server $name "${PORT[$name]}"); wait_up "${PORT[$name]}"
@@ -121,7 +130,7 @@ if [ "$THROUGHPUT" = 1 ]; then
   done
   for P in 1 30; do
     for t in $TESTS; do
-      declare -A R=() C=()
+      declare -A R=() C=() L5=() L9=()
       for round in $(seq 1 "$ROUNDS"); do
         for name in damselfly redis; do
           port=${PORT[$name]}; pid=${PID[$name]}
@@ -132,7 +141,7 @@ if [ "$THROUGHPUT" = 1 ]; then
             out=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t $t -n "$N" -r 100000 -c 50 -P "$P" --csv 2>/dev/null)
           fi
           c1=$(cpu_ticks "$pid")
-          R[$name]="${R[$name]:-} $(echo "$out" | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)"
+          keep_round "$name" "$(csv_stats <<<"$out")"
           C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))")"
         done
       done
@@ -146,15 +155,16 @@ if [ "$THROUGHPUT" = 1 ]; then
     [lpush]="LPUSH mylist __data__" [lpop]="LPOP mylist" [sadd]="SADD myset __key__"
     [hset]="HSET myhash __key__ __data__" [zadd]="ZADD myzset 0 __key__" [zrange]="ZRANGE zs 0 9")
   for t in $TESTS; do
-    declare -A R=() C=()
+    declare -A R=() C=() L5=() L9=()
     for round in $(seq 1 "$ROUNDS"); do
       for name in damselfly redis; do
         port=${PORT[$name]}; pid=${PID[$name]}
+        rm -f "$TMP/lg.json"
         c0=$(cpu_ticks "$pid")
         taskset -c "$LOAD_CPU" "$LOADGEN" -p "$port" -t 1 -c 50 -n "$PER" --command "${TEMPLATE[$t]}" \
           --key-maximum 100000 -d 3 --hide-progress --json-out-file "$TMP/lg.json" >/dev/null 2>&1
         c1=$(cpu_ticks "$pid")
-        R[$name]="${R[$name]:-} $(python3 -c "import json; print(round(json.load(open('$TMP/lg.json'))['ALL STATS']['Totals']['Ops/sec'], 1))")"
+        keep_round "$name" "$(json_stats "$TMP/lg.json")"
         C[$name]="${C[$name]:-} $(python3 -c "print(round(($c1-$c0)/$TCK*1e9/($PER*50)))")"
       done
     done
@@ -182,7 +192,6 @@ for name in damselfly redis; do
   done
 done
 
-ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 {
   echo "### Collections: one server thread (run $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
@@ -192,22 +201,22 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
     echo
     echo "Median of $ROUNDS interleaved rounds per cell; CPU = server CPU time per request from /proc/PID/stat."
     echo
-    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |$(lat_head damselfly redis)"
+    echo "|---|---|---|---|---|---|---|$(lat_sep 1 2)"
     for P in 1 30; do for t in $TESTS; do
       label=${t^^}; [ $t = zrange ] && label="ZRANGE zs 0 9 (1000 members)"
-      echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") | ${CPUNS[damselfly,$t,$P]} | ${CPUNS[redis,$t,$P]} |"
+      echo "| $label | $P | ${RPS[damselfly,$t,$P]} | ${RPS[redis,$t,$P]} | $(ratio "${RPS[damselfly,$t,$P]}" "${RPS[redis,$t,$P]}") | ${CPUNS[damselfly,$t,$P]} | ${CPUNS[redis,$t,$P]} |$(lat_cells "$t,$P" damselfly redis)"
     done; done
     echo
     echo "P=1 with damselfly-bench as the load (\`-t 1 -c 50 -n $PER\`, pinned to CPU $LOAD_CPU; the server is the"
     echo "bottleneck here, unlike under redis-benchmark at P=1). Same commands: LPUSH/LPOP on one list,"
     echo "SADD/HSET/ZADD (score 0) of random members out of 100000, ZRANGE zs 0 9."
     echo
-    echo "| test | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |"
-    echo "|---|---|---|---|---|---|"
+    echo "| test | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |$(lat_head damselfly redis)"
+    echo "|---|---|---|---|---|---|$(lat_sep 1 2)"
     for t in $TESTS; do
       label=${t^^}; [ $t = zrange ] && label="ZRANGE zs 0 9 (1000 members)"
-      echo "| $label | ${RPS[damselfly,$t,lg]} | ${RPS[redis,$t,lg]} | $(ratio "${RPS[damselfly,$t,lg]}" "${RPS[redis,$t,lg]}") | ${CPUNS[damselfly,$t,lg]} | ${CPUNS[redis,$t,lg]} |"
+      echo "| $label | ${RPS[damselfly,$t,lg]} | ${RPS[redis,$t,lg]} | $(ratio "${RPS[damselfly,$t,lg]}" "${RPS[redis,$t,lg]}") | ${CPUNS[damselfly,$t,lg]} | ${CPUNS[redis,$t,lg]} |$(lat_cells "$t,lg" damselfly redis)"
     done
   fi
   [ "$MEMORY" = 1 ] || exit 0

@@ -2,18 +2,22 @@
 # Core-engine benchmark. Runs damselfly and redis-server (and, with --baseline, an earlier
 # damselfly build) one after the other in each of ROUNDS interleaved rounds on the same pinned
 # CPU, drives them with the same redis-benchmark load pinned to another CPU, and prints a
-# markdown report of per-test medians with ratios measured in the same run.
+# markdown report of per-test medians with ratios measured in the same run: ops/s, server CPU
+# ns/op, and p50/p99 latency (ms, from redis-benchmark's --csv) per server.
 #
 #   scripts/bench-core.sh [--requests N] [--rounds R] [--baseline BIN] [--out FILE]
 #
 # Defaults: -t set,get -n 2000000 -r 100000 -d 32 -c 50, at -P 1 and -P 30; server on CPU 1
 # (--proactor_threads=1), load on CPU 0; memory = RSS growth per key after DEBUG POPULATE
-# 1000000 key 32 (measured once per server). --baseline compares two builds of damselfly, e.g.
+# 1000000 key 32 (measured once per server; a memory figure, so no latency beside it).
+# --baseline compares two builds of damselfly, e.g.
 # `git worktree add /tmp/base <commit> && cargo build --release --manifest-path
 # /tmp/base/Cargo.toml` then `--baseline /tmp/base/target/release/damselfly`.
 # Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 N=2000000
 ROUNDS=3
 OUT=""
@@ -31,28 +35,23 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
 cargo build --release -q -p damselfly
 BIN=target/release/damselfly
 NAMES=(damselfly redis)
 [ -n "$BASE" ] && NAMES=(damselfly baseline redis)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
-cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
-TCK=$(getconf CLK_TCK)
 
-start_server() { # name port -> pid
+start_server() { # name port -> pid (lib.sh's, plus DEBUG and the baseline build)
   case "$1" in
-    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --enable-debug-command yes >/dev/null 2>&1 & ;;
-    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --enable-debug-command yes >/dev/null 2>&1 & ;;
-    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --save '' --appendonly no --enable-debug-command yes >/dev/null 2>&1 & ;;
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$BENCH_DIR" --save '' --enable-debug-command yes >/dev/null 2>&1 & ;;
+    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$2" --bind 127.0.0.1 --proactor_threads=1 --dir "$BENCH_DIR" --save '' --enable-debug-command yes >/dev/null 2>&1 & ;;
+    redis) taskset -c "$SERVER_CPU" redis-server --port "$2" --bind 127.0.0.1 --dir "$BENCH_DIR" --save '' --appendonly no --enable-debug-command yes >/dev/null 2>&1 & ;;
   esac
   echo $!
 }
 
-declare -A RPS CPUNS MEM
+declare -A RPS CPUNS MEM P50 P99
 for round in $(seq 1 "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     echo "round $round/$ROUNDS: $name" >&2
@@ -60,11 +59,10 @@ for round in $(seq 1 "$ROUNDS"); do
     for P in 1 30; do
       for t in set get; do
         c0=$(cpu_ticks "$pid")
-        rps=$(taskset -c "$LOAD_CPU" redis-benchmark -p "$port" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null \
-              | awk -F'","' 'NR>1{gsub(/"/,"",$2); print $2}' | head -1)
+        stats=$(RANDOM_KEYS=100000 bench_stats "$port" "$N" "$P" -t $t -d 32)
         c1=$(cpu_ticks "$pid")
-        RPS[$name,$t,$P]+="${rps:-0} "
-        CPUNS[$name,$t,$P]+="$(python3 -c "print(round(($c1-$c0)/$TCK*1e9/$N))") "
+        keep_stats "$name,$t,$P" "$stats"
+        CPUNS[$name,$t,$P]+="$(ns_per_op "$c0" "$c1" "$N") "
       done
     done
     kill "$pid"; wait "$pid" 2>/dev/null || true
@@ -78,8 +76,6 @@ for name in "${NAMES[@]}"; do
   kill "$pid"; wait "$pid" 2>/dev/null || true
 done
 
-median() { python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(f'{statistics.median(v):.0f}')" $1; }
-ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 {
   echo "### Core engine: redis-benchmark, one server thread (run $(date -u +%Y-%m-%dT%H:%MZ))"
   echo
@@ -88,20 +84,20 @@ ratio() { python3 -c "a=float('$1' or 0); b=float('$2' or 0); print(f'{a/b:.2f}'
   [ -n "$BASE" ] && echo "\"baseline\" is an earlier damselfly build ($BASE) measured in the same rounds."
   echo
   if [ -n "$BASE" ]; then
-    echo "| test | pipeline | damselfly ops/s | baseline ops/s | redis-server ops/s | damselfly/redis | baseline/redis | damselfly CPU ns/op | baseline CPU ns/op | redis CPU ns/op |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| test | pipeline | damselfly ops/s | baseline ops/s | redis-server ops/s | damselfly/redis | baseline/redis | damselfly CPU ns/op | baseline CPU ns/op | redis CPU ns/op |$(lat_head damselfly baseline redis)"
+    echo "|---|---|---|---|---|---|---|---|---|---|$(lat_sep "${NAMES[@]}")"
   else
-    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| test | pipeline | damselfly ops/s | redis-server ops/s | ratio | damselfly CPU ns/op | redis CPU ns/op |$(lat_head damselfly redis)"
+    echo "|---|---|---|---|---|---|---|$(lat_sep "${NAMES[@]}")"
   fi
   for P in 1 30; do for t in set get; do
     d=$(median "${RPS[damselfly,$t,$P]}"); r=$(median "${RPS[redis,$t,$P]}")
     dc=$(median "${CPUNS[damselfly,$t,$P]}"); rc=$(median "${CPUNS[redis,$t,$P]}")
     if [ -n "$BASE" ]; then
       b=$(median "${RPS[baseline,$t,$P]}"); bc=$(median "${CPUNS[baseline,$t,$P]}")
-      echo "| ${t^^} | $P | $d | $b | $r | $(ratio "$d" "$r") | $(ratio "$b" "$r") | $dc | $bc | $rc |"
+      echo "| ${t^^} | $P | $d | $b | $r | $(ratio "$d" "$r") | $(ratio "$b" "$r") | $dc | $bc | $rc |$(lat_cells "$t,$P" "${NAMES[@]}")"
     else
-      echo "| ${t^^} | $P | $d | $r | $(ratio "$d" "$r") | $dc | $rc |"
+      echo "| ${t^^} | $P | $d | $r | $(ratio "$d" "$r") | $dc | $rc |$(lat_cells "$t,$P" "${NAMES[@]}")"
     fi
   done; done
   echo

@@ -2,7 +2,8 @@
 # Eviction benchmark: hit ratio and throughput under the same maxmemory and the same skewed
 # workload, redis-server (allkeys-lru, allkeys-lfu) against damselfly (allkeys-lru, allkeys-lfu,
 # cache mode), in interleaved rounds on the same pinned CPUs; prints a markdown report of the
-# medians.
+# medians, p50/p99 request latency (ms, damselfly-bench's Totals row: SETs and GETs together)
+# included.
 #
 #   scripts/bench-eviction.sh [--rounds R] [--maxmemory BYTES] [--keys N] [--warmup S] [--time S]
 #
@@ -15,6 +16,8 @@
 # shard thread), load on CPU 0. Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 ROUNDS=3
 MAXMEM=$((64 << 20))
 KEYS=3000000
@@ -34,7 +37,6 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install -y redis-server redis-tools)" >&2; exit 1; }
 cargo build --release -q -p damselfly -p damselfly-bench
 BIN=target/release/damselfly
 BENCH=target/release/damselfly-bench
@@ -42,12 +44,10 @@ BENCH=target/release/damselfly-bench
 # policies to name the best one).
 read -r -a CONFIGS <<< "${CONFIGS:-redis-lru redis-lfu damselfly-lru damselfly-lfu damselfly-cache}"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_up() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "server on $1 did not start" >&2; return 1; }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
 
 start_server() { # config port -> pid
-  local common=(--port "$2" --bind 127.0.0.1 --maxmemory "$MAXMEM")
+  local common=(--port "$2" --bind 127.0.0.1 --dir "$BENCH_DIR" --maxmemory "$MAXMEM")
   case "$1" in
     redis-lru) taskset -c "$SERVER_CPU" redis-server "${common[@]}" --maxmemory-policy allkeys-lru --save '' --appendonly no >/dev/null 2>&1 & ;;
     redis-lfu) taskset -c "$SERVER_CPU" redis-server "${common[@]}" --maxmemory-policy allkeys-lfu --save '' --appendonly no >/dev/null 2>&1 & ;;
@@ -58,20 +58,23 @@ start_server() { # config port -> pid
   echo $!
 }
 
-load() { # port seconds -> "ops hits misses"
-  taskset -c "$LOAD_CPU" "$BENCH" -p "$1" -t 1 -c 50 --test-time "$2" --ratio 1:1 \
-    --key-pattern G:G --key-minimum 1 --key-maximum "$KEYS" -d 100 --distinct-client-seed --hide-progress --hide-histogram 2>/dev/null |
-    awk '/^Totals/{ops=$2} /^Gets/{hits=$3; miss=$4} END{print ops, hits, miss}'
+load() { # port seconds -> "ops hits misses p50_ms p99_ms"
+  local out ops p50 p99
+  out=$(taskset -c "$LOAD_CPU" "$BENCH" -p "$1" -t 1 -c 50 --test-time "$2" --ratio 1:1 \
+    --key-pattern G:G --key-minimum 1 --key-maximum "$KEYS" -d 100 --distinct-client-seed --hide-progress --hide-histogram 2>/dev/null)
+  read -r ops p50 p99 <<<"$(memtier_stats <<<"$out")"
+  echo "$ops $(awk '/^Gets/{hits=$3; miss=$4} END{print hits, miss}' <<<"$out") $p50 $p99"
 }
 
-declare -A OPS RATIO USED RSS EVICTED
+declare -A OPS RATIO USED RSS EVICTED P50 P99
 for round in $(seq 1 "$ROUNDS"); do
   for cfg in "${CONFIGS[@]}"; do
     echo "round $round/$ROUNDS: $cfg" >&2
     port=$(free_port); pid=$(start_server "$cfg" "$port"); wait_up "$port"
     load "$port" "$WARMUP" >/dev/null
-    read -r ops hits miss < <(load "$port" "$TIME")
+    read -r ops hits miss p50 p99 < <(load "$port" "$TIME")
     OPS[$cfg]+="$ops "
+    P50[$cfg]+="$p50 "; P99[$cfg]+="$p99 "
     RATIO[$cfg]+="$(awk -v h="$hits" -v m="$miss" 'BEGIN{printf "%.4f", h/(h+m)}') "
     USED[$cfg]+="$(redis-cli -p "$port" info memory | awk -F: '/^used_memory:/{print $2+0}') "
     EVICTED[$cfg]+="$(redis-cli -p "$port" info stats | awk -F: '/^evicted_keys:/{print $2+0}') "
@@ -81,16 +84,18 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
+# (Not lib.sh's median: reads stdin, keeps the decimals.)
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 report() {
   echo "Eviction benchmark ($(date -u +%Y-%m-%d), $ROUNDS interleaved rounds, medians): maxmemory $((MAXMEM >> 20)) MiB, SET:GET 1:1 over $KEYS keys (Gaussian, G:G), 100-byte values, 50 connections, server on CPU $SERVER_CPU (one thread), load on CPU $LOAD_CPU; ${WARMUP}s warm-up, ${TIME}s measured."
   echo
-  echo "| server / policy | hit ratio | ops/s | used_memory / maxmemory | RSS / maxmemory | evicted keys |"
-  echo "|---|---:|---:|---:|---:|---:|"
+  echo "| server / policy | hit ratio | ops/s | used_memory / maxmemory | RSS / maxmemory | evicted keys | p50 ms | p99 ms |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   for cfg in "${CONFIGS[@]}"; do
     r=$(echo "${RATIO[$cfg]}" | median); o=$(echo "${OPS[$cfg]}" | median)
     u=$(echo "${USED[$cfg]}" | median); s=$(echo "${RSS[$cfg]}" | median); e=$(echo "${EVICTED[$cfg]}" | median)
-    printf '| %s | %.3f | %.0f | %.3f | %.3f | %s |\n' "$cfg" "$r" "$o" "$(awk -v a="$u" -v b="$MAXMEM" 'BEGIN{print a/b}')" "$(awk -v a="$s" -v b="$MAXMEM" 'BEGIN{print a/b}')" "$e"
+    printf '| %s | %.3f | %.0f | %.3f | %.3f | %s | %s | %s |\n' "$cfg" "$r" "$o" "$(awk -v a="$u" -v b="$MAXMEM" 'BEGIN{print a/b}')" "$(awk -v a="$s" -v b="$MAXMEM" 'BEGIN{print a/b}')" "$e" \
+      "$(median_ms "${P50[$cfg]}")" "$(median_ms "${P99[$cfg]}")"
   done
   [[ " ${CONFIGS[*]} " == *" damselfly-cache "* ]] || return 0
   best_r=0; best_o=0

@@ -10,6 +10,8 @@
 # Load: `damselfly-bench pubsub`, 4 publishers pipelining 16 PUBLISHes of 32-byte payloads,
 # held back while more than a window of messages is undelivered (so that delivery is measured,
 # not buffering; the pubsub output buffer limit is lifted on both servers for the same reason).
+# No latency columns: `damselfly-bench pubsub` measures rates only (no per-message latency is
+# timed), and a publisher's round trip would time the window that holds it back, not the server.
 # Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."

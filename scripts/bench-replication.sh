@@ -4,10 +4,12 @@
 #   1. Full sync time: a primary holding $KEYS keys (DEBUG POPULATE, 100-byte values); a replica
 #      is started and REPLICAOF'd; time until its link is up with every key loaded.
 #   2. Primary throughput with one attached replica as a fraction of the same primary without
-#      one (redis-benchmark SET, -P $PIPE, $ROUNDS interleaved rounds, medians).
+#      one (redis-benchmark SET, -P $PIPE, $ROUNDS interleaved rounds, medians), with the SETs'
+#      p50/p99 latency (ms, redis-benchmark's --csv columns, medians) beside it.
 #   3. Replica lag under that load: the primary's master_repl_offset minus the replica's
 #      offset, sampled every 50 ms (median and max bytes), and the time the replica needs
 #      after the load stops to reach the primary's offset.
+#   (1 and 3 are a duration and replication offsets, not requests: no latency percentiles.)
 #
 # Pinning (2-core machine): every primary on $SERVER_CPU (default 1) with one shard thread,
 # the load generator on $LOAD_CPU (default 0), and the replica on $LOAD_CPU too (a replica
@@ -66,10 +68,11 @@ full_sync() {
   python3 -c "print(f'{$t1-$t0:.2f}')"
 }
 
-# throughput NAME WITH_REPLICA: median SET ops/s of ROUNDS rounds; with a replica, also the
-# lag samples (bytes) into $WORK/lag-NAME and the catch-up time into $WORK/catch-NAME.
+# throughput NAME WITH_REPLICA: "OPS P50 P99", the medians of ROUNDS rounds' SET ops/s and p50
+# and p99 latency (ms); with a replica, also the lag samples (bytes) into $WORK/lag-NAME and the
+# catch-up time into $WORK/catch-NAME.
 throughput() {
-  local name=$1 with=$2 pp rp ppid rpid=0 r rps=() lagpid
+  local name=$1 with=$2 pp rp ppid rpid=0 r rps=() p50=() p99=() lagpid a b c
   pp=$(free_port); rp=$(free_port)
   ppid=$(start_at "$name" "$pp" "$SERVER_CPU" "$WORK/$name-tp$with"); wait_up "$pp"
   if [[ $with == 1 ]]; then
@@ -87,7 +90,8 @@ throughput() {
         done ) >>"$WORK/lag-$name" &
       lagpid=$!
     fi
-    rps+=("$(RANDOM_KEYS=1000000 bench_rps "$pp" "$N" "$PIPE" -t set -d 100)")
+    read -r a b c <<<"$(RANDOM_KEYS=1000000 bench_stats "$pp" "$N" "$PIPE" -t set -d 100)"
+    rps+=("$a"); p50+=("$b"); p99+=("$c")
     if [[ $with == 1 ]]; then
       kill "$lagpid" 2>/dev/null || true; wait "$lagpid" 2>/dev/null || true
       local t0 t1 target
@@ -99,7 +103,7 @@ throughput() {
   done
   [[ $rpid != 0 ]] && stop_server "$rp" "$rpid"
   stop_server "$pp" "$ppid"
-  median "${rps[*]}"
+  echo "$(median "${rps[*]}") $(median_ms "${p50[*]}") $(median_ms "${p99[*]}")"
 }
 
 echo "## Replication ($(date -u +%Y-%m-%d), $KEYS keys for full sync, SET -P $PIPE x $N, $ROUNDS rounds)"
@@ -109,14 +113,14 @@ echo "| full sync of $KEYS keys | damselfly s | redis-server s | ratio (redis/da
 echo "|---|---|---|---|"
 python3 -c "print(f'| REPLICAOF → link up, all keys | $d_sync | $r_sync | {$r_sync/$d_sync:.2f} |')"
 echo
-d0=$(throughput damselfly 0); r0=$(throughput redis 0)
-d1=$(throughput damselfly 1); r1=$(throughput redis 1)
-echo "| primary SET ops/s | damselfly | redis-server |"
-echo "|---|---|---|"
-echo "| no replica | $d0 | $r0 |"
-echo "| one replica | $d1 | $r1 |"
-python3 -c "print(f'| with / without | {$d1/$d0:.2f} | {$r1/$r0:.2f} |')"
-python3 -c "print(f'| damselfly / redis, with a replica | {$d1/$r1:.2f} | |')"
+read -r d0 d0_50 d0_99 <<<"$(throughput damselfly 0)"; read -r r0 r0_50 r0_99 <<<"$(throughput redis 0)"
+read -r d1 d1_50 d1_99 <<<"$(throughput damselfly 1)"; read -r r1 r1_50 r1_99 <<<"$(throughput redis 1)"
+echo "| primary SET ops/s | damselfly | redis-server | damselfly p50 ms | redis p50 ms | damselfly p99 ms | redis p99 ms |"
+echo "|---|---|---|---|---|---|---|"
+echo "| no replica | $d0 | $r0 | $d0_50 | $r0_50 | $d0_99 | $r0_99 |"
+echo "| one replica | $d1 | $r1 | $d1_50 | $r1_50 | $d1_99 | $r1_99 |"
+python3 -c "print(f'| with / without | {$d1/$d0:.2f} | {$r1/$r0:.2f} | | | | |')"
+python3 -c "print(f'| damselfly / redis, with a replica | {$d1/$r1:.2f} | | | | | |')"
 echo
 lagstats() { python3 - "$1" "$2" <<'EOF'
 import statistics, sys

@@ -3,7 +3,8 @@
 # 10-key script (an INCR on each of 10 keys with different hash tags, so on different shards
 # when there are several) at -P 30, against redis-server in interleaved rounds on the same
 # pinned CPUs (server on CPU 1 with one shard thread, load on CPU 0). Prints a markdown table of
-# medians: ops/s, server CPU ns per script call, and damselfly's ratios.
+# medians: ops/s, server CPU ns per script call, damselfly's ratios, and p50/p99 latency (ms, from
+# redis-benchmark's --csv) per server.
 #
 #   scripts/bench-scripting.sh [--requests N] [--rounds R]
 #
@@ -27,7 +28,7 @@ TEN='local n = 0 for i = 1, #KEYS do n = n + redis.call("incr", KEYS[i]) end ret
 TENKEYS=""
 for i in $(seq 0 9); do TENKEYS+=" {k$i}:__rand_int__"; done
 
-declare -A RPS CPU
+declare -A RPS CPU P50 P99
 NAMES=(damselfly redis)
 TESTS=("one-key -P 1" "one-key -P 30" "ten-keys -P 30")
 for round in $(seq 1 "$ROUNDS"); do
@@ -43,9 +44,9 @@ for round in $(seq 1 "$ROUNDS"); do
         "ten-keys -P 30") P=30; n=$((N / 4)); read -ra ks <<<"$TENKEYS"; cmd=(evalsha "$sha10" 10 "${ks[@]}") ;;
       esac
       c0=$(cpu_ticks "$pid")
-      rps=$(RANDOM_KEYS=100000 bench_rps "$port" "$n" "$P" "${cmd[@]}")
+      stats=$(RANDOM_KEYS=100000 bench_stats "$port" "$n" "$P" "${cmd[@]}")
       c1=$(cpu_ticks "$pid")
-      RPS[$name,$t]+="${rps:-0} "
+      keep_stats "$name,$t" "$stats"
       CPU[$name,$t]+="$(ns_per_op "$c0" "$c1" "$n") "
     done
     stop_server "$port" "$pid"
@@ -55,6 +56,5 @@ done
 echo
 table_header
 for t in "${TESTS[@]}"; do
-  table_row "EVALSHA $t" "$(median "${RPS[damselfly,$t]}")" "$(median "${RPS[redis,$t]}")" \
-    "$(median "${CPU[damselfly,$t]}")" "$(median "${CPU[redis,$t]}")"
+  median_row "EVALSHA $t" "$t"
 done

@@ -23,13 +23,17 @@
 #    During the save run the server's RSS (VmRSS; for redis plus its fork child's, found through
 #    /proc/PID/task/*/children) is sampled every 20 ms, INFO persistence is polled every 20 ms
 #    until rdb_bgsave_in_progress:0, and a probe connection sends SET key:0 every 10 ms to find
-#    the longest write stall.
+#    the longest write stall. The probes' round trips also give the write latency: p50 and p99
+#    (ms) over the window without a save and during BGSAVE (the load generator is stopped by a
+#    kill, so its own latencies are not read).
 # 3. SAVE on the quiet server: wall time of the command, server CPU time (utime+stime from
 #    /proc/PID/stat), file size.
 # 4. Start-up load: the server is stopped and started again on the same --dir; reported are the
 #    server's own "DB loaded from disk: X seconds" log line, the time from spawn to the first
 #    +PONG (redis answers -LOADING until then; damselfly does not listen until loaded) and the
 #    server's CPU time at that point.
+# 3 and 4 (and the RSS figures) are durations, CPU times and sizes, not requests: no latency
+# percentiles beside them.
 # Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -179,6 +183,11 @@ def cpu_s(pid):  # utime+stime of all threads, plus reaped children (redis's for
 def out(k, v):
     print(k, v)
 
+def probe_pcts(prefix, lat):  # p50/p99 of probe round trips (s), in ms
+    lat = sorted(lat)
+    for name, q in (("p50", 0.50), ("p99", 0.99)):
+        out(f"{prefix}_{name}_ms", round(1000 * lat[min(len(lat) - 1, int(len(lat) * q))], 3) if lat else 0)
+
 def window(port, pid, seconds, save_at, loadgen):
     own = []  # send times of the script's own commands (subtracted from the server's count)
     info = Conn(port)
@@ -239,6 +248,7 @@ def window(port, pid, seconds, save_at, loadgen):
     out("window_s", round(te - ta, 2))
     if tb is None:
         out("stall_ms", round(1000 * max((l for t, l in probes if ta <= t <= te), default=0), 1))
+        probe_pcts("probe", [l for t, l in probes if ta <= t <= te])
         return
     p = Conn(port).cmd("INFO", "persistence")
     if field(p, "rdb_last_bgsave_status") != "ok":
@@ -251,6 +261,7 @@ def window(port, pid, seconds, save_at, loadgen):
     out("bgsave_s", round(tc - tb, 3))
     out("ops_during", round((cc - cb - mine(tb, tc)) / (tc - tb)))
     out("stall_ms", round(1000 * max((l for t, l in probes if tb - 0.1 <= t <= tc), default=0), 1))
+    probe_pcts("probe", [l for t, l in probes if tb - 0.1 <= t <= tc])
 
 def timed(port, pid, args):
     conn = Conn(port)
@@ -366,7 +377,8 @@ done
   echo "script's own commands) over a ${DURATION} s window starting 1 s after the load; \"during BGSAVE\" counts only from"
   echo "BGSAVE (sent ${SAVE_AT} s into the window) until INFO says \`rdb_bgsave_in_progress:0\`. RSS sampled every 20 ms;"
   echo "redis \"server + child\" adds the fork child's VmRSS (shared pages counted twice: its real extra memory is"
-  echo "\`rdb_last_cow_size\`). Longest write stall: slowest of the \`SET key:0\` probes sent every 10 ms."
+  echo "\`rdb_last_cow_size\`). Longest write stall: slowest of the \`SET key:0\` probes sent every 10 ms; write"
+  echo "latency p50/p99: the same probes' round trips (alongside the load, on their own connection)."
   echo
   echo "| metric | damselfly | redis-server | damselfly/redis |"
   echo "|---|---|---|---|"
@@ -385,6 +397,10 @@ done
   row "BGSAVE duration under the write load (s)" save_bgsave_s 1 3
   row "longest write stall, no save (ms)" base_stall_ms 1 1
   row "longest write stall during BGSAVE (ms)" save_stall_ms 1 1
+  row "write latency p50, no save (ms, SET probes)" base_probe_p50_ms 1 3
+  row "write latency p99, no save (ms, SET probes)" base_probe_p99_ms 1 3
+  row "write latency p50 during BGSAVE (ms, SET probes)" save_probe_p50_ms 1 3
+  row "write latency p99 during BGSAVE (ms, SET probes)" save_probe_p99_ms 1 3
   row "server CPU per write, no save (ns)" base_cpu_ns_op 1 0
   row "server CPU per write, window with BGSAVE, incl. fork child (ns)" save_cpu_ns_op 1 0
   row "SAVE, quiet server: wall time (s)" SAVE_wall_s 1 3

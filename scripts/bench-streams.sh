@@ -4,7 +4,8 @@
 # -P 30, and memory per stream entry (1M entries of 3 small fields in one stream, used_memory
 # growth), against redis-server in interleaved rounds on the same pinned CPUs (server on CPU 1
 # with one shard thread, load on CPU 0). Prints a markdown table of medians: ops/s, server CPU
-# ns per call, and damselfly's ratios.
+# ns per call, damselfly's ratios, and p50/p99 latency (ms, from redis-benchmark's --csv) per
+# server.
 #
 #   scripts/bench-streams.sh [--requests N] [--rounds R]
 #
@@ -37,7 +38,7 @@ out.write(f"*{len(p)}\r\n" + "".join(f"${len(x)}\r\n{x}\r\n" for x in p))
 PY
 }
 
-declare -A RPS CPU
+declare -A RPS CPU P50 P99
 NAMES=(damselfly redis)
 TESTS=("XADD -P 1" "XADD -P 30" "XREADGROUP -P 1" "XREADGROUP -P 30")
 for round in $(seq 1 "$ROUNDS"); do
@@ -53,16 +54,17 @@ for round in $(seq 1 "$ROUNDS"); do
         "XREADGROUP -P 30") P=30; n=$N; cmd=(xreadgroup group g "c__rand_int__" count 1 streams "rg:{s}" ">") ;;
       esac
       c0=$(cpu_ticks "$pid")
-      rps=$(RANDOM_KEYS=1000 bench_rps "$port" "$n" "$P" "${cmd[@]}")
+      stats=$(RANDOM_KEYS=1000 bench_stats "$port" "$n" "$P" "${cmd[@]}")
       c1=$(cpu_ticks "$pid")
-      RPS[$name,$t]+="${rps:-0} "
+      keep_stats "$name,$t" "$stats"
       CPU[$name,$t]+="$(ns_per_op "$c0" "$c1" "$n") "
     done
     stop_server "$port" "$pid"
   done
 done
 
-# Memory: bytes per entry (1M entries of 3 small fields in one stream), once per server.
+# Memory: bytes per entry (1M entries of 3 small fields in one stream), once per server. (A
+# memory figure: no request latency to report.)
 used_memory() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/{print $2+0}'; }
 declare -A MEM
 for name in "${NAMES[@]}"; do
@@ -85,6 +87,5 @@ echo "Bytes per stream entry (1M entries, 3 small fields, used_memory growth): d
 echo
 table_header
 for t in "${TESTS[@]}"; do
-  table_row "$t" "$(median "${RPS[damselfly,$t]}")" "$(median "${RPS[redis,$t]}")" \
-    "$(median "${CPU[damselfly,$t]}")" "$(median "${CPU[redis,$t]}")"
+  median_row "$t" "$t"
 done

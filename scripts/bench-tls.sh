@@ -2,8 +2,9 @@
 # TLS benchmark (issue 20): GET/SET at -P 1 and -P 30 over TLS (tls-port, client certificates
 # required) and over the plain port, on damselfly and redis-server with the same certificates and
 # settings, in ROUNDS interleaved rounds on the same pinned CPUs. Prints a markdown report of
-# medians with the damselfly/redis ratio in each mode; the goal is a TLS ratio no worse than the
-# plain one.
+# medians with the damselfly/redis ratio in each mode, and p50/p99 latency (ms, from
+# redis-benchmark's --csv) per server and mode; the goal is a TLS ratio no worse than the plain
+# one.
 #
 #   scripts/bench-tls.sh [--requests N] [--rounds R] [--out FILE]
 #
@@ -48,7 +49,7 @@ start_server() { # name port tls-port -> pid
   echo $!
 }
 
-declare -A RPS
+declare -A RPS P50 P99
 for round in $(seq 1 "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     echo "round $round/$ROUNDS: $name" >&2
@@ -61,8 +62,8 @@ for round in $(seq 1 "$ROUNDS"); do
       [ "$mode" = tls ] && conn=(-p "$tport" "${TLS_CLIENT[@]}")
       for P in 1 30; do
         for t in set get; do
-          rps=$(taskset -c "$LOAD_CPU" redis-benchmark "${conn[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null | csv_rps)
-          RPS[$name,$mode,$t,$P]+="${rps:-0} "
+          stats=$(taskset -c "$LOAD_CPU" redis-benchmark "${conn[@]}" -t $t -n "$N" -r 100000 -d 32 -c 50 -P "$P" --csv 2>/dev/null | csv_stats)
+          keep_stats "$name,$mode,$t,$P" "$stats"
         done
       done
     done

@@ -3,7 +3,8 @@
 # one key (the cached path) and of three keys (a merge per call), GEOADD, and GEOSEARCH
 # returning 100 members; and memory per geo member (1M members in one key), against redis-server in interleaved rounds on the same pinned CPUs
 # (server on CPU 1 with one shard thread, load on CPU 0). Prints a markdown table of medians:
-# ops/s, server CPU ns per call, and damselfly's ratios.
+# ops/s, server CPU ns per call, damselfly's ratios, and p50/p99 latency (ms, from
+# redis-benchmark's --csv) per server.
 #
 #   scripts/bench-types.sh [--requests N] [--rounds R]
 #
@@ -34,7 +35,7 @@ print("GEOADD geo:sicily " + " ".join(args))
 PY
 }
 
-declare -A RPS CPU
+declare -A RPS CPU P50 P99
 NAMES=(damselfly redis)
 TESTS=("PFADD -P 1" "PFADD -P 30" "PFCOUNT one key -P 30" "PFCOUNT three keys -P 30" "GEOADD -P 30" "GEOSEARCH 100 -P 1")
 for round in $(seq 1 "$ROUNDS"); do
@@ -53,16 +54,17 @@ for round in $(seq 1 "$ROUNDS"); do
       esac
       c0=$(cpu_ticks "$pid")
       # -r 1000: 1000 HLLs (sparse, a few hundred elements each) and geo keys.
-      rps=$(RANDOM_KEYS=1000 bench_rps "$port" "$n" "$P" "${cmd[@]}")
+      stats=$(RANDOM_KEYS=1000 bench_stats "$port" "$n" "$P" "${cmd[@]}")
       c1=$(cpu_ticks "$pid")
-      RPS[$name,$t]+="${rps:-0} "
+      keep_stats "$name,$t" "$stats"
       CPU[$name,$t]+="$(ns_per_op "$c0" "$c1" "$n") "
     done
     stop_server "$port" "$pid"
   done
 done
 
-# Memory: bytes per geo member (1M members in one key, used_memory growth), once per server.
+# Memory: bytes per geo member (1M members in one key, used_memory growth), once per server. (A
+# memory figure: no request latency to report.)
 used_memory() { redis-cli -p "$1" info memory | awk -F: '/^used_memory:/{print $2+0}'; }
 declare -A MEM
 for name in "${NAMES[@]}"; do
@@ -88,6 +90,5 @@ echo "Bytes per geo member (1M members, used_memory growth): damselfly ${MEM[dam
 echo
 table_header
 for t in "${TESTS[@]}"; do
-  table_row "$t" "$(median "${RPS[damselfly,$t]}")" "$(median "${RPS[redis,$t]}")" \
-    "$(median "${CPU[damselfly,$t]}")" "$(median "${CPU[redis,$t]}")"
+  median_row "$t" "$t"
 done
