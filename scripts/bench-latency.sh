@@ -4,6 +4,7 @@
 #   scripts/bench-latency.sh [--rounds R] [--duration S] [--tests "get set"] [--clients "1 10 50"]
 #                            [--pipelines "1 10 30"] [--rates "100000 ... 0"] [--no-matrix]
 #                            [--no-rates] [--baseline BIN] [--out FILE] [--img DIR]
+#                            [--report-only]
 #   MEMTIER=/path/to/memtier_benchmark VALKEY=/path/to/valkey-server scripts/bench-latency.sh
 #
 # 1. The matrix: GET and SET (32-byte values, 100k keys loaded first), -c 1/10/50 connections
@@ -24,7 +25,8 @@
 # figure by up to ±50% (seen: 1.52M on the progress line, 1.30M in Totals of the same run).
 #
 # Output: markdown on stdout (and --out FILE), raw rows in target/bench-latency/raw.tsv, charts
-# in --img (default target/bench-latency). Not a test: numbers depend on the machine.
+# in --img (default target/bench-latency); --report-only writes the report and charts again
+# from the last raw.tsv without measuring. Not a test: numbers depend on the machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=3
@@ -35,6 +37,7 @@ PIPELINES="1 10 30"
 RATES="100000 300000 500000 700000 900000 1100000 1300000 1500000 0"
 MATRIX=1
 SWEEP=1
+REPORT_ONLY=0
 BASE=""
 OUT=""
 WORK=target/bench-latency
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --rates) RATES=$2; shift 2 ;;
     --no-matrix) MATRIX=0; shift ;;
     --no-rates) SWEEP=0; shift ;;
+    --report-only) REPORT_ONLY=1; shift ;;
     --baseline) BASE=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --img) IMG=$2; shift 2 ;;
@@ -69,6 +73,11 @@ command -v redis-server >/dev/null || { echo "bench-latency: redis-server not fo
 [ -z "$VALKEY" ] || [ -x "$VALKEY" ] || { echo "bench-latency: VALKEY=$VALKEY is not executable" >&2; exit 1; }
 [ -z "$BASE" ] || [ -x "$BASE" ] || { echo "bench-latency: --baseline $BASE is not executable" >&2; exit 1; }
 
+RAW=$WORK/raw.tsv
+if [ "$REPORT_ONLY" = 1 ]; then
+  [ -s "$RAW" ] || { echo "bench-latency: no $RAW to report on" >&2; exit 1; }
+  mkdir -p "$IMG"
+else
 SERVERS=(damselfly)
 [ -n "$BASE" ] && SERVERS+=(baseline)
 SERVERS+=(redis)
@@ -78,7 +87,6 @@ TOOLS=(damselfly-bench)
 
 mkdir -p "$WORK" "$IMG"
 RUN_DIR=$(mktemp -d "$WORK/dir.XXXXXX")
-RAW=$WORK/raw.tsv
 printf 'round\tkind\ttool\tserver\ttest\tclients\tpipeline\trate\tops\tp50\tp99\tp999\tsrv_ns_op\tload_cpu\n' > "$RAW"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -93,8 +101,8 @@ trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$RUN_DIR"' EXIT
 for s in "${SERVERS[@]}"; do
   port=$(free_port)
   case $s in
-    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=1 --dir "$RUN_DIR" --dbfilename '' >/dev/null 2>&1 & ;;
-    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$port" --bind 127.0.0.1 --proactor_threads=1 --dir "$RUN_DIR" --dbfilename '' >/dev/null 2>&1 & ;;
+    damselfly) taskset -c "$SERVER_CPU" "$BIN" --port "$port" --bind 127.0.0.1 --proactor_threads=1 --dir "$RUN_DIR" --save '' >/dev/null 2>&1 & ;;
+    baseline) taskset -c "$SERVER_CPU" "$BASE" --port "$port" --bind 127.0.0.1 --proactor_threads=1 --dir "$RUN_DIR" --save '' >/dev/null 2>&1 & ;;
     redis) taskset -c "$SERVER_CPU" redis-server --port "$port" --bind 127.0.0.1 --dir "$RUN_DIR" --save '' --appendonly no >/dev/null 2>&1 & ;;
     valkey) taskset -c "$SERVER_CPU" "$VALKEY" --port "$port" --bind 127.0.0.1 --dir "$RUN_DIR" --save '' --appendonly no >/dev/null 2>&1 & ;;
   esac
@@ -159,10 +167,13 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
 done
 
+fi
+
 python3 - "$RAW" "$IMG" "$BENCH" "$ROUNDS" "$DURATION" "$SERVER_CPU" "$LOAD_CPU" "$(nproc)" "$(uname -r)" "${BASE:-}" <<'PY' | tee ${OUT:+"$OUT"}
 import csv, statistics, subprocess, sys, os, datetime
 raw, img, bench, rounds, dur, scpu, lcpu, ncpu, kernel, base = sys.argv[1:]
 rows = list(csv.DictReader(open(raw), delimiter="\t"))
+rounds = max((int(r["round"]) for r in rows), default=0)
 num = ("ops", "p50", "p99", "p999", "srv_ns_op", "load_cpu")
 cells = {}
 for r in rows:
@@ -224,6 +235,16 @@ if "memtier" in tools and "damselfly-bench" in tools:
     if worst:
         within = sum(1 for w in worst if w <= 0.10)
         print(f"\n{within} of {len(worst)} ratios within 10%; largest difference {max(worst)*100:.0f}%.\n")
+    if "redis" in servers:
+        print("What each tool says of damselfly against redis-server (damselfly/redis, ops and p50):\n")
+        print("| test | -c | pipeline | damselfly-bench ops | memtier ops | damselfly-bench p50 | memtier p50 |")
+        print("|---|---|---|---|---|---|---|")
+        for (t, c, p) in matrix:
+            cell = lambda tool, s, k: med(("matrix", tool, s, t, c, p, 0), k)
+            print(f"| {t.upper()} | {c} | {p} | "
+                  + " | ".join(ratio(cell(tool, "damselfly", k), cell(tool, "redis", k))
+                               for k in ("ops", "p50") for tool in ("damselfly-bench", "memtier")) + " |")
+        print()
 sweep = sorted({k[6] for k in cells if k[0] == "rate"})
 if sweep:
     print("#### Latency against throughput (GET, -c 10, pipeline 30, rate steps)\n")
