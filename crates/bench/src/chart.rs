@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
@@ -89,6 +90,29 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The white canvas, margins, label areas and title every chart here shares.
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    text: bool,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>, String> {
+    root.fill(&WHITE).map_err(|x| x.to_string())?;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(16)
+        .x_label_area_size(if text { 56 } else { 8 })
+        .y_label_area_size(if text { 80 } else { 8 });
+    if text {
+        builder.caption(title, ("sans-serif", 22));
+    }
+    builder.build_cartesian_2d(x, y).map_err(|x| x.to_string())
+}
+
 /// Draw a grouped bar chart into a PNG file.
 pub fn grouped_bars(path: &Path, c: &BarChart<'_>) -> Result<(), String> {
     let text = font_available();
@@ -105,18 +129,8 @@ pub fn grouped_bars(path: &Path, c: &BarChart<'_>) -> Result<(), String> {
 
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     let e = |err: &dyn std::fmt::Display| format!("drawing {}: {err}", path.display());
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .margin(16)
-        .x_label_area_size(if text { 56 } else { 8 })
-        .y_label_area_size(if text { 80 } else { 8 });
-    if text {
-        builder.caption(c.title, ("sans-serif", 22));
-    }
-    let mut chart = builder
-        .build_cartesian_2d(0f64..ncat as f64, 0f64..ymax)
-        .map_err(|x| e(&x))?;
+    let mut chart =
+        frame(&root, c.title, text, 0f64..ncat as f64, 0f64..ymax).map_err(|x| e(&x))?;
     {
         let mut mesh = chart.configure_mesh();
         mesh.disable_x_mesh()
@@ -205,18 +219,7 @@ pub fn lines(path: &Path, c: &LineChart<'_>) -> Result<(), String> {
     let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
     let e = |err: &dyn std::fmt::Display| format!("drawing {}: {err}", path.display());
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .margin(16)
-        .x_label_area_size(if text { 56 } else { 8 })
-        .y_label_area_size(if text { 80 } else { 8 });
-    if text {
-        builder.caption(c.title, ("sans-serif", 22));
-    }
-    let mut chart = builder
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
-        .map_err(|x| e(&x))?;
+    let mut chart = frame(&root, c.title, text, 0f64..xmax, 0f64..ymax).map_err(|x| e(&x))?;
     {
         let mut mesh = chart.configure_mesh();
         mesh.light_line_style(RGBColor(235, 235, 235));

@@ -309,7 +309,15 @@ fn write_read_pipelined_against_redis() {
 
     // A time-bounded run stops on time.
     let t0 = Instant::now();
-    let out = Command::new(BIN)
+    let out = one_second_run(port, &[]);
+    assert!(out.status.success());
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+}
+
+/// A `--test-time 1` run of two connections over 100 keys.
+fn one_second_run(port: u16, extra: &[&str]) -> Output {
+    Command::new(BIN)
         .args([
             "-p",
             &port.to_string(),
@@ -321,11 +329,9 @@ fn write_read_pipelined_against_redis() {
             "1",
         ])
         .args(["--hide-histogram", "--key-maximum", "100"])
+        .args(extra)
         .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(t0.elapsed() < Duration::from_secs(10));
-    assert_memtier_table(&String::from_utf8_lossy(&out.stdout));
+        .unwrap()
 }
 
 /// `--rate-limiting` grants memtier's budget per interval (here 2 requests every 20 ms per
@@ -337,27 +343,10 @@ fn rate_limiting_caps_requests_and_eager_writes_run() {
     let json = std::env::temp_dir().join(format!("dfbench-rate-{}.json", std::process::id()));
     let json_s = json.to_string_lossy().to_string();
     let t0 = Instant::now();
-    let out = Command::new(BIN)
-        .args([
-            "-p",
-            &port.to_string(),
-            "-t",
-            "1",
-            "-c",
-            "2",
-            "--test-time",
-            "1",
-        ])
-        .args([
-            "--rate-limiting",
-            "100",
-            "--hide-histogram",
-            "--key-maximum",
-            "100",
-        ])
-        .args(["--json-out-file", &json_s])
-        .output()
-        .unwrap();
+    let out = one_second_run(
+        port,
+        &["--rate-limiting", "100", "--json-out-file", &json_s],
+    );
     let elapsed_ms = t0.elapsed().as_millis() as u64;
     assert!(
         out.status.success(),
