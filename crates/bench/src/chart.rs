@@ -113,6 +113,18 @@ fn frame<'a, 'b>(
     builder.build_cartesian_2d(x, y).map_err(|x| x.to_string())
 }
 
+/// The series legend, in the same style on every chart.
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|x| x.to_string())
+}
+
 /// Draw a grouped bar chart into a PNG file.
 pub fn grouped_bars(path: &Path, c: &BarChart<'_>) -> Result<(), String> {
     let text = font_available();
@@ -188,14 +200,7 @@ pub fn grouped_bars(path: &Path, c: &BarChart<'_>) -> Result<(), String> {
             root.draw(&Text::new(name.clone(), (px, py + 8), style.clone()))
                 .map_err(|x| e(&x))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(|x| e(&x))?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(|x| e(&x))?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
@@ -253,14 +258,7 @@ pub fn lines(path: &Path, c: &LineChart<'_>) -> Result<(), String> {
             .map_err(|x| e(&x))?;
     }
     if text {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(|x| e(&x))?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(|x| e(&x))?;
     }
     root.present().map_err(|x| e(&x))?;
     Ok(())
