@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-use super::stats_snapshot::{entries_by_id, gather, gather_hists, Totals};
+use super::stats_snapshot::{entries_by_id, gather, gather_hists, ThreadLoad, Totals};
 use crate::commands::ConnCtx;
 
 /// HELP and TYPE lines of one metric family.
@@ -565,24 +565,27 @@ fn replication(o: &mut String, r: &ReplState) {
     }
 }
 
+/// One per-thread metric: name, type, help and how to read it from a thread's figures.
+type ThreadMetric = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ThreadLoad) -> String,
+);
+
 /// Each thread's (each shard's) load, labelled `thread="N"`: skew between shard threads.
 fn per_thread(o: &mut String, t: &Totals) {
     let labels: Vec<String> = (0..t.per_thread.len())
         .map(|i| format!("{{thread=\"{i}\"}}"))
         .collect();
-    let col = |f: fn(&super::stats_snapshot::ThreadLoad) -> String| -> Vec<(&str, String)> {
+    let col = |f: fn(&ThreadLoad) -> String| -> Vec<(&str, String)> {
         labels
             .iter()
             .zip(&t.per_thread)
             .map(|(l, x)| (l.as_str(), f(x)))
             .collect()
     };
-    let rows: [(
-        &str,
-        &str,
-        &str,
-        fn(&super::stats_snapshot::ThreadLoad) -> String,
-    ); 8] = [
+    let rows: [ThreadMetric; 8] = [
         (
             "thread_commands_processed_total",
             "counter",
