@@ -537,6 +537,29 @@ impl Hdr {
         out
     }
 
+    /// Cumulative counts of the samples at or below each bound (ns, ascending), for a
+    /// Prometheus histogram: a sub-bucket counts below a bound when its lowest value does, so a
+    /// count may include samples up to hdr's precision (2 significant digits) above its bound.
+    pub fn cumulative(&self, bounds_ns: &[u64]) -> Vec<u64> {
+        let mut out = vec![0; bounds_ns.len()];
+        let (mut acc, mut b) = (0u64, 0usize);
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let v = value_at_index(i as i64) as u64;
+            while b < bounds_ns.len() && bounds_ns[b] < v {
+                out[b] = acc;
+                b += 1;
+            }
+            acc += c;
+        }
+        for o in &mut out[b..] {
+            *o = acc;
+        }
+        out
+    }
+
     /// hdr's `hdr_value_at_percentile` (ns).
     pub fn value_at_percentile(&self, p: f64) -> i64 {
         let req = if p < 100.0 { p } else { 100.0 };
@@ -680,6 +703,11 @@ mod tests {
         assert_eq!(h.value_at_percentile(50.0), 1003); // 1000's bucket: 1000..1003
         assert_eq!(percentile_name(99.9), "99.9");
         assert_eq!(percentile_name(50.0), "50");
+        assert_eq!(
+            h.cumulative(&[999, 1000, 2000, 4000, 1_000_000, 1_000_000_000]),
+            vec![0, 2, 2, 3, 3, 4]
+        );
+        assert_eq!(Hdr::default().cumulative(&[1000]), vec![0]);
         let mut empty = Hdr::default();
         empty.record_ns(0);
         assert_eq!(empty.cdf(), vec![(1, 1)]);

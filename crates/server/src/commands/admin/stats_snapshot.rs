@@ -27,6 +27,9 @@ pub struct Totals {
     /// of the last few seconds).
     pub max_input_buffer: usize,
     pub max_output_buffer: usize,
+    /// Query buffer and output buffer memory of all connections now.
+    pub input_buffers: u64,
+    pub output_buffers: u64,
     pub clients: usize,
     /// Connections blocked in a blocking command.
     pub blocked: usize,
@@ -41,6 +44,23 @@ pub struct Totals {
     /// Per-command latency histograms (id, histogram): filled by INFO only when it shows
     /// `latencystats` ([`gather_hists`]).
     pub lat_hist: Vec<(usize, crate::latency::Hdr)>,
+    /// Each thread's own figures, in thread order (`/metrics`' `{thread="N"}` series): one
+    /// shard per thread, so skew between them is skew between shards.
+    pub per_thread: Vec<ThreadLoad>,
+}
+
+/// One thread's (and its shard's) share of the totals.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadLoad {
+    pub commands_processed: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    pub clients: usize,
+    pub blocked: usize,
+    pub keys: u64,
+    pub table_mem: u64,
+    /// CPU time of the thread (user + system), in microseconds.
+    pub cpu_usec: u64,
 }
 
 impl Totals {
@@ -104,6 +124,8 @@ impl Totals {
         self.qbuf_limit_disconnections += s.qbuf_limit_disconnections;
         self.max_input_buffer = self.max_input_buffer.max(s.max_input_buffer);
         self.max_output_buffer = self.max_output_buffer.max(s.max_output_buffer);
+        self.input_buffers += s.input_buffers;
+        self.output_buffers += s.output_buffers;
         self.clients += s.clients;
         self.blocked += s.blocked;
         add_elementwise(&mut self.dbs, &s.dbs, |d, x| {
@@ -114,6 +136,7 @@ impl Totals {
         self.misses += s.misses;
         self.expired += s.expired;
         self.table_mem += s.table_mem;
+        self.per_thread.extend(s.per_thread);
     }
 }
 
@@ -158,8 +181,11 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
             };
             crate::net::client::for_each_local(|_, h| {
                 let info = h.info.borrow();
-                s.max_input_buffer = s.max_input_buffer.max(info.mem.qbuf + info.mem.qbuf_free);
-                s.max_output_buffer = s.max_output_buffer.max(info.mem.omem());
+                let (input, output) = (info.mem.qbuf + info.mem.qbuf_free, info.mem.omem());
+                s.max_input_buffer = s.max_input_buffer.max(input);
+                s.max_output_buffer = s.max_output_buffer.max(output);
+                s.input_buffers += input as u64;
+                s.output_buffers += output as u64;
             });
             for db in &shard.dbs {
                 s.dbs.push((db.len() as u64, db.expires_len() as u64));
@@ -168,6 +194,17 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 s.expired += db.stats.expired;
                 s.table_mem += db.table_mem() as u64;
             }
+            let (sys, user) = super::sysinfo::cpu_usec(libc::RUSAGE_THREAD);
+            s.per_thread.push(ThreadLoad {
+                commands_processed: s.commands_processed,
+                net_input_bytes: s.net_input_bytes,
+                net_output_bytes: s.net_output_bytes,
+                clients: s.clients,
+                blocked: s.blocked,
+                keys: s.keys(),
+                table_mem: s.table_mem,
+                cpu_usec: sys + user,
+            });
             s
         })
         .await;
@@ -260,6 +297,10 @@ mod tests {
             dbs: vec![(1, 0), (2, 2)],
             misses: 8,
             table_mem: 50,
+            per_thread: vec![ThreadLoad {
+                keys: 3,
+                ..ThreadLoad::default()
+            }],
             ..Totals::default()
         });
         assert_eq!(t.threads, 2);
@@ -274,5 +315,8 @@ mod tests {
         assert_eq!(t.dbs, vec![(5, 1), (2, 2)]);
         assert_eq!((t.keys(), t.expires()), (7, 3));
         assert_eq!((t.hits, t.misses, t.table_mem), (7, 8, 150));
+        // Per-thread figures are kept apart, in the order the threads were added.
+        assert_eq!(t.per_thread.len(), 1);
+        assert_eq!(t.per_thread[0].keys, 3);
     }
 }

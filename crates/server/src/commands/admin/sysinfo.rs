@@ -102,16 +102,24 @@ pub fn human_bytes(n: u64) -> String {
 
 /// (system, user) CPU seconds of the process.
 pub fn cpu_times() -> (String, String) {
+    let (sys, user) = cpu_usec(libc::RUSAGE_SELF);
+    (
+        format!("{}.{:06}", sys / 1_000_000, sys % 1_000_000),
+        format!("{}.{:06}", user / 1_000_000, user % 1_000_000),
+    )
+}
+
+/// (system, user) CPU microseconds of the process (`RUSAGE_SELF`) or of the calling thread
+/// (`RUSAGE_THREAD`).
+pub fn cpu_usec(who: libc::c_int) -> (u64, u64) {
     // SAFETY: getrusage fills the zeroed struct we own.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        libc::getrusage(who, &mut ru);
         ru
     };
-    (
-        format!("{}.{:06}", ru.ru_stime.tv_sec, ru.ru_stime.tv_usec),
-        format!("{}.{:06}", ru.ru_utime.tv_sec, ru.ru_utime.tv_usec),
-    )
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    (us(ru.ru_stime), us(ru.ru_utime))
 }
 
 /// "sysname release machine", as `uname -srm`.
