@@ -29,6 +29,7 @@ DEPS=(
     "node|nodejs|the libraries stage (bee-queue, redlock)"
     "npm|npm|the libraries stage installs its pinned packages with npm ci"
     "pgrep|procps|the suite's runner finds stray servers with it"
+    "systemd-analyze|systemd|the unit-file stage verifies dist/systemd/damselfly.service with it"
 )
 
 TMP=$(mktemp -d)
@@ -86,6 +87,14 @@ probe() { # name -> status 0 when the dependency works; one-line reason on stdou
         pgrep)
             pgrep -x -- "$(ps -o comm= -p $$ 2>/dev/null)" >/dev/null 2>&1 ||
                 { echo "pgrep cannot find this very shell"; return 1; } ;;
+        systemd-analyze)
+            # verify says nothing about a valid unit, and reports an invalid value (a warning: it
+            # still exits 0, so scripts/check-unit.sh fails on any output).
+            printf '[Service]\nExecStart=/bin/true\n' > "$TMP/ok.service"
+            printf '[Service]\nExecStart=/bin/true\nType=no-such-type\n' > "$TMP/bad.service"
+            [[ -z $(systemd-analyze verify --man=no "$TMP/ok.service" 2>&1) ]] &&
+                systemd-analyze verify --man=no "$TMP/bad.service" 2>&1 | grep -q 'no-such-type' ||
+                { echo "systemd-analyze verify does not check a unit file"; return 1; } ;;
         *) echo "no probe named $1"; return 1 ;;
     esac
 }

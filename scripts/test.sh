@@ -3,7 +3,9 @@
 #
 #   ./scripts/test.sh
 #
-# Stages: deps → fmt → clippy → build (release) → test (cargo test --workspace) → redis-suite
+# Stages: deps → fmt → clippy → build (release) → unit-file (dist/systemd/damselfly.service:
+# systemd-analyze verify, and its ExecStart reaches READY=1: scripts/check-unit.sh) →
+# test (cargo test --workspace) → redis-suite
 # (Redis 7.0's Tcl suite against the release binary: external mode for the default units, compared
 # with tests/redis-suite/expected-pass, and normal mode - runtest starts the servers - for the units
 # with a list in tests/redis-suite/expected-pass-normal; see tests/redis-suite/NOTES.md) →
@@ -17,7 +19,7 @@
 # any stage failed.
 #
 # Environment:
-#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build test redis-suite
+#   SKIP=fmt,clippy      skip stages by name (deps fmt clippy build unit-file test redis-suite
 #                        redis-suite-tls libraries memcache-libs memccapable)
 #   PROPTEST_CASES=N     cases per property test (default 64, keeps the parser fuzz bounded)
 #   TEST_PROFILE=release run `cargo test` in release mode with the test-only fault-injection
@@ -95,6 +97,7 @@ fi
 run_stage fmt cargo fmt --all -- --check
 run_stage clippy cargo clippy --workspace --all-targets -- -D warnings
 if run_stage build cargo build --release; then
+    run_stage unit-file ./scripts/check-unit.sh
     run_stage test cargo_test
     run_stage redis-suite ./scripts/redis-suite.sh --mode both
     run_stage redis-suite-tls ./scripts/redis-suite.sh --mode normal --tls "${TLS_UNITS[@]}"
@@ -102,7 +105,7 @@ if run_stage build cargo build --release; then
     run_stage memcache-libs ./tests/libraries/memcache/run.sh
     run_stage memccapable ./tests/libraries/memcache/memccapable.sh
 else
-    for s in test redis-suite redis-suite-tls libraries memcache-libs memccapable; do
+    for s in unit-file test redis-suite redis-suite-tls libraries memcache-libs memccapable; do
         NAMES+=("$s"); RESULTS+=("not run (build failed)"); TIMES+=("-")
     done
 fi

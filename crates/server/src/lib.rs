@@ -45,7 +45,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if let Some(path) = cfg.get("logfile").filter(|p| !p.is_empty()) {
         log::open_file(&path)?;
     }
-    if cfg.bool("daemonize") {
+    // As Redis: a supervised server stays in the foreground whatever `daemonize` says (its
+    // supervisor follows this very process).
+    let supervised = process::supervise::setup(&cfg);
+    let background = cfg.bool("daemonize") && !supervised;
+    if background {
         process::daemonize()?;
     }
     process::log_starting(&cfg);
@@ -132,7 +136,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         }
     }
     // After binding, so that a server that cannot listen leaves a running one's pid file alone.
-    let mut pidfile = process::PidFile::create(&cfg);
+    let mut pidfile = process::PidFile::create(&cfg, background);
     process::log_banner(&cfg, port, shared.threads);
     crate::log_notice!("Server initialized");
     let cpus = allowed_cpus();
@@ -188,10 +192,17 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
             std::process::exit(1);
         }
     }
+    wait_accepting(&shared);
     crate::log_notice!("Ready to accept connections");
     if !unixsocket.is_empty() {
         crate::log_notice!("The server is now ready to accept connections at {unixsocket}");
     }
+    process::supervise::ready(
+        shared
+            .config
+            .get("replicaof")
+            .is_some_and(|v| !v.is_empty()),
+    );
     for h in handles {
         let _ = h.join();
     }
@@ -202,6 +213,21 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     }
     crate::log_warning!("Damselfly is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Returns once thread 0, which accepts for every thread, runs its inbox: its accept loops are
+/// spawned before it first waits, so from then on every listener accepts (and the kernel
+/// completes connections since `listen`). What "ready" means for supervisors and the log.
+fn wait_accepting(shared: &Shared) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    shared.post(
+        shared.threads,
+        0,
+        Box::new(move |_: &Worker| {
+            let _ = tx.send(());
+        }),
+    );
+    let _ = rx.recv();
 }
 
 /// Loads the snapshot at `path` into the running shards: the file is read and parsed
@@ -419,6 +445,7 @@ async fn watch_signals(w: Rc<Worker>) {
         };
         crate::log_warning!("Received {name} scheduling shutdown...");
         crate::log_warning!("User requested shutdown...");
+        process::supervise::stopping();
         // `shutdown-on-sigint` / `shutdown-on-sigterm` (Redis 7.0): by default the final
         // snapshot is taken when save points are configured, `save` / `nosave` decide instead;
         // the snapshot must succeed or the server keeps running (nothing acknowledged is lost
@@ -450,6 +477,7 @@ async fn watch_signals(w: Rc<Worker>) {
                     crate::log_warning!("Error trying to save the DB, exiting anyway (force): {e}");
                 } else {
                     crate::log_warning!("Error trying to save the DB, can't exit: {e}");
+                    process::supervise::status("Error trying to save the DB, can't exit.");
                     crate::engine::pause::shutdown_pause(false);
                     crate::log_warning!(
                         "{name} received but errors trying to shut down the server, check the \

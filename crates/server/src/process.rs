@@ -1,6 +1,9 @@
 //! The process around the server, as `redis-server` runs it: daemonizing, the pid file,
 //! transparent huge pages, jemalloc's background thread, and the start-up and shutdown log lines
 //! that tools and Redis's test runner wait for (" PID: <pid>", "Ready to accept connections").
+//! `supervise` tells systemd or upstart when the server is ready and when it stops.
+
+pub mod supervise;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,14 +47,15 @@ pub fn daemonize() -> std::io::Result<()> {
     Ok(())
 }
 
-/// The pid file: written at start-up, removed at shutdown. As Redis, a daemonized server without
-/// a `pidfile` writes /var/run/redis.pid, and a pid file that cannot be written is a warning.
+/// The pid file: written at start-up, removed at shutdown. As Redis, a server that went to the
+/// background (`daemonize yes` and not supervised) without a `pidfile` writes
+/// /var/run/redis.pid, and a pid file that cannot be written is a warning.
 pub struct PidFile(Option<PathBuf>);
 
 impl PidFile {
-    pub fn create(cfg: &Config) -> PidFile {
+    pub fn create(cfg: &Config, background: bool) -> PidFile {
         let path = cfg.get("pidfile").unwrap_or_default();
-        let path = if path.is_empty() && cfg.bool("daemonize") {
+        let path = if path.is_empty() && background {
             "/var/run/redis.pid".to_string()
         } else {
             path

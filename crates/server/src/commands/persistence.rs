@@ -564,6 +564,7 @@ pub async fn shutdown_save(cx: &mut ConnCtx) -> Result<(), SaveError> {
         return Ok(());
     }
     crate::log_notice!("Saving the final RDB snapshot before exiting.");
+    crate::process::supervise::status("Saving the final RDB snapshot");
     let st = &cx.shared().persist;
     let mut waited = 0;
     if st.bgsave_in_progress.load(Ordering::Relaxed) {

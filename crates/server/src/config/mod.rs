@@ -235,18 +235,11 @@ type RefusedValue = fn(&str) -> bool;
 /// refused at startup and by CONFIG SET: a user who sets `--maxmemory` must get memory limits
 /// or an error, never a server that silently grows past it. Each row goes when its feature
 /// lands.
-const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[
-    (
-        "appendonly",
-        |v| v == "yes",
-        "the append-only file is not implemented yet",
-    ),
-    (
-        "supervised",
-        |v| v != "no",
-        "the supervision handshake (sd_notify / upstart) is not implemented yet",
-    ),
-];
+const NOT_IMPLEMENTED: &[(&str, RefusedValue, &str)] = &[(
+    "appendonly",
+    |v| v == "yes",
+    "the append-only file is not implemented yet",
+)];
 
 /// `canonical`, plus the refusal of values whose feature does not exist yet.
 fn accepted(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigError> {

@@ -798,7 +798,7 @@ pub static PARAMS: &[Param] = &[
         Kind::Enum(&["upstart", "systemd", "auto", "no"]),
         "no",
         false,
-        "supervision handshake; only 'no' until sd_notify exists",
+        "tell systemd (sd_notify) or upstart (SIGSTOP) when ready and stopping: process/supervise.rs",
     ),
     p(
         "oom-score-adj",

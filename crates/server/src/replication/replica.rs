@@ -412,9 +412,18 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         let size = super::backlog_size(&cfg);
         // A new history: the backlog starts over (sub-replicas must full-sync again).
         m.backlog = Some(super::Backlog::new(size));
+        drop(m);
+        crate::process::supervise::status(
+            "MASTER <-> REPLICA sync: Finished with success. Ready to accept connections in \
+             read-write mode.",
+        );
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let new_id = rest.trim();
         crate::log_notice!("Successful partial resynchronization with master.");
+        crate::process::supervise::status(
+            "MASTER <-> REPLICA sync: Partial Resynchronization accepted. Ready to accept \
+             connections in read-write mode.",
+        );
         // Restarted from our snapshot, we have no backlog yet: the offset counts only bytes
         // a backlog or a replica takes (Redis creates it here too).
         super::master().ensure_backlog(super::backlog_size(&cfg));

@@ -227,7 +227,62 @@ impl Server {
         panic!("{last_err}");
     }
 
-    fn wait_ready(&mut self) -> Result<(), String> {
+    /// Starts damselfly as [`Server::start`] does (a private `--dir`, `--port`, `--bind`; a
+    /// configuration file first in `args` stays first) with `env` set and `unset` removed from
+    /// its environment, and returns at once: for tests that watch start-up itself
+    /// (supervision). [`Server::wait_ready`] waits until it answers.
+    pub fn launch(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Server {
+        let dir = private_dir("damselfly");
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!(
+            "damselfly-test-{}-{}-{port}.log",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let (leading, args) = match args.first() {
+            Some(a) if !a.starts_with('-') => (Some(a.to_string()), &args[1..]),
+            _ => (None, args),
+        };
+        let mut argv: Vec<String> = leading.into_iter().collect();
+        argv.extend([
+            "--dir".to_string(),
+            dir.display().to_string(),
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+        ]);
+        argv.extend(args.iter().map(|s| s.to_string()));
+        let logf = std::fs::File::create(&log).expect("cannot create server log file");
+        let logf2 = logf.try_clone().expect("cannot dup log file");
+        let bin = dfly_bin();
+        let mut cmd = Command::new(&bin);
+        cmd.args(&argv)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(logf)
+            .stderr(logf2);
+        for k in unset {
+            cmd.env_remove(k);
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", bin.display()));
+        Server {
+            child,
+            port,
+            log,
+            name: "damselfly",
+            own_dir: Some(dir),
+            bin,
+            argv,
+        }
+    }
+
+    /// Waits until the server answers PING on its port (or says why not).
+    pub fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {

@@ -127,7 +127,11 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "atomicvar_api:c11-builtin");
             line!(o, "gcc_version:0.0.0");
             line!(o, "process_id:{}", std::process::id());
-            line!(o, "process_supervised:no");
+            line!(
+                o,
+                "process_supervised:{}",
+                crate::process::supervise::supervised_name()
+            );
             line!(o, "run_id:{}", shared.run_id);
             line!(o, "tcp_port:{}", cfg.port());
             line!(o, "server_time_usec:{}", clock::unix_us());

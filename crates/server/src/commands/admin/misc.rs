@@ -55,6 +55,8 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
         return;
     }
+    // The shutdown begins here, as Redis's prepareForShutdown (even if it fails later).
+    crate::process::supervise::stopping();
     // `shutdown-timeout`: lagging replicas first get their chance (not with NOW).
     cx.flush_before_block();
     if !crate::replication::before_shutdown(&cx.shared().config, now).await {
@@ -67,6 +69,7 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         if let Err(e) = crate::commands::persistence::shutdown_save(cx).await {
             crate::log_warning!("Error trying to save the DB: {e}");
             if !force {
+                crate::process::supervise::status("Error trying to save the DB, can't exit.");
                 crate::log_warning!(
                     "Errors trying to shut down the server. Check the logs for more information."
                 );
