@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use super::file::{self, Directive, LineError, Origin};
-use super::{find_param, Config, ConfigError, Kind, PARAMS};
+use super::{find_param, Config, ConfigError, Kind, Param, PARAMS};
 
 /// What `parse_args` decided.
 pub enum Startup {
@@ -302,15 +302,122 @@ pub fn version_text() -> String {
     )
 }
 
+/// `--help`'s sections, in the order they are printed.
+const AREAS: &[&str] = &[
+    "Network and clients",
+    "Process, threads and keyspace",
+    "Memory and eviction",
+    "Persistence",
+    "Replication",
+    "Security: passwords, ACL, TLS",
+    "Scripting",
+    "Data structure encodings",
+    "Logging and observability",
+    "Memcached protocol",
+];
+
+/// The `--help` section of a parameter: by name, so that a newcomer finds a flag by what it is
+/// about; `help_lists_every_flag_in_an_area` keeps every parameter classified.
+fn area(name: &str) -> Option<&'static str> {
+    let has = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
+    let a = if name.starts_with("memcached") {
+        9
+    } else if has(&[
+        "tls",
+        "no_tls",
+        "requirepass",
+        "acl",
+        "protected-mode",
+        "enable-",
+    ]) {
+        5
+    } else if has(&["repl", "replica", "master", "min-replicas", "propagation-"]) {
+        4
+    } else if has(&[
+        "save",
+        "dir",
+        "dbfilename",
+        "snapshot",
+        "rdb",
+        "append",
+        "aof",
+        "auto-aof",
+        "no-append",
+        "stop-writes",
+        "loading-",
+        "key-load",
+        "shutdown-",
+    ]) {
+        3
+    } else if has(&[
+        "maxmemory",
+        "cache_mode",
+        "lazyfree",
+        "lfu",
+        "activerehashing",
+        "active-",
+    ]) {
+        2
+    } else if has(&["lua", "busy"]) {
+        6
+    } else if has(&["list-", "hash-", "set-max", "zset-", "hll-", "stream-"]) {
+        7
+    } else if has(&[
+        "log",
+        "slowlog",
+        "latency",
+        "always-show",
+        "set-proc",
+        "proc-title",
+    ]) {
+        8
+    } else if has(&[
+        "proactor",
+        "pin_",
+        "shard_",
+        "hz",
+        "dynamic-hz",
+        "daemonize",
+        "pidfile",
+        "supervised",
+        "oom-",
+        "disable-thp",
+        "jemalloc",
+        "databases",
+        "keys_output",
+    ]) {
+        1
+    } else if has(&[
+        "port",
+        "bind",
+        "admin",
+        "unixsocket",
+        "tcp-",
+        "timeout",
+        "maxclients",
+        "client-",
+        "proto-",
+        "primary_port",
+        "http",
+        "notify-keyspace",
+        "tracking-",
+    ]) {
+        0
+    } else {
+        return None;
+    };
+    Some(AREAS[a])
+}
+
 pub fn help_text() -> String {
     let mut s = String::from(
         "damselfly: a multi-threaded, shared-nothing in-memory store speaking the Redis and Memcached protocols.\n\n\
          Usage: damselfly [/path/to/redis.conf | -] [--flag value ...] [--flag=value ...] [--flagfile=FILE]\n\
          A configuration file uses redis.conf's syntax (`-` reads it from standard input); options\n\
          on the command line override it. Every flag can also be given as an environment variable\n\
-         DFLY_<flag>.\n\nFlags:\n",
+         DFLY_<flag>.\n",
     );
-    for p in PARAMS {
+    let line = |s: &mut String, p: &Param| {
         let names: Vec<String> = std::iter::once(p.name)
             .chain(p.aliases.iter().copied())
             .map(|n| format!("--{n}"))
@@ -326,13 +433,58 @@ pub fn help_text() -> String {
             p.help,
             def
         ));
+    };
+    for &title in AREAS.iter() {
+        s.push_str(&format!("\n{title}:\n"));
+        for p in PARAMS.iter().filter(|p| area(p.name) == Some(title)) {
+            line(&mut s, p);
+        }
     }
-    s.push_str("  --flagfile FILE                              read one --flag=value per line\n  --help, --version\n");
+    let other: Vec<&Param> = PARAMS.iter().filter(|p| area(p.name).is_none()).collect();
+    if !other.is_empty() {
+        s.push_str("\nOther:\n");
+        for p in other {
+            line(&mut s, p);
+        }
+    }
+    s.push_str("\nStart-up:\n  --flagfile FILE                              read one --flag=value per line\n  --help, --version\n");
     s
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn help_lists_every_flag_in_an_area() {
+        for p in PARAMS {
+            assert!(area(p.name).is_some(), "--{} has no --help section", p.name);
+        }
+        let help = help_text();
+        assert!(!help.contains("\nOther:"));
+        for title in AREAS {
+            let at = help.find(&format!("\n{title}:\n")).unwrap();
+            assert!(
+                help[at..].lines().nth(2).unwrap().starts_with("  --"),
+                "{title} is empty"
+            );
+        }
+        for (flag, title) in [
+            ("--tls-port", "Security: passwords, ACL, TLS"),
+            ("--save", "Persistence"),
+            ("--replicaof", "Replication"),
+            ("--supervised", "Process, threads and keyspace"),
+            ("--port", "Network and clients"),
+        ] {
+            let section = help.find(&format!("\n{title}:\n")).unwrap();
+            let next = help[section + 1..]
+                .find("\n\n")
+                .map_or(help.len(), |n| section + 1 + n);
+            let listed = help[section..next].lines().any(|l| {
+                l.starts_with(&format!("  {flag} ")) || l.starts_with(&format!("  {flag},"))
+            });
+            assert!(listed, "{flag} not under {title}");
+        }
+    }
+
     use super::*;
 
     fn cfg(args: &[&str]) -> Result<Config, ConfigError> {
