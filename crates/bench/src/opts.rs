@@ -238,6 +238,13 @@ pub struct BenchOpts {
     #[arg(long = "eager-writes")]
     pub eager_writes: bool,
 
+    /// Per-request system calls: `memtier` (default) makes the ones memtier's libevent loop
+    /// makes and tokio's does not (two `epoll_ctl` per write, `ioctl(FIONREAD)` per read), so
+    /// both generators cost the same CPU per request and offer a server the same traffic
+    /// where the load thread is the bottleneck; `lean` skips them (more load from one thread).
+    #[arg(long = "client-syscalls", value_enum, default_value_t = ClientSyscalls::Memtier)]
+    pub client_syscalls: ClientSyscalls,
+
     /// Object (value) size in bytes.
     #[arg(short = 'd', long = "data-size", default_value_t = 32)]
     pub data_size: usize,
@@ -346,4 +353,11 @@ pub struct BenchOpts {
     /// Do not print the live progress line.
     #[arg(long = "hide-progress")]
     pub hide_progress: bool,
+}
+
+/// `--client-syscalls`: whether the generator mirrors memtier's per-request system calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientSyscalls {
+    Memtier,
+    Lean,
 }

@@ -89,6 +89,8 @@ struct Plan {
     /// `--rate-limiting`: (requests granted per interval, interval).
     rate: Option<(u64, Duration)>,
     eager_writes: bool,
+    /// Mirror memtier's extra per-request system calls (`--client-syscalls memtier`).
+    libevent_calls: bool,
     limit: Option<u64>,
     allkeys: bool,
     total_clients: u64,
@@ -242,6 +244,7 @@ fn build_plan(o: &BenchOpts) -> Result<Plan, String> {
         pipeline: o.pipeline,
         rate: o.rate_limiting.map(rate_interval),
         eager_writes: o.eager_writes,
+        libevent_calls: o.client_syscalls == crate::opts::ClientSyscalls::Memtier,
         limit,
         allkeys,
         total_clients: (o.threads * o.clients) as u64,
@@ -721,6 +724,12 @@ async fn client_loop(
     let (mut rstart, mut rend) = (0usize, 0usize);
     let mut sent: u64 = 0;
     let is_mc = p.protocol == Protocol::MemcacheText;
+    let libevent = if p.libevent_calls {
+        use std::os::fd::AsRawFd;
+        Some(crate::sys::LibeventCalls::new(conn.as_raw_fd())?)
+    } else {
+        None
+    };
 
     // `--rate-limiting`: requests this connection may still send in the current interval.
     let mut budget = p.rate.map_or(u64::MAX, |(per, _)| per);
@@ -730,7 +739,7 @@ async fn client_loop(
         t
     });
 
-    loop {
+    'requests: loop {
         // Fill the pipeline.
         let mut added = 0usize;
         while inflight.len() < p.pipeline
@@ -776,10 +785,16 @@ async fn client_loop(
                 // the wait counts in the requests' latency as in memtier's (queued -> read).
                 tokio::task::yield_now().await;
             }
+            if let Some(l) = &libevent {
+                l.write_wanted();
+            }
             conn.write_all(&wbuf)
                 .await
                 .map_err(|e| format!("write to {}: {e}", p.addr))?;
             wbuf.clear();
+            if let Some(l) = &libevent {
+                l.write_done();
+            }
         }
         if inflight.is_empty() {
             match ticker.as_mut() {
@@ -803,17 +818,28 @@ async fn client_loop(
                 rbuf.resize(l * 2, 0);
             }
         }
-        let n = match ticker.as_mut() {
-            None => conn.read(&mut rbuf[rend..]).await,
-            Some(t) => tokio::select! {
-                r = conn.read(&mut rbuf[rend..]) => r,
-                _ = t.tick() => {
-                    budget = p.rate.map_or(u64::MAX, |(per, _)| per);
-                    continue;
-                }
-            },
-        }
-        .map_err(|e| format!("read from {}: {e}", p.addr))?;
+        // Wait until readable, then read as libevent does (after its FIONREAD, when mirrored).
+        let n = loop {
+            let ready = match ticker.as_mut() {
+                None => conn.readable().await,
+                Some(t) => tokio::select! {
+                    r = conn.readable() => r,
+                    _ = t.tick() => {
+                        budget = p.rate.map_or(u64::MAX, |(per, _)| per);
+                        continue 'requests;
+                    }
+                },
+            };
+            ready.map_err(|e| format!("read from {}: {e}", p.addr))?;
+            if let Some(l) = &libevent {
+                l.before_read();
+            }
+            match conn.try_read(&mut rbuf[rend..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(format!("read from {}: {e}", p.addr)),
+            }
+        };
         if n == 0 {
             return Err(format!(
                 "server {} closed the connection with {} requests in flight",

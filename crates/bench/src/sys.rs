@@ -140,6 +140,69 @@ pub fn which(name: &str) -> Option<std::path::PathBuf> {
     None
 }
 
+/// The system calls memtier_benchmark (libevent's bufferevents) makes per request and
+/// damselfly-bench's tokio loop does not: with them, both generators spend about the same CPU
+/// per request, so where the load thread is the bottleneck (few connections, short pipelines)
+/// they offer a server the same traffic.
+///
+/// libevent enables `EV_WRITE` when requests are queued and disables it once the output buffer
+/// drained (an `epoll_ctl(EPOLL_CTL_MOD)` each), and asks the socket how much to read
+/// (`ioctl(FIONREAD)`) before every `readv`. The mirror here is a private epoll instance holding
+/// the connection's socket: the same kernel work, no effect on the real event loop.
+pub struct LibeventCalls {
+    epfd: libc::c_int,
+    fd: libc::c_int,
+}
+
+impl LibeventCalls {
+    pub fn new(fd: libc::c_int) -> Result<Self, String> {
+        // SAFETY: epoll_create1 takes no pointers.
+        let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if epfd < 0 {
+            return Err(format!("epoll_create1: {}", std::io::Error::last_os_error()));
+        }
+        let me = LibeventCalls { epfd, fd };
+        me.ctl(libc::EPOLL_CTL_ADD, libc::EPOLLIN)?;
+        Ok(me)
+    }
+
+    fn ctl(&self, op: libc::c_int, events: libc::c_int) -> Result<(), String> {
+        let mut ev = libc::epoll_event {
+            events: events as u32,
+            u64: 0,
+        };
+        // SAFETY: `ev` lives across the call; both descriptors are open while `self` is.
+        if unsafe { libc::epoll_ctl(self.epfd, op, self.fd, &mut ev) } != 0 {
+            return Err(format!("epoll_ctl: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Requests were queued: libevent adds `EV_WRITE` to the socket's interest set.
+    pub fn write_wanted(&self) {
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, libc::EPOLLIN | libc::EPOLLOUT);
+    }
+
+    /// The output buffer drained: libevent removes `EV_WRITE` again.
+    pub fn write_done(&self) {
+        let _ = self.ctl(libc::EPOLL_CTL_MOD, libc::EPOLLIN);
+    }
+
+    /// Before a read: `evbuffer_read` sizes it with `FIONREAD`.
+    pub fn before_read(&self) {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer.
+        unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut n) };
+    }
+}
+
+impl Drop for LibeventCalls {
+    fn drop(&mut self) {
+        // SAFETY: `epfd` is ours and closed once.
+        unsafe { libc::close(self.epfd) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +215,17 @@ mod tests {
         assert!(rss_bytes(pid).unwrap() > 0);
         assert!(peak_rss_bytes(pid).unwrap() > 0);
         assert!(free_port().is_some());
+    }
+
+    #[test]
+    fn libevent_calls_work_on_a_socket() {
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let calls = LibeventCalls::new(c.as_raw_fd()).unwrap();
+        calls.write_wanted();
+        calls.write_done();
+        calls.before_read();
+        assert!(calls.ctl(libc::EPOLL_CTL_MOD, libc::EPOLLIN).is_ok());
     }
 }
