@@ -5,8 +5,8 @@
 #![no_main]
 
 use damselfly::persistence::load;
-use damselfly::persistence::rdb::object::{read_object, EncLimits};
-use damselfly::persistence::rdb::Reader;
+use damselfly_types::rdb::object::{read_object, EncLimits};
+use damselfly_types::rdb::Reader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,8 +5,8 @@
 //! length they read against the bytes that remain before allocating.
 #![no_main]
 
-use damselfly::persistence::rdb::wire::{self, Reader};
-use damselfly::persistence::rdb::{intset, listpack, lzf, ziplist, zipmap};
+use damselfly_types::rdb::wire::{self, Reader};
+use damselfly_types::rdb::{intset, listpack, lzf, ziplist, zipmap};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -159,7 +159,10 @@ impl LibeventCalls {
         // SAFETY: epoll_create1 takes no pointers.
         let epfd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if epfd < 0 {
-            return Err(format!("epoll_create1: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "epoll_create1: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         let me = LibeventCalls { epfd, fd };
         me.ctl(libc::EPOLL_CTL_ADD, libc::EPOLLIN)?;

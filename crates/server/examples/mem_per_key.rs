@@ -2,7 +2,7 @@
 //! `DEBUG POPULATE n key size` and prints jemalloc's allocated/resident bytes and process RSS
 //! growth per key. `cargo run --release --example mem_per_key -- 1000000 32`
 use damselfly::engine::db::{Db, TtlMode};
-use damselfly::types::{CompactStr, Value};
+use damselfly_types::{CompactStr, Value};
 use tikv_jemalloc_ctl::{epoch, stats};
 
 #[global_allocator]

@@ -1,17 +1,23 @@
 //! Damselfly server: a multi-threaded, shared-nothing, Redis- and Memcached-compatible store.
 //!
-//! Where things live:
-//! - `config`   — flags, flagfile, `DFLY_*` env, CONFIG GET/SET registry.
-//! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing.
-//! - `types`    — compact representations (`KeyStr` keys, `CompactStr` string values, `Value`).
-//! - `server`   — listeners, connections, client registry, HTTP console.
-//! - `commands` — the command table and one module per family (`string.rs`, `keys.rs`, ...).
-//! - `persistence` — RDB snapshots and DUMP/RESTORE payloads (Redis's format, both ways).
-//! - `replication` — the journal of writes, the primary's stream and the replica's link.
-//! - `stats`    — per-thread counters behind INFO.
+//! Where things live (docs/architecture.md has the full map and the layering rules):
+//! - `config`   — flags, flagfile, `DFLY_*` env, redis.conf, CONFIG GET/SET; owners hear of
+//!   their parameters through `config::hooks` (installed by [`install_config_hooks`]).
+//! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing,
+//!   VLL locks; the snapshot walk and RDB loader, the journal of writes, the node's role.
+//! - `commands` — the command framework (execute, registry, coordinator and hop API) and one
+//!   module per family (`string.rs`, `keys.rs`, ...).
+//! - `net`, `memcache` — listeners, connections, the client registry, the HTTP console; the
+//!   memcached protocols.
+//! - `persistence` — snapshot files and schedules; `replication` — the primary's stream and the
+//!   replica's link; `scripting`, `pubsub`, `acl` — their subsystems.
+//! - `clock`, `log`, `latency`, `stats`, `version` — leaves every layer may use.
+//!
+//! Values and their encodings (RDB included) are the `damselfly_types` crate, below this one.
 
 pub mod acl;
 pub mod base64;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod engine;
@@ -22,11 +28,10 @@ pub mod net;
 pub mod persistence;
 pub mod process;
 pub mod pubsub;
-pub mod rand;
 pub mod replication;
 pub mod scripting;
 pub mod stats;
-pub mod types;
+pub mod version;
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -35,9 +40,29 @@ use std::sync::Arc;
 use config::Config;
 use engine::{Shared, Worker};
 
+/// Installs what the network layer runs for the layers above it: the memcached protocol's
+/// sessions and the disconnect hooks (before the listeners start).
+fn install_network_hooks() {
+    net::listener::install_memcache(|w, s| Box::pin(memcache::session::serve(w, s)));
+    net::session::install_disconnect_hooks(&[pubsub::on_disconnect, replication::on_disconnect]);
+}
+
+/// Installs every module's configuration hooks (config::hooks): call before the first
+/// `Config` is made (`main` does, first thing; so may tests).
+pub fn install_config_hooks() {
+    config::hooks::install(&[
+        engine::CONFIG_HOOKS,
+        replication::CONFIG_HOOKS,
+        acl::CONFIG_HOOKS,
+        persistence::CONFIG_HOOKS,
+        process::CONFIG_HOOKS,
+        commands::registry::CONFIG_HOOKS,
+    ]);
+}
+
 /// Starts the server and blocks until SHUTDOWN or a termination signal.
 pub fn start(cfg: Config) -> std::io::Result<()> {
-    engine::clock::init();
+    crate::clock::init();
     engine::guard::install_panic_hook();
     if let Some(level) = cfg.get("loglevel").as_deref().and_then(log::Level::parse) {
         log::set_level(level);
@@ -73,6 +98,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if let Err(e) = commands::registry::install_renames(&cfg.renames()) {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
     }
+    install_network_hooks();
     process::mark_started();
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
@@ -235,7 +261,7 @@ fn wait_accepting(shared: &Shared) {
 /// its batch on its own thread; `loading` ends once all have.
 fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> {
     let started = std::time::Instant::now();
-    let lim = persistence::rdb::object::EncLimits::from_config(&shared.config);
+    let lim = shared.config.enc_limits();
     let delay = shared
         .config
         .get("key-load-delay")
@@ -247,11 +273,11 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
             path.display()
         )
     };
-    let ds = persistence::load::load_path_slowly(
+    let ds = engine::rdb_load::load_path_slowly(
         path,
         shared.threads,
         shared.config.dbnum(),
-        engine::clock::unix_ms(),
+        crate::clock::unix_ms(),
         &lim,
         delay,
     )
@@ -275,7 +301,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
                     replication::replica::resume_from_snapshot(id, offset, db);
                 }
             } else {
-                replication::restore_primary(id, offset, replication::backlog_size(&shared.config));
+                replication::restore_primary(id, offset, shared.config.repl_backlog_size());
                 journal_everywhere = true;
             }
         }
@@ -295,7 +321,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
             i,
             Box::new(move |_: &Worker| {
                 if journal_everywhere {
-                    replication::journal::enable_here();
+                    engine::journal::enable_here();
                 }
                 let _ = tx.send(scripting::functions::load_here(&codes, true, false));
             }),
@@ -306,7 +332,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         res.map_err(|e| fatal(&e))?;
     }
     if journal_everywhere {
-        replication::journal::begin(&shared.next_txid);
+        engine::journal::begin(&shared.next_txid);
         // The keys that expired while the server was down leave the replicas too, before
         // anything else (Redis: DEL, or UNLINK with lazyfree-lazy-expire).
         let verb: &[u8] = if shared.config.bool("lazyfree-lazy-expire") {
@@ -314,12 +340,12 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         } else {
             b"DEL"
         };
-        replication::journal::push_records(
+        engine::journal::push_records(
             ds.expired
                 .iter()
-                .map(|(db, key)| replication::journal::Record {
+                .map(|(db, key)| engine::journal::Record {
                     db: *db,
-                    resp: replication::journal::encode(&[verb, key]),
+                    resp: engine::journal::encode(&[verb, key]),
                 })
                 .collect(),
         );
@@ -331,7 +357,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
             shared.threads,
             i,
             Box::new(move |w: &Worker| {
-                let _ = tx.send(persistence::load::apply(&mut w.shard_mut(), batch));
+                let _ = tx.send(engine::rdb_load::apply(&mut w.shard_mut(), batch));
             }),
         );
     }

@@ -72,7 +72,7 @@ pub fn line(l: Level, msg: &str) {
     if !enabled(l) {
         return;
     }
-    let text = format_line(std::process::id(), crate::engine::clock::unix_ms(), l, msg);
+    let text = format_line(std::process::id(), crate::clock::unix_ms(), l, msg);
     write_out(&text);
 }
 

@@ -146,7 +146,7 @@ fn write_oom(o: &mut Oom) -> Result<(), String> {
                 b
             }
         };
-        let class = usize::from(crate::replication::replica::is_replica());
+        let class = usize::from(crate::engine::role::is_replica());
         let mut v = o.values[class];
         if o.mode != "absolute" {
             v += base;
@@ -175,7 +175,7 @@ pub fn log_starting(cfg: &Config) {
     crate::log_warning!(
         "Damselfly version={}, redis_version={}, bits={}, pid={}, just started",
         env!("CARGO_PKG_VERSION"),
-        crate::commands::connection::REDIS_VERSION,
+        crate::version::REDIS_VERSION,
         usize::BITS,
         std::process::id()
     );
@@ -195,7 +195,7 @@ pub fn log_banner(cfg: &Config, port: u16, threads: usize) {
         let version = format!(
             "Damselfly {} (Redis {} compatible) {} bit",
             env!("CARGO_PKG_VERSION"),
-            crate::commands::connection::REDIS_VERSION,
+            crate::version::REDIS_VERSION,
             usize::BITS
         );
         let logo = format!(
@@ -213,3 +213,14 @@ pub fn log_banner(cfg: &Config, port: u16, threads: usize) {
         );
     }
 }
+
+/// The process's configuration hooks (config::hooks).
+pub const CONFIG_HOOKS: &[crate::config::hooks::Hook] = &[crate::config::hooks::Hook {
+    // At start-up `start` applies it; afterwards CONFIG SET does, here.
+    apply: Some(|v| {
+        if started() {
+            apply_jemalloc_bg_thread(v == "yes")
+        }
+    }),
+    ..crate::config::hooks::Hook::new("jemalloc-bg-thread")
+}];

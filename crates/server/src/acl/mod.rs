@@ -466,3 +466,33 @@ pub fn load_at_startup(users: &[Vec<String>], aclfile: &str) -> Result<(), Strin
     }
     Ok(())
 }
+
+/// ACL's configuration hooks (config::hooks): `requirepass` is the default user's password,
+/// `user` directives are checked as ACL SETUSER rules and rewritten from the live users.
+pub const CONFIG_HOOKS: &[crate::config::hooks::Hook] = {
+    use crate::config::hooks::Hook;
+    &[
+        Hook {
+            apply: Some(set_default_password),
+            ..Hook::new("requirepass")
+        },
+        Hook {
+            apply: Some(|v| set_pubsub_default(v == "allchannels")),
+            ..Hook::new("acl-pubsub-default")
+        },
+        Hook {
+            check_lines: Some(|lines| match lines.split_last() {
+                Some((new, seen)) => check_config_user(new, seen),
+                None => Ok(()),
+            }),
+            // Redis's rewriteConfigUserOption: the users as ACL knows them now.
+            lines: Some(|| {
+                String::from_utf8_lossy(&to_lines())
+                    .lines()
+                    .map(str::to_string)
+                    .collect()
+            }),
+            ..Hook::new("user")
+        },
+    ]
+};

@@ -70,7 +70,7 @@ pub fn log_denied(cx: &ConnCtx, reason: Reason, context: Context, object: &[u8],
             context,
             object: object.to_vec(),
             username: user.to_vec(),
-            ctime: crate::engine::clock::unix_ms(),
+            ctime: crate::clock::unix_ms(),
             client_info: cx.client.info.borrow().line(),
         },
         max_log(cx),
@@ -277,7 +277,7 @@ fn genpass(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     let chars = ((bits + 3) / 4) as usize;
-    let mut rng = crate::rand::Rng::from_entropy();
+    let mut rng = damselfly_types::rand::Rng::from_entropy();
     const HEX: &[u8] = b"0123456789abcdef";
     let pass: Vec<u8> = (0..chars).map(|_| HEX[rng.index(16)]).collect();
     cx.reply.bulk(&pass);
@@ -303,7 +303,7 @@ fn log(cx: &mut ConnCtx, args: &[&[u8]]) {
         }
     }
     let n = (count as usize).min(acl::log_len());
-    let now = crate::engine::clock::unix_ms();
+    let now = crate::clock::unix_ms();
     let r = &mut cx.reply;
     acl::log_read(n, |it| {
         let entries: Vec<&LogEntry> = it.collect();

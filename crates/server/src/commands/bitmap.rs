@@ -9,8 +9,8 @@ use super::string::{cstr, in_order, opt_is, read_strings, ReadStr};
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
-use crate::types::compact::{IntBuf, MAX_LEN};
-use crate::types::{CompactStr, Value, ValueMut, ValueRef};
+use damselfly_types::compact::{IntBuf, MAX_LEN};
+use damselfly_types::{CompactStr, Value, ValueMut, ValueRef};
 
 const G: Group = Group::Bitmap;
 

@@ -7,8 +7,7 @@ use super::util::*;
 use super::{BoxFut, ConnCtx, ReplyMode};
 use crate::net::client;
 
-/// The Redis version we emulate; clients gate features on it.
-pub const REDIS_VERSION: &str = "7.0.15";
+use crate::version::REDIS_VERSION;
 
 const G: Group = Group::Connection;
 
@@ -932,7 +931,7 @@ fn client_pause(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     let all = args.len() < 4 || eq_ic(args[3], "all");
-    crate::engine::pause::pause(crate::engine::clock::unix_ms(), timeout, all);
+    crate::engine::pause::pause(crate::clock::unix_ms(), timeout, all);
     cx.reply.ok();
 }
 

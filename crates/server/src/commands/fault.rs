@@ -15,8 +15,8 @@
 use super::spec::prelude::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
-use crate::types::compact::CompactStr;
-use crate::types::Value;
+use damselfly_types::compact::CompactStr;
+use damselfly_types::Value;
 
 const G: Group = Group::Server;
 

@@ -19,10 +19,10 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::types::geohash::{self as gh, Shape, ShapeKind};
-use crate::types::zset::pack::cmp_entry;
-use crate::types::zset::{Limits, ZSet};
-use crate::types::{Kind, Value, ValueRef};
+use damselfly_types::geohash::{self as gh, Shape, ShapeKind};
+use damselfly_types::zset::pack::cmp_entry;
+use damselfly_types::zset::{Limits, ZSet};
+use damselfly_types::{Kind, Value, ValueRef};
 
 const G: Group = Group::Geo;
 

@@ -17,9 +17,9 @@ use super::util::*;
 use super::CmdCtx;
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::types::compact::{fmt_i64, IntBuf};
-use crate::types::hash::{HVal, Hash, Limits};
-use crate::types::Value;
+use damselfly_types::compact::{fmt_i64, IntBuf};
+use damselfly_types::hash::{HVal, Hash, Limits};
+use damselfly_types::Value;
 
 const G: Group = Group::Hash;
 

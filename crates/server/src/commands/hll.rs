@@ -10,10 +10,10 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::TtlMode;
-use crate::types::compact::IntBuf;
-use crate::types::hll::{self, Corrupt, ERR_INVALID, ERR_NOT_HLL, REGISTERS};
-use crate::types::{CompactStr, Value, ValueRef};
 use damselfly_dash::Pos;
+use damselfly_types::compact::IntBuf;
+use damselfly_types::hll::{self, Corrupt, ERR_INVALID, ERR_NOT_HLL, REGISTERS};
+use damselfly_types::{CompactStr, Value, ValueRef};
 
 const G: Group = Group::Hyperloglog;
 
@@ -357,7 +357,7 @@ fn pfselftest(cx: &mut ConnCtx, _args: &[&[u8]]) {
 }
 
 fn selftest(sparse_max: usize) -> Result<(), String> {
-    let mut x = crate::rand::entropy() | 1;
+    let mut x = damselfly_types::rand::entropy() | 1;
     let mut next = move || {
         x ^= x << 13;
         x ^= x >> 7;

@@ -18,7 +18,7 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::glob;
 use crate::engine::db::Db;
-use crate::types::{KeyStr, Value};
+use damselfly_types::{KeyStr, Value};
 
 const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
 const ERR_LFU_FREQ: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
@@ -730,7 +730,7 @@ fn scan<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 
 fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
-        let mut rng = crate::rand::Rng::from_entropy();
+        let mut rng = damselfly_types::rand::Rng::from_entropy();
         for _ in 0..8 {
             let sizes = cx
                 .hops()
@@ -948,7 +948,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .abort
                 .load(std::sync::atomic::Ordering::Relaxed)
             {
-                crate::persistence::snapshot::abandon_shard(c.shard);
+                crate::engine::snapshot::abandon_shard(c.shard);
             }
             for db in c.shard.dbs.iter_mut() {
                 db.clear();

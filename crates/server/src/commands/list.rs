@@ -27,8 +27,8 @@ use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::waiters::Serve;
-use crate::types::list::{Entry, Fill, List, Needle};
-use crate::types::{Value, ValueRef};
+use damselfly_types::list::{Entry, Fill, List, Needle};
+use damselfly_types::{Value, ValueRef};
 
 const G: Group = Group::List;
 
@@ -1042,22 +1042,22 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     }
     // Replicated as the non-blocking pop it was (Redis's rewrite of BLPOP, LMPOP...), from
     // this shard, which holds the key now (these commands declare `PROP_SELF`).
-    if crate::replication::journal::here() {
+    if crate::engine::journal::here() {
         let cmd: &[u8] = if matches!(end, End::Left) {
             b"LPOP"
         } else {
             b"RPOP"
         };
         let resp = match style {
-            PopStyle::One => crate::replication::journal::encode(&[cmd, key]),
+            PopStyle::One => crate::engine::journal::encode(&[cmd, key]),
             // (The count popped, as Redis propagates it.)
             PopStyle::Many(_) => {
                 let c = popped.to_string();
-                crate::replication::journal::encode(&[cmd, key, c.as_bytes()])
+                crate::engine::journal::encode(&[cmd, key, c.as_bytes()])
             }
         };
-        crate::replication::journal::push(crate::replication::journal::Item::One(
-            crate::replication::journal::Record { db: db.index, resp },
+        crate::engine::journal::push(crate::engine::journal::Item::One(
+            crate::engine::journal::Record { db: db.index, resp },
         ));
     }
     true

@@ -24,8 +24,8 @@ use super::persistence::key_image;
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};
-use crate::persistence::rdb::dump_payload;
-use crate::replication::journal;
+use crate::engine::journal;
+use damselfly_types::rdb::dump_payload;
 
 /// Redis 7.0's key specs: the key at argument 3, and the keys after `KEYS` (searched backwards
 /// from the next-to-last argument).

@@ -43,14 +43,14 @@ use std::rc::Rc;
 
 use damselfly_protocol::Reply;
 
-use crate::engine::clock;
+use crate::clock;
 use crate::engine::db::Db;
 use crate::engine::guard;
+use crate::engine::journal;
 use crate::engine::shard::Shard;
 use crate::engine::vll;
 use crate::engine::{shard_of, Shared, Worker};
 use crate::net::client::ClientHandle;
-use crate::replication::journal;
 pub use registry::{registry, Entry};
 pub use spec::{CommandSpec, Handler, KeySpec, PlanSink};
 
@@ -257,9 +257,9 @@ impl CmdCtx<'_> {
             reply,
         };
         let prev = crate::engine::tracking::set_writer(client);
-        let applying = crate::replication::role::begin_work(client);
+        let applying = crate::engine::role::begin_work(client);
         let r = f(&mut c);
-        crate::replication::role::end_work(applying);
+        crate::engine::role::end_work(applying);
         crate::engine::tracking::set_writer(prev);
         r
     }
@@ -372,7 +372,7 @@ impl ConnCtx {
             no_touch: false,
             started: 0,
             cmd_name: "NULL",
-            now_ms: crate::engine::clock::unix_ms(),
+            now_ms: crate::clock::unix_ms(),
             coord: Default::default(),
             multi: None,
             watch: None,
@@ -893,7 +893,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     // CLIENT PAUSE: a paused command waits here, after its checks (a syntax error answers at
     // once), counted as a blocked client. Commands inside EXEC or a script run with it.
     if crate::engine::pause::maybe_paused()
-        && crate::engine::pause::state(crate::engine::clock::unix_ms()).is_some()
+        && crate::engine::pause::state(crate::clock::unix_ms()).is_some()
         && !cx.is_master
         && !cx.in_script
         && !cx.coord.in_exec()
@@ -1164,13 +1164,7 @@ pub(crate) fn feed_monitors(cx: &ConnCtx, args: &[&[u8]]) {
     } else {
         cx.client.info.borrow().addr.clone()
     };
-    crate::pubsub::monitor::feed(
-        &cx.worker,
-        cx.db,
-        &addr,
-        args,
-        crate::engine::clock::unix_us(),
-    );
+    crate::pubsub::monitor::feed(&cx.worker, cx.db, &addr, args, crate::clock::unix_us());
 }
 
 fn error_code(buf: &[u8]) -> String {

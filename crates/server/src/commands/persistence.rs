@@ -13,15 +13,15 @@ use std::sync::{Arc, Mutex};
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::engine::clock;
+use crate::clock;
 use crate::engine::db::TtlMode;
+use crate::engine::rdb_load::{self as load, Entry, LoadError};
+use crate::engine::snapshot::{self, Header};
 use crate::engine::Worker;
-use crate::persistence::load::{self, Entry, LoadError};
-use crate::persistence::rdb::object::{read_object, write_object, EncLimits};
-use crate::persistence::rdb::wire::{verify_dump_payload, DUMP_PAYLOAD_ERROR};
-use crate::persistence::rdb::{dump_payload, Reader, Writer};
-use crate::persistence::snapshot::{self, Header};
 use crate::persistence::{self as persist};
+use damselfly_types::rdb::object::{read_object, write_object};
+use damselfly_types::rdb::wire::{verify_dump_payload, DUMP_PAYLOAD_ERROR};
+use damselfly_types::rdb::{dump_payload, Reader, Writer};
 
 const G: Group = Group::Server;
 const SAVE_FLAGS: u32 = ADMIN | NOSCRIPT | NO_ASYNC_LOADING;
@@ -147,7 +147,7 @@ pub async fn save_snapshot_at(
         && repl_position.is_none()
         && !cx.coord.in_transaction()
         && !crate::replication::replica::is_replica()
-        && crate::replication::journal::active()
+        && crate::engine::journal::active()
     {
         cx.hops().all_shards(|_, ()| ()).run_more().await;
         let offset = crate::replication::settled_offset().await;
@@ -155,7 +155,7 @@ pub async fn save_snapshot_at(
         own_stream_db = Some(0);
     }
     let header = Header {
-        redis_ver: super::connection::REDIS_VERSION,
+        redis_ver: crate::version::REDIS_VERSION,
         used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
         compression: shared.config.bool("rdbcompression"),
         checksum: shared.config.bool("rdbchecksum"),
@@ -167,7 +167,7 @@ pub async fn save_snapshot_at(
         repl_stream_db: repl_stream_db.or(own_stream_db),
         repl_position,
     };
-    let lim = EncLimits::from_config(&shared.config);
+    let lim = shared.config.enc_limits();
     let key_delay = shared
         .config
         .get("rdb-key-save-delay")
@@ -216,7 +216,7 @@ pub async fn save_snapshot_at(
                     .fetch_add(c.shard.keys_total() as u64, Ordering::Relaxed);
                 snapshot::begin_shard(c.shard, &shard_job);
                 if journal {
-                    crate::replication::journal::enable_here();
+                    crate::engine::journal::enable_here();
                 }
                 if let Some(w) = Worker::current() {
                     tokio::task::spawn_local(drive_shard(w, shard_job.clone()));
@@ -626,7 +626,7 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
         Err(e) => Err(format!("Error trying to save the DB: {e}")),
         Ok(path) => {
             let shared = cx.shared();
-            let lim = EncLimits::from_config(&shared.config);
+            let lim = shared.config.enc_limits();
             match load::load_path(&path, cx.threads(), shared.config.dbnum(), cx.now_ms, &lim) {
                 Ok(Some(ds)) => Ok(ds),
                 Ok(None) => Err(format!(
@@ -711,7 +711,7 @@ pub async fn load_replacing(
     path: &std::path::Path,
 ) -> Result<Option<usize>, String> {
     let shared = cx.shared();
-    let lim = EncLimits::from_config(&shared.config);
+    let lim = shared.config.enc_limits();
     let ds = match load::load_path(path, cx.threads(), shared.config.dbnum(), cx.now_ms, &lim) {
         Ok(Some(ds)) => ds,
         Ok(None) => return Err(format!("{} not found", path.display())),
@@ -766,7 +766,7 @@ fn apply_batch(c: &mut CmdCtx<'_>, batch: Vec<Entry>, merge: bool) -> Result<(),
 pub(crate) type KeyImage = Option<(Vec<u8>, Option<u64>)>;
 
 pub(crate) fn key_image(c: &mut CmdCtx<'_>, key: &[u8]) -> KeyImage {
-    let lim = EncLimits::from_config(&c.shared.config);
+    let lim = c.shared.config.enc_limits();
     let now = c.now;
     let db = c.db();
     let pos = db.find_notouch(key, now)?;
@@ -780,7 +780,7 @@ pub(crate) fn key_image(c: &mut CmdCtx<'_>, key: &[u8]) -> KeyImage {
 
 /// Puts `key` back as `image` (quietly: no notification; the key was locked all along).
 pub(crate) fn restore_image(c: &mut CmdCtx<'_>, key: &[u8], image: KeyImage) {
-    let lim = EncLimits::from_config(&c.shared.config);
+    let lim = c.shared.config.enc_limits();
     let now = c.now;
     let db = c.db();
     db.remove(key, now);
@@ -804,7 +804,7 @@ pub(crate) fn restore_image(c: &mut CmdCtx<'_>, key: &[u8], image: KeyImage) {
 
 /// DUMP key.
 fn dump(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let lim = EncLimits::from_config(&c.shared.config);
+    let lim = c.shared.config.enc_limits();
     let compress = c.shared.config.bool("rdbcompression");
     let now = c.now;
     let Some(v) = c.db().get_read(args[1], now) else {
@@ -865,7 +865,7 @@ fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let Ok((obj, _version)) = verify_dump_payload(args[3], false) else {
         return c.reply.error(&format!("ERR {DUMP_PAYLOAD_ERROR}"));
     };
-    let lim = EncLimits::from_config(&c.shared.config);
+    let lim = c.shared.config.enc_limits();
     let mut r = Reader::new(obj);
     let parsed = r
         .read_u8()

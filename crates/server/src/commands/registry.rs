@@ -73,6 +73,22 @@ type Renames = StdHashMap<Vec<u8>, Option<&'static str>>;
 
 static RENAMES: OnceLock<Renames> = OnceLock::new();
 
+/// The command table's configuration hook (config::hooks): `rename-command` directives are
+/// checked against the table as they are read.
+pub const CONFIG_HOOKS: &[crate::config::hooks::Hook] = &[crate::config::hooks::Hook {
+    check_lines: Some(|lines| {
+        let pairs: Vec<(String, String)> = lines
+            .iter()
+            .map(|l| {
+                let mut it = l.iter().cloned();
+                (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+            })
+            .collect();
+        plan_renames(&pairs).map(|_| ())
+    }),
+    ..crate::config::hooks::Hook::new("rename-command")
+}];
+
 /// Applies `rename-command <old> <new>` directives in order as Redis does to its command table
 /// (a later one may rename the result of an earlier one; an empty new name removes the
 /// command). Err: Redis's reason for the first directive that cannot apply.

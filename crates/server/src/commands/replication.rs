@@ -9,8 +9,9 @@ use super::persistence::{save_for_replica, snapshot_plan, AtBarrier, ForReplica}
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};
+use crate::engine::journal;
 use crate::engine::Worker;
-use crate::replication::{self as repl, journal, replica};
+use crate::replication::{self as repl, replica};
 
 const G: Group = Group::Server;
 
@@ -123,7 +124,7 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         // a plain SYNC get the file).
         let diskless = cx.shared().config.bool("repl-diskless-sync") && announced.capa_eof;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let attach = repl::Attach {
+        let attach = journal::Attach {
             client: id,
             tid,
             ip,
@@ -172,7 +173,7 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             return;
         }
         // (Its silence counts from here, as Redis's replicaPutOnline: loading took what it took.)
-        let now = crate::engine::clock::unix_ms();
+        let now = crate::clock::unix_ms();
         repl::with_replica(id, |r| {
             r.online = true;
             r.ack_ms = now;
@@ -215,9 +216,9 @@ fn mark_replica(cx: &mut ConnCtx) {
 /// None when a replica of ours (a chain) could not pause its link.
 async fn start_point(
     worker: &Rc<Worker>,
-    attaches: Vec<repl::Attach>,
+    attaches: Vec<journal::Attach>,
 ) -> Option<(AtBarrier, usize)> {
-    let backlog = repl::backlog_size(&worker.shared.config);
+    let backlog = worker.shared.config.repl_backlog_size();
     if replica::is_replica() {
         // A replica of a replica (a chain): the stream is our primary's, forwarded. The link
         // stops between two batches, the replicas attach at the offset reached, and the link
@@ -249,7 +250,7 @@ type Piece = Option<Arc<[u8]>>;
 
 /// A replica waiting for a diskless snapshot.
 struct Member {
-    attach: repl::Attach,
+    attach: journal::Attach,
     pieces: tokio::sync::mpsc::Sender<Piece>,
 }
 
@@ -518,7 +519,7 @@ fn replconf(cx: &mut ConnCtx, args: &[&[u8]]) {
             }
         } else if eq_ic(opt, "ack") {
             if let Some(off) = parse_i64(val) {
-                let now = crate::engine::clock::unix_ms();
+                let now = crate::clock::unix_ms();
                 repl::with_replica(id, |r| {
                     if off as u64 > r.ack_offset {
                         r.ack_offset = off as u64;
@@ -728,7 +729,7 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
     o.push_str("# Replication\r\n");
     match link.as_ref() {
         Some(l) => {
-            let now = crate::engine::clock::unix_ms();
+            let now = crate::clock::unix_ms();
             let _ = write!(
                 o,
                 "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\n",
@@ -761,7 +762,7 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
         None => o.push_str("role:master\r\n"),
     }
     let _ = write!(o, "connected_slaves:{}\r\n", m.replicas.len());
-    let now = crate::engine::clock::unix_ms();
+    let now = crate::clock::unix_ms();
     for (i, r) in m.replicas.iter().enumerate() {
         let _ = write!(
             o,
@@ -784,7 +785,7 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
     );
     let (active, size, first, hist) = match &m.backlog {
         Some(b) => (1, b.size(), m.backlog_first_byte(), b.histlen()),
-        None => (0, repl::backlog_size(cfg), 0, 0),
+        None => (0, cfg.repl_backlog_size(), 0, 0),
     };
     let _ = write!(
         o,

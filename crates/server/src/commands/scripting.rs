@@ -1392,14 +1392,13 @@ fn function_dump(cx: &mut ConnCtx, _args: &[&[u8]]) {
         cx.reply.null();
         return;
     }
-    let mut w = crate::persistence::rdb::wire::Writer::new(Vec::new());
+    let mut w = damselfly_types::rdb::wire::Writer::new(Vec::new());
     for lib in &libs {
         let _ = w.write_u8(RDB_OPCODE_FUNCTION2);
         let _ = w.write_string(lib.code.as_bytes());
     }
-    cx.reply.bulk(&crate::persistence::rdb::wire::dump_payload(
-        &w.into_inner(),
-    ));
+    cx.reply
+        .bulk(&damselfly_types::rdb::wire::dump_payload(&w.into_inner()));
 }
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
@@ -1419,13 +1418,12 @@ fn function_restore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a>
                 return;
             }
         };
-        let Ok((body, _)) = crate::persistence::rdb::wire::verify_dump_payload(args[2], false)
-        else {
+        let Ok((body, _)) = damselfly_types::rdb::wire::verify_dump_payload(args[2], false) else {
             cx.reply
                 .error("ERR DUMP payload version or checksum are wrong");
             return;
         };
-        let mut r = crate::persistence::rdb::wire::Reader::new(body);
+        let mut r = damselfly_types::rdb::wire::Reader::new(body);
         let mut codes = Vec::new();
         while r.remaining() > 0 {
             match r.read_u8() {

@@ -19,9 +19,9 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::types::compact::{parse_strict_i64, IntBuf};
-use crate::types::set::{Member, Set};
-use crate::types::Value;
+use damselfly_types::compact::{parse_strict_i64, IntBuf};
+use damselfly_types::set::{Member, Set};
+use damselfly_types::Value;
 
 const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
 const ERR_SRAND_RANGE: &str =

@@ -23,9 +23,9 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
-use crate::types::compact::IntBuf;
-use crate::types::list::{Fill, List};
-use crate::types::{Value, ValueRef};
+use damselfly_types::compact::IntBuf;
+use damselfly_types::list::{Fill, List};
+use damselfly_types::{Value, ValueRef};
 
 const G: Group = Group::Generic;
 
@@ -52,7 +52,7 @@ fn list_items(l: &List) -> Vec<Vec<u8>> {
     l.to_vecs()
 }
 
-fn zset_items(z: &crate::types::zset::ZSet) -> Vec<Vec<u8>> {
+fn zset_items(z: &damselfly_types::zset::ZSet) -> Vec<Vec<u8>> {
     let mut out = Vec::with_capacity(z.len());
     z.range(0, z.len(), false, |m, _| out.push(m.to_vec()));
     out
@@ -62,7 +62,7 @@ fn new_list(items: &[Vec<u8>], fill: i64) -> List {
     List::from_iter(items.iter().map(|v| v.as_slice()), Fill::new(fill))
 }
 
-fn hash_field(h: &crate::types::hash::Hash, field: &[u8]) -> Option<Vec<u8>> {
+fn hash_field(h: &damselfly_types::hash::Hash, field: &[u8]) -> Option<Vec<u8>> {
     h.get(field).map(|v| v.to_vec())
 }
 

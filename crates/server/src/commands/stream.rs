@@ -24,13 +24,13 @@ use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
+use crate::engine::journal;
 use crate::engine::waiters::Serve;
-use crate::replication::journal;
-use crate::types::stream::{
+use damselfly_types::stream::{
     AddError, Fields, Group as CGroup, IdSpec, NodeLimits, Stream, StreamId, Trim,
     ENTRIES_READ_UNKNOWN,
 };
-use crate::types::Value;
+use damselfly_types::Value;
 
 const G: Group = Group::Stream;
 
@@ -346,7 +346,7 @@ fn parse_trim_args(cx: &mut CmdCtx<'_>, args: &[&[u8]], xadd: bool) -> Option<Tr
     if xadd && t.id_at == 0 {
         t.id_at = i;
     }
-    if crate::replication::role::applying() {
+    if crate::engine::role::applying() {
         // A primary's stream says exactly what to trim.
         t.limit = 0;
     } else if limit_given {

@@ -14,8 +14,8 @@ use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::{Db, TtlMode};
-use crate::types::compact::{IntBuf, MAX_LEN};
-use crate::types::{CompactStr, Value, ValueMut, ValueRef};
+use damselfly_types::compact::{IntBuf, MAX_LEN};
+use damselfly_types::{CompactStr, Value, ValueMut, ValueRef};
 
 const G: Group = Group::String;
 
@@ -1103,7 +1103,7 @@ mod tests {
             let mut c = CmdCtx {
                 shard: &mut self.shard,
                 db: 0,
-                now: crate::engine::clock::unix_ms(),
+                now: crate::clock::unix_ms(),
                 shared: &self.shared,
                 reply: &mut reply,
             };
@@ -1112,7 +1112,7 @@ mod tests {
         }
 
         fn enc(&mut self, key: &str) -> &'static str {
-            let now = crate::engine::clock::unix_ms();
+            let now = crate::clock::unix_ms();
             match self.shard.dbs[0].get(key.as_bytes(), now) {
                 Some(v) => v.encoding_name(),
                 None => "none",

@@ -38,7 +38,7 @@ pub fn eq_ic(a: &[u8], b: &str) -> bool {
 /// Redis `string2ll` semantics.
 #[inline]
 pub fn parse_i64(a: &[u8]) -> Option<i64> {
-    crate::types::compact::parse_strict_i64(a)
+    damselfly_types::compact::parse_strict_i64(a)
 }
 
 /// Parses an integer argument or writes Redis's error.

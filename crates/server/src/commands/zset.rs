@@ -22,9 +22,9 @@ use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::config::EncLimit;
 use crate::engine::db::{Db, TtlMode};
 use crate::engine::waiters::Serve;
-use crate::types::zset::pack::cmp_entry;
-use crate::types::zset::{Limits, ZSet};
-use crate::types::{Kind, Value, ValueRef};
+use damselfly_types::zset::pack::cmp_entry;
+use damselfly_types::zset::{Limits, ZSet};
+use damselfly_types::{Kind, Value, ValueRef};
 
 /// (member, score) pairs in score order.
 type Items = Vec<(Vec<u8>, f64)>;
@@ -1138,7 +1138,7 @@ async fn pop_first(
 /// with the count actually popped for the MPOP forms), from the shard holding the key (these
 /// commands declare `PROP_SELF`).
 fn journal_pop(db: usize, key: &[u8], max: bool, popped: Option<usize>) {
-    use crate::replication::journal;
+    use crate::engine::journal;
     if !journal::here() {
         return;
     }
@@ -1491,7 +1491,7 @@ impl Src {
 
 /// Members of a set source (score 1). MERGE NOTE: this branch has the placeholder set type
 /// (no members can exist); with the set family merged the body is `s.to_vecs()`.
-fn set_members(s: &crate::types::set::Set) -> Vec<Vec<u8>> {
+fn set_members(s: &damselfly_types::set::Set) -> Vec<Vec<u8>> {
     s.to_vecs()
 }
 

@@ -296,7 +296,7 @@ fn split_eq(body: &str) -> (&str, Option<&str>) {
 pub fn version_text() -> String {
     format!(
         "Damselfly server v={} sha=00000000:0 malloc=jemalloc bits={} build=0 damselfly={}\n",
-        crate::commands::connection::REDIS_VERSION,
+        crate::version::REDIS_VERSION,
         usize::BITS,
         env!("CARGO_PKG_VERSION")
     )

@@ -8,6 +8,7 @@
 mod args;
 pub mod file;
 pub mod glob;
+pub mod hooks;
 pub mod params;
 pub mod rewrite;
 
@@ -17,6 +18,10 @@ pub use params::{Kind, Param, PARAMS};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::RwLock;
+
+use damselfly_types::list::Fill;
+use damselfly_types::rdb::object::EncLimits;
+use damselfly_types::Limits;
 
 /// Parameters that CONFIG SET changes only with `enable-protected-configs yes` (as Redis: they
 /// name files the server writes).
@@ -257,6 +262,11 @@ fn accepted(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigErr
 /// `canonical`, plus checks against the system (a `dir` that exists).
 fn checked(p: &Param, current: &str, args: &[&str]) -> Result<String, ConfigError> {
     let v = canonical(p, current, args)?;
+    let v = hooks::check(p.name, v).map_err(|why| ConfigError::BadValue {
+        name: p.name.to_string(),
+        value: args.join(" "),
+        why,
+    })?;
     if p.name == "dir" && !v.is_empty() && !std::path::Path::new(&v).is_dir() {
         // Redis chdirs into `dir`; the mirror does too, so refuse what it could not enter.
         return Err(ConfigError::Io(format!(
@@ -446,7 +456,7 @@ impl Config {
         c
     }
 
-    /// Updates the atomic mirror of a hot value.
+    /// Updates the atomic mirror of a hot value, then tells the parameter's owners (hooks).
     fn mirror(&self, name: &str, v: &str) {
         let num = || v.parse::<u64>().unwrap_or(0);
         match name {
@@ -465,8 +475,6 @@ impl Config {
             "hz" => self.hz.store(num(), Ordering::Relaxed),
             "maxmemory" => {
                 self.maxmemory.store(num(), Ordering::Relaxed);
-                crate::engine::evict::set_maxmemory(num());
-                crate::engine::memory::set_counting(num() != 0);
             }
             "maxmemory-clients" => {
                 let v = match v.strip_suffix('%') {
@@ -475,23 +483,6 @@ impl Config {
                 };
                 self.maxmemory_clients.store(v, Ordering::Relaxed);
             }
-            "maxmemory-policy" => {
-                if let Some(p) = crate::engine::evict::Policy::parse(v) {
-                    crate::engine::evict::set_policy(p);
-                }
-            }
-            "maxmemory-samples" => crate::engine::evict::set_samples(num()),
-            "replica-read-only" => crate::replication::role::set_read_only(v == "yes"),
-            "min-replicas-to-write" => crate::replication::set_min_replicas(Some(num()), None),
-            "min-replicas-max-lag" => crate::replication::set_min_replicas(None, Some(num())),
-            "tracking-table-max-keys" => crate::engine::tracking::set_max_keys(num()),
-            "notify-keyspace-events" => {
-                crate::engine::notify::set_flags(crate::engine::notify::parse(v).unwrap_or(0))
-            }
-            "maxmemory-eviction-tenacity" => crate::engine::evict::set_tenacity(num()),
-            "cache_mode" => crate::engine::evict::set_cache_mode(v == "yes"),
-            "lfu-log-factor" => crate::engine::access::set_lfu_log_factor(num() as u32),
-            "lfu-decay-time" => crate::engine::access::set_lfu_decay_time(num() as u32),
             "keys_output_limit" => self.keys_output_limit.store(num(), Ordering::Relaxed),
             "proto-max-bulk-len" => self.proto_max_bulk_len.store(num(), Ordering::Relaxed),
             "client-query-buffer-limit" => self.query_buffer_limit.store(num(), Ordering::Relaxed),
@@ -508,11 +499,7 @@ impl Config {
             "protected-mode" => self.protected_mode.store(v == "yes", Ordering::Relaxed),
             "timeout" => self.timeout_secs.store(num(), Ordering::Relaxed),
             "tcp-keepalive" => self.tcp_keepalive_secs.store(num(), Ordering::Relaxed),
-            "requirepass" => {
-                self.has_password.store(!v.is_empty(), Ordering::Relaxed);
-                crate::acl::set_default_password(v);
-            }
-            "acl-pubsub-default" => crate::acl::set_pubsub_default(v == "allchannels"),
+            "requirepass" => self.has_password.store(!v.is_empty(), Ordering::Relaxed),
             "slowlog-log-slower-than" => self
                 .slowlog_slower_than
                 .store(v.parse().unwrap_or(10000), Ordering::Relaxed),
@@ -523,10 +510,6 @@ impl Config {
             "lua-time-limit" => self.lua_time_limit.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
             "dynamic-hz" => self.dynamic_hz.store(v == "yes", Ordering::Relaxed),
-            // At start-up `start` applies it; afterwards CONFIG SET does, here.
-            "jemalloc-bg-thread" if crate::process::started() => {
-                crate::process::apply_jemalloc_bg_thread(v == "yes")
-            }
             "dir" if !v.is_empty() => {
                 if let Err(e) = std::env::set_current_dir(v) {
                     crate::log_warning!("Can't chdir to '{v}': {e}");
@@ -548,6 +531,7 @@ impl Config {
                 }
             }
         }
+        hooks::apply(name, v);
     }
 
     /// Sets a one-argument value at startup (flags) — immutable parameters allowed.
@@ -562,12 +546,15 @@ impl Config {
             // Several `user` lines declare several users: not a parameter with one value.
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             let mut users = self.acl_users.lock().unwrap_or_else(|e| e.into_inner());
-            crate::acl::check_config_user(&args, &users).map_err(|why| ConfigError::BadValue {
-                name: "user".into(),
-                value: args.join(" "),
-                why,
-            })?;
             users.push(args);
+            if let Err(why) = hooks::check_lines("user", &users) {
+                let args = users.pop().unwrap_or_default();
+                return Err(ConfigError::BadValue {
+                    name: "user".into(),
+                    value: args.join(" "),
+                    why,
+                });
+            }
             return Ok(());
         }
         if norm(name) == "rename-command" {
@@ -580,7 +567,11 @@ impl Config {
             };
             let mut renames = self.renames.lock().unwrap_or_else(|e| e.into_inner());
             renames.push((old.to_string(), new.to_string()));
-            if let Err(why) = crate::commands::registry::plan_renames(&renames) {
+            let lines: Vec<Vec<String>> = renames
+                .iter()
+                .map(|(o, n)| vec![o.clone(), n.clone()])
+                .collect();
+            if let Err(why) = hooks::check_lines("rename-command", &lines) {
                 renames.pop();
                 return Err(ConfigError::BadValue {
                     name: "rename-command".into(),
@@ -881,9 +872,35 @@ impl Config {
     pub fn enc_limit(&self, e: EncLimit) -> i64 {
         self.enc_limits[e as usize].load(Ordering::Relaxed)
     }
+    /// All encoding thresholds at once, for a save or load that rebuilds values.
+    pub fn enc_limits(&self) -> EncLimits {
+        let lim = |e, v| Limits {
+            entries: self.enc_limit(e).max(0) as usize,
+            value: self.enc_limit(v).max(0) as usize,
+        };
+        EncLimits {
+            list_fill: Fill::new(self.enc_limit(EncLimit::ListMaxListpackSize)),
+            hash: lim(
+                EncLimit::HashMaxListpackEntries,
+                EncLimit::HashMaxListpackValue,
+            ),
+            set_max_intset: self.enc_limit(EncLimit::SetMaxIntsetEntries).max(0) as usize,
+            zset: lim(
+                EncLimit::ZsetMaxListpackEntries,
+                EncLimit::ZsetMaxListpackValue,
+            ),
+        }
+    }
     #[inline]
     pub fn slowlog_max_len(&self) -> usize {
         self.slowlog_max_len.load(Ordering::Relaxed) as usize
+    }
+    /// `repl-backlog-size` in bytes: the primary's backlog, and the floor of a replica
+    /// connection's output limit.
+    pub fn repl_backlog_size(&self) -> usize {
+        self.get("repl-backlog-size")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(1 << 20)
     }
     pub fn port(&self) -> u16 {
         self.get("port")

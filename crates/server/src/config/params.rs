@@ -1305,9 +1305,9 @@ mod words {
             [v] => v,
             _ => return Err("wrong number of arguments".into()),
         };
-        crate::engine::notify::parse(v)
-            .map(crate::engine::notify::to_string)
-            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into())
+        // The flag letters are checked and put in canonical order by their owner (a hook of
+        // engine::notify).
+        Ok(v.to_string())
     }
 
     /// `maxmemory-clients`: bytes (with Redis's suffixes) or a percentage of maxmemory (`10%`).
@@ -1375,7 +1375,7 @@ mod words {
             return Ok(String::new());
         }
         let expr = args.join(" ");
-        crate::persistence::cron::Cron::parse(&expr)?;
+        // The expression is checked by its owner (a hook of persistence::cron).
         Ok(expr)
     }
 

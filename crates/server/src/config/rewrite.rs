@@ -33,15 +33,9 @@ pub fn rewrite(cfg: &Config, force_all: bool) -> Result<(), String> {
                 std::env::current_dir()
                     .map(|d| d.display().to_string())
                     .unwrap_or(v)
-            } else if p.name == "replicaof" {
-                // Redis's rewriteConfigReplicaOfOption: the primary followed now (REPLICAOF
-                // changes it at run time), none for a primary.
-                crate::replication::replica::link()
-                    .as_ref()
-                    .map(|l| format!("{} {}", l.host, l.port))
-                    .unwrap_or_default()
             } else {
-                v
+                // What the owner knows now (`replicaof`: the primary REPLICAOF made it follow).
+                super::hooks::rewrite(p.name, v)
             };
             (p, v)
         })
@@ -50,10 +44,7 @@ pub fn rewrite(cfg: &Config, force_all: bool) -> Result<(), String> {
     // which holds them instead).
     let aclfile = cfg.get("aclfile").unwrap_or_default();
     let users: Vec<String> = if aclfile.is_empty() {
-        String::from_utf8_lossy(&crate::acl::to_lines())
-            .lines()
-            .map(str::to_string)
-            .collect()
+        super::hooks::lines("user").unwrap_or_default()
     } else {
         Vec::new()
     };

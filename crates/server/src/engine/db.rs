@@ -12,9 +12,9 @@ use std::sync::{Arc, Weak};
 use damselfly_dash::{DashTable, Pos, FLAG_A};
 
 use super::mcstate::{McState, McTable, FLAG_FETCHED, FLAG_MC};
+use super::snapshot::{DbSnap, Sides};
 use super::{access, notify, tracking};
-use crate::persistence::snapshot::{DbSnap, Sides};
-use crate::replication::{journal, role};
+use super::{journal, role};
 
 thread_local! {
     /// The lookup running is a read's (a replica keeps a stale key for reads: `find_notouch`).
@@ -31,7 +31,7 @@ fn as_read<R>(f: impl FnOnce() -> R) -> R {
     READ_LOOKUP.with(|r| r.set(prev));
     out
 }
-use crate::types::{KeyStr, Value};
+use damselfly_types::{KeyStr, Value};
 
 /// Slot flag: the key has an entry in the expiry table.
 pub const FLAG_EXPIRE: u8 = FLAG_A;
@@ -75,7 +75,7 @@ pub struct Db {
     /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
     watched: Watched,
     /// Hashes with field TTLs, for active field expiry (see `commands::hash`).
-    pub hfe: crate::types::hash::HfeIndex,
+    pub hfe: damselfly_types::hash::HfeIndex,
     /// The running snapshot's state for this db, if one runs: every change to the table goes
     /// through `pre_write` / `pre_insert` first (persistence/snapshot.rs).
     pub snap: Option<Box<DbSnap>>,
@@ -780,7 +780,7 @@ impl Db {
         if self.now != 0 {
             self.now
         } else {
-            super::clock::unix_ms()
+            crate::clock::unix_ms()
         }
     }
 
@@ -992,7 +992,7 @@ impl Db {
     pub fn clear(&mut self) {
         journal::touched();
         if !self.watched.is_empty() {
-            self.touch_all(None, crate::engine::clock::unix_ms());
+            self.touch_all(None, crate::clock::unix_ms());
         }
         // A running snapshot keeps the tables as they were and finishes them.
         let kept = self
@@ -1015,7 +1015,7 @@ impl Db {
     pub fn swap(&mut self, other: &mut Db) {
         journal::touched();
         if !self.watched.is_empty() || !other.watched.is_empty() {
-            let now = crate::engine::clock::unix_ms();
+            let now = crate::clock::unix_ms();
             self.touch_all(Some(other), now);
             other.touch_all(Some(self), now);
         }
@@ -1052,7 +1052,7 @@ impl Db {
         for _ in 0..100 {
             let pos = self.prime.random_pos(rnd())?;
             match self.expire_at(pos) {
-                Some(at) if at <= now && crate::replication::role::is_replica() => continue,
+                Some(at) if at <= now && crate::engine::role::is_replica() => continue,
                 Some(at) if at <= now => {
                     // During CLIENT PAUSE nothing expires: the key reads as gone and stays.
                     if crate::engine::pause::expiry_paused() {
@@ -1080,7 +1080,7 @@ impl Db {
                 }
             }
         }
-        if crate::replication::role::is_replica() {
+        if crate::engine::role::is_replica() {
             return found;
         }
         for k in dead {
@@ -1191,7 +1191,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::CompactStr;
+    use damselfly_types::CompactStr;
 
     fn s(v: &[u8]) -> Value {
         Value::str(CompactStr::from_value(v))
@@ -1309,14 +1309,14 @@ mod tests {
         let mut db = Db::new();
         db.set(b"k", s(b"1"), TtlMode::At(1), 0);
         let f = flag();
-        db.watch(b"k", &f, crate::engine::clock::unix_ms());
+        db.watch(b"k", &f, crate::clock::unix_ms());
         db.clear();
         assert!(!dirty(&f));
     }
 
     #[test]
     fn watch_swapdb() {
-        let now = crate::engine::clock::unix_ms();
+        let now = crate::clock::unix_ms();
         // Missing key replaced by a live one: change.
         let (mut a, mut b) = (Db::new(), Db::new());
         b.set(b"k", s(b"1"), TtlMode::Clear, 0);

@@ -201,7 +201,7 @@ pub fn reset_stats() {
     EVICTED.store(0, Ordering::Relaxed);
     EXCEEDED_US.store(0, Ordering::Relaxed);
     if EXCEEDED_SINCE.load(Ordering::Relaxed) != 0 {
-        EXCEEDED_SINCE.store(super::clock::unix_us().max(1), Ordering::Relaxed);
+        EXCEEDED_SINCE.store(crate::clock::unix_us().max(1), Ordering::Relaxed);
     }
 }
 
@@ -211,7 +211,7 @@ pub fn exceeded_ms() -> (u64, u64) {
     let cur = if since == 0 {
         0
     } else {
-        super::clock::unix_us().saturating_sub(since)
+        crate::clock::unix_us().saturating_sub(since)
     };
     (
         (EXCEEDED_US.load(Ordering::Relaxed) + cur) / 1000,
@@ -225,7 +225,7 @@ pub fn note_over(over: bool) {
     if over && since == 0 {
         let _ = EXCEEDED_SINCE.compare_exchange(
             0,
-            super::clock::unix_us().max(1),
+            crate::clock::unix_us().max(1),
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
@@ -236,7 +236,7 @@ pub fn note_over(over: bool) {
             .is_ok()
     {
         EXCEEDED_US.fetch_add(
-            super::clock::unix_us().saturating_sub(since),
+            crate::clock::unix_us().saturating_sub(since),
             Ordering::Relaxed,
         );
     }
@@ -362,7 +362,7 @@ pub fn any_may_evict(n: usize) -> bool {
 
 /// True at most once a millisecond: whether the caller should ask every shard to evict.
 pub fn broadcast_due() -> bool {
-    let now = super::clock::unix_ms();
+    let now = crate::clock::unix_ms();
     let last = BROADCAST_MS.load(Ordering::Relaxed);
     now != last
         && BROADCAST_MS

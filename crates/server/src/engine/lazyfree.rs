@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
 
-use crate::types::{Value, ValueRef};
+use damselfly_types::{Value, ValueRef};
 
 /// Redis's LAZYFREE_THRESHOLD: values costing more allocations than this go to the thread.
 pub const THRESHOLD: usize = 64;
@@ -86,13 +86,13 @@ pub fn reset_stats() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::set::Set;
-    use crate::types::stream::{NodeLimits, Stream, StreamId};
+    use damselfly_types::set::Set;
+    use damselfly_types::stream::{NodeLimits, Stream, StreamId};
 
     #[test]
     fn effort_counts_allocations() {
         assert_eq!(
-            effort(&Value::str(crate::types::CompactStr::from_bytes(b"x"))),
+            effort(&Value::str(damselfly_types::CompactStr::from_bytes(b"x"))),
             1
         );
         let mut s = Set::new();

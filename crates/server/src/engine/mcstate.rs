@@ -16,7 +16,7 @@
 
 use damselfly_dash::{DashTable, FLAG_C, FLAG_D};
 
-use crate::types::KeyStr;
+use damselfly_types::KeyStr;
 
 /// Slot flag: the key has an entry in its db's memcache state table.
 pub const FLAG_MC: u8 = FLAG_C;

@@ -108,19 +108,19 @@ pub fn maybe_paused() -> bool {
 #[inline]
 pub fn expiry_paused() -> bool {
     let end = END_MS.load(Ordering::Relaxed);
-    (end != 0 && end > crate::engine::clock::unix_ms()) || HELD.load(Ordering::Relaxed) != 0
+    (end != 0 && end > crate::clock::unix_ms()) || HELD.load(Ordering::Relaxed) != 0
 }
 
 /// Are writes held now (the stream must not grow: no PING, no GETACK to replicas)?
 #[inline]
 pub fn writes_paused() -> bool {
-    maybe_paused() && state(crate::engine::clock::unix_ms()).is_some()
+    maybe_paused() && state(crate::clock::unix_ms()).is_some()
 }
 
 /// Must a command that writes (`writes`) wait now?
 #[inline]
 pub fn blocks(writes: bool) -> bool {
-    match state(crate::engine::clock::unix_ms()) {
+    match state(crate::clock::unix_ms()) {
         None => false,
         Some(all) => all || writes,
     }
@@ -137,7 +137,7 @@ pub async fn wait(writes: bool) {
     WAITING.with(|w| w.set(w.get() + 1));
     while blocks(writes) {
         let end = END_MS.load(Ordering::Acquire);
-        let now = crate::engine::clock::unix_ms();
+        let now = crate::clock::unix_ms();
         // A failover's pause has no deadline: it ends with a wake-up.
         let left = if end > now { end - now } else { 100 };
         let notified = wake().notified();

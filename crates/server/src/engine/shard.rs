@@ -2,7 +2,7 @@
 //! plain single-threaded state machine (no locks); everything else reaches it through messages.
 
 use super::db::Db;
-use crate::rand::Rng;
+use damselfly_types::rand::Rng;
 
 /// Bounded work per active-expiry tick so a shard never stalls its connections.
 const EXPIRE_CHECKS_PER_TICK: usize = 2000;
@@ -105,7 +105,7 @@ impl Shard {
         }
         // (A replica's keys expire by its primary's DEL, but for those its own clients gave
         // a TTL: replication/role.rs.)
-        if crate::replication::role::is_replica() {
+        if crate::engine::role::is_replica() {
             if self.active_expire {
                 for db in self.dbs.iter_mut() {
                     db.expire_replica_keys(now);

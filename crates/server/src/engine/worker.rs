@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::clock;
 use super::guard::{self, RemotePanic};
 use super::inbox::{Inbox, Msg, Task};
 use super::shard::Shard;
+use crate::clock;
 use crate::config::Config;
 use crate::stats::ThreadStats;
 
@@ -38,7 +38,7 @@ pub struct Shared {
     pub shutdown_notify: tokio::sync::Notify,
     pub run_id: String,
     /// Snapshot bookkeeping (LASTSAVE, INFO persistence, one save at a time).
-    pub persist: crate::persistence::State,
+    pub persist: super::persist::State,
     pub next_conn_thread: AtomicUsize,
     /// Global transaction id counter (only multi-shard or contended transactions take one).
     pub next_txid: AtomicU64,
@@ -62,7 +62,7 @@ impl Shared {
             shutdown: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),
             run_id: make_run_id(now),
-            persist: crate::persistence::State::new(now, threads),
+            persist: super::persist::State::new(now, threads),
             next_conn_thread: AtomicUsize::new(0),
             next_txid: AtomicU64::new(1),
         })
@@ -81,7 +81,7 @@ impl Shared {
 }
 
 fn make_run_id(seed: u64) -> String {
-    let mut rng = crate::rand::Rng::new(seed ^ crate::rand::entropy());
+    let mut rng = damselfly_types::rand::Rng::new(seed ^ damselfly_types::rand::entropy());
     (0..40)
         .map(|_| char::from_digit(rng.below(16) as u32, 16).unwrap_or('0'))
         .collect()

@@ -14,11 +14,11 @@ use super::proto::{deadline_ms, Cmd};
 use super::stats::count;
 use crate::commands::CmdCtx;
 use crate::engine::db::{Db, TtlMode};
+use crate::engine::journal;
 use crate::engine::mcstate::McState;
 use crate::engine::notify as ev;
-use crate::replication::journal;
-use crate::types::compact::IntBuf;
-use crate::types::{CompactStr, Value, ValueRef};
+use damselfly_types::compact::IntBuf;
+use damselfly_types::{CompactStr, Value, ValueRef};
 
 /// A request's scalar fields, packed for the trip to the shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

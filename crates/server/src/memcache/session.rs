@@ -169,7 +169,7 @@ async fn run(
             start += drop;
             swallow -= drop;
         }
-        cx.now_ms = crate::engine::clock::unix_ms();
+        cx.now_ms = crate::clock::unix_ms();
         let mut close = false;
         while !close && swallow == 0 {
             // Frame a batch.
@@ -387,7 +387,7 @@ fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
     if !writes(cmd) {
         return None;
     }
-    if crate::replication::role::is_replica() && shared.config.bool("replica-read-only") {
+    if crate::engine::role::is_replica() && shared.config.bool("replica-read-only") {
         return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
     }
     // Over maxmemory only what grows the dataset is refused (as Redis's DENYOOM: deletes and

@@ -134,7 +134,7 @@ pub async fn render(cx: &mut crate::commands::ConnCtx, args: &[&[u8]]) -> Vec<u8
             }
             let (curr, total) = connections();
             let uptime = shared.started.elapsed().as_secs();
-            let now = crate::engine::clock::unix_ms() / 1000;
+            let now = crate::clock::unix_ms() / 1000;
             let (user, sys) = rusage();
             stat!("pid {}", std::process::id());
             stat!("uptime {uptime}");

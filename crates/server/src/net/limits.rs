@@ -121,7 +121,7 @@ pub fn class_limit(config: &Config, replica: bool, subscribed: bool) -> ObufLimi
     if replica {
         let mut l = config.obuf_limit(ObufClass::Replica);
         if l.hard != 0 {
-            l.hard = l.hard.max(crate::replication::backlog_size(config) as u64);
+            l.hard = l.hard.max(config.repl_backlog_size() as u64);
         }
         return l;
     }

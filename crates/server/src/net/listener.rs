@@ -375,9 +375,23 @@ fn spawn_session(worker: Rc<Worker>, stream: Stream, role: Role, tls: bool) {
             (_, s) => s,
         };
         match role {
-            Role::Memcache => crate::memcache::session::serve(worker, stream).await,
+            Role::Memcache => match MEMCACHE.get() {
+                Some(serve) => serve(worker, stream).await,
+                None => crate::log_warning!("no memcached protocol installed: connection closed"),
+            },
             Role::Admin => crate::net::session::serve_as(worker, stream, true).await,
             Role::Resp => crate::net::session::serve(worker, stream).await,
         }
     });
+}
+
+/// A connection's session in a protocol served above this layer (the memcached protocol).
+pub type Serve = fn(Rc<Worker>, Stream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+static MEMCACHE: std::sync::OnceLock<Serve> = std::sync::OnceLock::new();
+
+/// Installs the memcached protocol's session for `--memcached_port` connections (lib.rs does,
+/// before the listeners start: the network layer does not name the protocols above it).
+pub fn install_memcache(serve: Serve) {
+    let _ = MEMCACHE.set(serve);
 }

@@ -45,6 +45,18 @@ fn limits(w: &Worker) -> ParserLimits {
 }
 
 /// Serves one accepted socket until it closes.
+/// What a layer above the network does when one of its connections goes (pub/sub forgets
+/// the subscriptions, replication the replica): `(thread's worker, client id, its handle)`.
+pub type OnDisconnect = fn(&Rc<Worker>, u64, &ClientHandle);
+
+static ON_DISCONNECT: std::sync::OnceLock<Vec<OnDisconnect>> = std::sync::OnceLock::new();
+
+/// Installs the disconnect hooks, run in order when a RESP connection ends (lib.rs does, before
+/// the listeners start; the first call wins).
+pub fn install_disconnect_hooks(hooks: &[OnDisconnect]) {
+    let _ = ON_DISCONNECT.set(hooks.to_vec());
+}
+
 pub async fn serve(worker: Rc<Worker>, stream: Stream) {
     serve_as(worker, stream, false).await
 }
@@ -108,16 +120,10 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
     impl Drop for Cleanup {
         fn drop(&mut self) {
             client_evict::account(&self.2, 0);
-            let subs = self.2.subs.borrow_mut().take_all();
-            crate::pubsub::forget(&self.0, self.1, subs);
-            if self.2.monitor.replace(false) {
-                crate::pubsub::monitor::remove(&self.0, self.1);
+            for hook in ON_DISCONNECT.get().map(Vec::as_slice).unwrap_or(&[]) {
+                hook(&self.0, self.1, &self.2);
             }
-            crate::pubsub::tracking::disable(&self.0, &self.2);
-            // (A replica's queued share of the stream goes first: the backlog, trimmed when
-            // the replica is forgotten, can then let go of it.)
             self.2.pushes.borrow_mut().clear();
-            crate::replication::forget(self.1);
             crate::net::client::unregister(self.1);
             self.0
                 .shared
@@ -387,7 +393,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
         }
         // Messages that arrived before these commands go out before their replies.
         drain_pushes(cx);
-        cx.now_ms = crate::engine::clock::unix_ms();
+        cx.now_ms = crate::clock::unix_ms();
         let batch_start = Instant::now();
         // Commands run from this read (see the write below).
         let mut ran = 0usize;

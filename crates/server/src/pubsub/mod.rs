@@ -490,6 +490,17 @@ pub fn counts() -> (usize, usize, usize) {
     })
 }
 
+/// A connection went (net::session's disconnect hook): its subscriptions, MONITOR and
+/// client-side caching go with it.
+pub fn on_disconnect(w: &Rc<Worker>, conn: u64, h: &crate::net::client::ClientHandle) {
+    let subs = h.subs.borrow_mut().take_all();
+    forget(w, conn, subs);
+    if h.monitor.replace(false) {
+        monitor::remove(w, conn);
+    }
+    tracking::disable(w, h);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

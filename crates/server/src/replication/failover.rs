@@ -72,7 +72,7 @@ pub fn begin(w: &Rc<Worker>, req: Request) {
         let mut s = state();
         s.phase = Phase::WaitForSync;
         s.end_ms = if req.timeout_ms > 0 {
-            crate::engine::clock::unix_ms() + req.timeout_ms
+            crate::clock::unix_ms() + req.timeout_ms
         } else {
             0
         };
@@ -139,7 +139,7 @@ async fn watch(w: Rc<Worker>) {
         if phase != Phase::WaitForSync {
             return;
         }
-        if end_ms != 0 && crate::engine::clock::unix_ms() >= end_ms {
+        if end_ms != 0 && crate::clock::unix_ms() >= end_ms {
             if force {
                 if let Some((h, p)) = target {
                     crate::log_notice!("FAILOVER to {h}:{p} time out exceeded, failing over.");

@@ -1,6 +1,7 @@
 //! Replication with Redis's protocol (design: docs/design/replication.md).
 //!
-//! - `journal`: where writes leave their records, in an order the primary could have run them.
+//! - `engine::journal` (in the core, below this module): where writes leave their records, in an
+//!   order the primary could have run them; `engine::role` holds the node's role flags.
 //! - this module: the primary's side of the stream. One feeder task (thread 0) turns journal
 //!   records into the stream's bytes (inserting `SELECT` when the database changes, MULTI/EXEC
 //!   around groups), counts the offset, keeps the backlog and hands the bytes to every attached
@@ -13,27 +14,15 @@
 //! PSYNC/REPLCONF/INFO rarely. Shards never take it: they only push to the journal.
 
 pub mod failover;
-pub mod journal;
 pub mod replica;
 pub mod rewrite;
-pub mod role;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::engine::Worker;
-
-/// A full sync's request to attach its replica at the snapshot point (see `journal::Item`).
-pub struct Attach {
-    pub client: u64,
-    pub tid: usize,
-    pub ip: String,
-    /// It asked with PSYNC, so it acknowledges (`REPLCONF ACK`); a SYNC reader never does.
-    pub psync: bool,
-    /// The stream offset at the snapshot point.
-    pub offset: tokio::sync::oneshot::Sender<u64>,
-}
+use crate::engine::journal::{self, Attach};
+use crate::engine::{role, Worker};
 
 /// An attached replica, as INFO and WAIT see it.
 pub struct ReplicaInfo {
@@ -109,13 +98,6 @@ pub fn master() -> MutexGuard<'static, Master> {
     MASTER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `repl-backlog-size` in bytes.
-pub fn backlog_size(cfg: &crate::config::Config) -> usize {
-    cfg.get("repl-backlog-size")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1 << 20)
-}
-
 /// CONFIG SET repl-backlog-size: the backlog (if any) takes the new size.
 pub fn resize_backlog(size: usize) {
     if let Some(b) = master().backlog.as_mut() {
@@ -127,7 +109,7 @@ pub fn resize_backlog(size: usize) {
 pub fn new_replid() -> String {
     let mut s = String::with_capacity(40);
     while s.len() < 40 {
-        s.push_str(&format!("{:016x}", crate::rand::entropy()));
+        s.push_str(&format!("{:016x}", damselfly_types::rand::entropy()));
     }
     s.truncate(40);
     s
@@ -308,7 +290,7 @@ impl Master {
             port: 0,
             online: false,
             ack_offset: 0,
-            ack_ms: crate::engine::clock::unix_ms(),
+            ack_ms: crate::clock::unix_ms(),
             psync: a.psync,
         });
         let _ = a.offset.send(self.offset);
@@ -409,7 +391,7 @@ pub fn attach_partial(m: &mut Master, client: u64, tid: usize, ip: String, port:
         port,
         online: true,
         ack_offset: 0,
-        ack_ms: crate::engine::clock::unix_ms(),
+        ack_ms: crate::clock::unix_ms(),
         psync: true,
     });
 }
@@ -453,7 +435,7 @@ fn close_replica(w: &Rc<Worker>, id: u64, tid: usize) {
 /// replicas that acknowledge: a plain SYNC reader (redis-cli --replica) never does.
 fn drop_silent_replicas(w: &Rc<Worker>, m: &mut Master) {
     let limit = replica::repl_timeout(&w.shared.config).as_millis() as u64;
-    let now = crate::engine::clock::unix_ms();
+    let now = crate::clock::unix_ms();
     let silent = |r: &ReplicaInfo| r.online && r.psync && now.saturating_sub(r.ack_ms) > limit;
     if !m.replicas.iter().any(silent) {
         return;
@@ -484,7 +466,7 @@ pub fn forget(client: u64) {
     // What only this replica still held can go now.
     m.trim();
     if m.replicas.len() != before && m.replicas.is_empty() {
-        m.lonely_since_ms = crate::engine::clock::unix_ms();
+        m.lonely_since_ms = crate::clock::unix_ms();
     }
     REPLICAS.store(m.replicas.len(), Ordering::Relaxed);
 }
@@ -541,7 +523,7 @@ pub fn restore_primary(replid: String, offset: u64, backlog: usize) {
     m.offset = offset;
     m.seldb = None;
     m.backlog = Some(Backlog::new(backlog));
-    m.lonely_since_ms = crate::engine::clock::unix_ms();
+    m.lonely_since_ms = crate::clock::unix_ms();
 }
 
 /// The stream's offset once everything journaled so far is in it (WAIT's target).
@@ -573,7 +555,7 @@ pub fn shutdown_waiters() -> usize {
 pub fn shutdown_in_ms() -> Option<u64> {
     match SHUTDOWN_DEADLINE_MS.load(Ordering::Relaxed) {
         0 => None,
-        d => Some(d.saturating_sub(crate::engine::clock::unix_ms())),
+        d => Some(d.saturating_sub(crate::clock::unix_ms())),
     }
 }
 
@@ -613,13 +595,13 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
             ])));
         }
         crate::log_notice!("Waiting for replicas before shutting down.");
-        let deadline = crate::engine::clock::unix_ms() + secs * 1000;
+        let deadline = crate::clock::unix_ms() + secs * 1000;
         SHUTDOWN_DEADLINE_MS.store(deadline, Ordering::Relaxed);
         let aborted = loop {
             if SHUTDOWN_ABORTED.load(Ordering::SeqCst) {
                 break true;
             }
-            if caught_up(target) || crate::engine::clock::unix_ms() >= deadline {
+            if caught_up(target) || crate::clock::unix_ms() >= deadline {
                 break false;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -631,7 +613,7 @@ pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
     }
     drop(waiting);
     let m = master();
-    let now_ms = crate::engine::clock::unix_ms();
+    let now_ms = crate::clock::unix_ms();
     let mut lagging = 0;
     for r in m.replicas.iter().filter(|r| r.ack_offset < target) {
         lagging += 1;
@@ -716,7 +698,7 @@ fn refresh_good_replicas(m: &Master) {
     let need = MIN_TO_WRITE.load(Ordering::Relaxed) as usize;
     let lag = MAX_LAG.load(Ordering::Relaxed);
     let enough = need == 0 || lag == 0 || {
-        let now = crate::engine::clock::unix_ms();
+        let now = crate::clock::unix_ms();
         m.replicas
             .iter()
             .filter(|r| r.online && now.saturating_sub(r.ack_ms) / 1000 <= lag)
@@ -787,7 +769,7 @@ pub async fn feed(w: Rc<Worker>) {
             && ttl > 0
             && !replica::is_replica()
             && m.lonely_since_ms != 0
-            && crate::engine::clock::unix_ms().saturating_sub(m.lonely_since_ms) / 1000 >= ttl
+            && crate::clock::unix_ms().saturating_sub(m.lonely_since_ms) / 1000 >= ttl
         {
             crate::log_notice!(
                 "Replication backlog freed after {ttl} seconds without connected replicas."
@@ -870,6 +852,47 @@ fn add(m: &mut Master, buf: &mut Vec<u8>, r: &journal::Record) {
         m.seldb = Some(r.db);
     }
     buf.extend_from_slice(&r.resp);
+}
+
+/// Replication's configuration hooks (config::hooks).
+pub const CONFIG_HOOKS: &[crate::config::hooks::Hook] = {
+    use crate::config::hooks::Hook;
+    fn num(v: &str) -> u64 {
+        v.parse().unwrap_or(0)
+    }
+    &[
+        Hook {
+            apply: Some(|v| role::set_read_only(v == "yes")),
+            ..Hook::new("replica-read-only")
+        },
+        Hook {
+            apply: Some(|v| set_min_replicas(Some(num(v)), None)),
+            ..Hook::new("min-replicas-to-write")
+        },
+        Hook {
+            apply: Some(|v| set_min_replicas(None, Some(num(v)))),
+            ..Hook::new("min-replicas-max-lag")
+        },
+        Hook {
+            // Redis's rewriteConfigReplicaOfOption: the primary followed now (REPLICAOF
+            // changes it at run time), none for a primary.
+            rewrite: Some(|_| {
+                replica::link()
+                    .as_ref()
+                    .map(|l| format!("{} {}", l.host, l.port))
+                    .unwrap_or_default()
+            }),
+            ..Hook::new("replicaof")
+        },
+    ]
+};
+
+/// A connection went (net::session's disconnect hook): if it was a replica, it is forgotten.
+/// Its queued share of the stream goes first: the backlog, trimmed when the replica is
+/// forgotten, can then let go of it.
+pub fn on_disconnect(_: &Rc<Worker>, conn: u64, h: &crate::net::client::ClientHandle) {
+    h.pushes.borrow_mut().clear();
+    forget(conn);
 }
 
 #[cfg(test)]

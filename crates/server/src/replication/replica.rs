@@ -65,8 +65,7 @@ pub fn link() -> MutexGuard<'static, Option<Link>> {
     LINK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub use super::role::is_replica;
-use super::role::REPLICA;
+pub use crate::engine::role::is_replica;
 
 /// Is the link up (replicas of a replica sync only then)?
 pub fn link_up() -> bool {
@@ -87,15 +86,15 @@ pub fn start(w: &Rc<Worker>, host: String, port: u16) -> bool {
         state: State::Connecting,
         gen,
         last_io_ms: 0,
-        down_since_ms: crate::engine::clock::unix_ms(),
+        down_since_ms: crate::clock::unix_ms(),
     });
     drop(l);
     UP.store(false, Ordering::Relaxed);
-    REPLICA.store(true, Ordering::SeqCst);
+    crate::engine::role::set_replica(true);
     crate::process::oom_role_changed();
     // Writes applied from the primary are its stream, forwarded as they are: this server's
     // journal stops (its shards stop journaling at their next command: `journal::suspend`).
-    super::journal::suspend();
+    crate::engine::journal::suspend();
     tokio::task::spawn_local(run(w.clone(), gen, host, port));
     true
 }
@@ -112,7 +111,7 @@ pub fn stop() -> bool {
     GEN.fetch_add(1, Ordering::SeqCst);
     drop(l);
     UP.store(false, Ordering::Relaxed);
-    REPLICA.store(false, Ordering::SeqCst);
+    crate::engine::role::set_replica(false);
     crate::process::oom_role_changed();
     let mut m = super::master();
     m.replid2 = std::mem::replace(&mut m.replid, super::new_replid());
@@ -195,10 +194,10 @@ fn set_state(gen: u64, st: State) {
     if let Some(l) = link().as_mut().filter(|l| l.gen == gen) {
         UP.store(st == State::Connected, Ordering::Relaxed);
         if st != State::Connected && l.state == State::Connected {
-            l.down_since_ms = crate::engine::clock::unix_ms();
+            l.down_since_ms = crate::clock::unix_ms();
         }
         l.state = st;
-        l.last_io_ms = crate::engine::clock::unix_ms();
+        l.last_io_ms = crate::clock::unix_ms();
     }
 }
 
@@ -303,7 +302,7 @@ async fn command(
     cfg: &crate::config::Config,
     args: &[&[u8]],
 ) -> Result<String, LinkError> {
-    wr.write_all(&super::journal::encode(args))
+    wr.write_all(&crate::engine::journal::encode(args))
         .await
         .map_err(|e| e.to_string())?;
     read_line(r, cfg, TIMEOUT_HANDSHAKE).await
@@ -409,7 +408,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         m.replid2 = "0".repeat(40);
         m.second_offset = -1;
         m.offset = off;
-        let size = super::backlog_size(&cfg);
+        let size = cfg.repl_backlog_size();
         // A new history: the backlog starts over (sub-replicas must full-sync again).
         m.backlog = Some(super::Backlog::new(size));
         drop(m);
@@ -426,7 +425,7 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
         );
         // Restarted from our snapshot, we have no backlog yet: the offset counts only bytes
         // a backlog or a replica takes (Redis creates it here too).
-        super::master().ensure_backlog(super::backlog_size(&cfg));
+        super::master().ensure_backlog(cfg.repl_backlog_size());
         if !new_id.is_empty() {
             let mut m = super::master();
             if m.replid != new_id {
@@ -463,7 +462,7 @@ async fn full_sync(
     let path = std::path::PathBuf::from(format!(
         "temp-{}.{}.rdb",
         std::process::id(),
-        crate::engine::clock::unix_ms()
+        crate::clock::unix_ms()
     ));
     // (Plain file writes: a chunk at a time, they cost this thread microseconds.)
     let mut file = std::fs::File::create(&path).map_err(|e| {
@@ -605,7 +604,7 @@ async fn apply_stream(
     // stream where it was, without a SELECT (Redis keeps its cached master's db). A full sync's
     // stream starts with one.
     cx.db = STREAM_DB.load(Ordering::Relaxed);
-    super::role::set_master_client(cx.client_id());
+    crate::engine::role::set_master_client(cx.client_id());
     // The link is a client as Redis shows it: flag M, the primary's address; CLIENT KILL
     // (by address, id or TYPE master) drops it and it reconnects.
     {
@@ -688,7 +687,7 @@ async fn apply_stream(
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            cx.now_ms = crate::engine::clock::unix_ms();
+            cx.now_ms = crate::clock::unix_ms();
             apply(&mut cx, &buf, &cmds).await;
             cx.reply.clear();
             STREAM_DB.store(cx.db, Ordering::Relaxed);
@@ -854,7 +853,7 @@ async fn apply(cx: &mut ConnCtx, buf: &[u8], cmds: &[Vec<(usize, usize)>]) {
 
 async fn send_ack(wr: &mut WriteHalf) -> Result<(), LinkError> {
     let off = super::master().offset.to_string();
-    wr.write_all(&super::journal::encode(&[
+    wr.write_all(&crate::engine::journal::encode(&[
         b"REPLCONF",
         b"ACK",
         off.as_bytes(),

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use mlua::ffi;
 
-use crate::engine::clock::Ticks;
+use crate::clock::Ticks;
 
 /// Lua instructions between two hook runs (Redis uses the same count).
 const HOOK_EVERY: c_int = 100_000;

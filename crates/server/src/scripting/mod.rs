@@ -1494,7 +1494,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
     ] {
         redis.raw_set(k, v)?;
     }
-    let version = crate::commands::connection::REDIS_VERSION;
+    let version = crate::version::REDIS_VERSION;
     redis.raw_set("REDIS_VERSION", version)?;
     let num = version
         .split('.')

@@ -215,7 +215,7 @@ fn apply(
         .map_err(|e| (*oom, e))?;
     }
     if names.contains(&"repl-backlog-size") {
-        crate::replication::resize_backlog(crate::replication::backlog_size(cfg));
+        crate::replication::resize_backlog(cfg.repl_backlog_size());
     }
     Ok(())
 }

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use super::stats_snapshot::gather;
 use super::sysinfo::human_bytes;
-use crate::commands::connection::REDIS_VERSION;
 use crate::commands::ConnCtx;
+use crate::version::REDIS_VERSION;
 
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")

@@ -6,8 +6,8 @@ use crate::commands::connection::help_reply;
 use crate::commands::util::*;
 use crate::commands::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::db::TtlMode;
-use crate::types::compact::fmt_i64;
-use crate::types::{CompactStr, Value, ValueRef};
+use damselfly_types::compact::fmt_i64;
+use damselfly_types::{CompactStr, Value, ValueRef};
 
 use super::sysinfo::{human_bytes, mem_stats};
 
@@ -87,7 +87,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             // DEBUG REPLICATE cmd [args...]: into the replication stream, not executed (to
             // test replicas' handling of commands they cannot run).
             (b"replicate", 3..) => {
-                use crate::replication::journal;
+                use crate::engine::journal;
                 if journal::active() {
                     journal::push(journal::Item::One(journal::Record {
                         db: cx.db,
@@ -129,8 +129,9 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                             let mut cursor = 0;
                             loop {
                                 cursor = db.scan(cursor, |k, v, at| {
-                                    let d = super::digest::key_digest(i, k.as_bytes(), v, at);
-                                    super::digest::combine(&mut acc, &d);
+                                    let d =
+                                        damselfly_types::digest::key_digest(i, k.as_bytes(), v, at);
+                                    damselfly_types::digest::combine(&mut acc, &d);
                                 });
                                 if cursor == 0 {
                                     break;
@@ -143,9 +144,9 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     .await;
                 let mut all = [0u8; 20];
                 for p in &parts {
-                    super::digest::combine(&mut all, p);
+                    damselfly_types::digest::combine(&mut all, p);
                 }
-                cx.reply.simple(&super::digest::hex(&all));
+                cx.reply.simple(&damselfly_types::digest::hex(&all));
             }
             (b"digest-value", _) => {
                 let mut out = Vec::with_capacity(n - 2);
@@ -155,7 +156,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                         let now = c.now;
                         let db = c.db();
                         db.find(&owned, now)
-                            .map(|pos| super::digest::value_digest(db.at(pos).1))
+                            .map(|pos| damselfly_types::digest::value_digest(db.at(pos).1))
                             .unwrap_or([0; 20])
                     });
                     // One hop per key; only the last one ends the command.
@@ -164,7 +165,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     } else {
                         hop.run_more().await
                     };
-                    out.push(super::digest::hex(&d));
+                    out.push(damselfly_types::digest::hex(&d));
                 }
                 cx.reply.array(out.len());
                 for d in out {
@@ -197,7 +198,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             }
             (b"quicklist-packed-threshold", 3) => {
                 let ok = crate::config::parse_memory(&String::from_utf8_lossy(args[2]))
-                    .is_some_and(crate::persistence::rdb::object::set_list_packed_threshold);
+                    .is_some_and(damselfly_types::rdb::object::set_list_packed_threshold);
                 if ok {
                     cx.reply.ok();
                 } else {
@@ -450,8 +451,8 @@ fn rdb_len_bytes(len: usize) -> usize {
 
 /// DEBUG LISTPACK / QUICKLIST's text for the log: the encoding, the element count and the
 /// elements (at most 64, each cut at 64 bytes).
-fn describe_packed(v: &crate::types::Value) -> String {
-    use crate::types::ValueRef;
+fn describe_packed(v: &damselfly_types::Value) -> String {
+    use damselfly_types::ValueRef;
     let mut items: Vec<String> = Vec::new();
     let show = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(64)]).into_owned();
     let n = match v.view() {

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use super::stats_snapshot::{gather, Totals};
 use super::sysinfo::{cpu_times, total_system_memory, uname};
-use crate::commands::connection::REDIS_VERSION;
+use crate::clock;
 use crate::commands::{BoxFut, ConnCtx};
-use crate::engine::clock;
+use crate::version::REDIS_VERSION;
 
 use super::sysinfo::human_bytes;
 
@@ -332,7 +332,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "rdb_last_bgsave_time_sec:{}", last);
             let current = if bg {
                 let started = p.bgsave_started_ms.load(Ordering::Relaxed);
-                (crate::engine::clock::unix_ms().saturating_sub(started) / 1000) as i64
+                (crate::clock::unix_ms().saturating_sub(started) / 1000) as i64
             } else {
                 -1
             };

@@ -4,9 +4,9 @@
 
 use crate::commands::util::*;
 use crate::commands::ConnCtx;
-use crate::rand::Rng;
+use damselfly_types::rand::Rng;
 
-const VERSION: &str = crate::commands::connection::REDIS_VERSION;
+const VERSION: &str = crate::version::REDIS_VERSION;
 
 /// A bitmap of small colour numbers (`lwCanvas`).
 struct Canvas {

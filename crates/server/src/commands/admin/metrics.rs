@@ -491,7 +491,7 @@ fn replication_state() -> ReplState {
 
 /// Replication: offsets, attached replicas and their lag; on a replica, its link.
 fn replication(o: &mut String, r: &ReplState) {
-    let now = crate::engine::clock::unix_ms();
+    let now = crate::clock::unix_ms();
     metric(
         o,
         "connected_replicas",

@@ -2,10 +2,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::clock;
 use crate::commands::connection::help_reply;
 use crate::commands::util::*;
 use crate::commands::{BoxFut, ConnCtx};
-use crate::engine::clock;
 use crate::stats::SlowEntry;
 
 pub fn time(cx: &mut ConnCtx, _args: &[&[u8]]) {

@@ -13,7 +13,6 @@ pub mod command_cmd;
 pub mod config_cmd;
 pub mod console;
 pub mod debug;
-pub mod digest;
 pub mod info;
 pub mod lolwut;
 pub mod metrics;

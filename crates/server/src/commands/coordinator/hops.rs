@@ -479,7 +479,7 @@ impl OnShard {
             now: cx.now_ms,
             client: cx.client_id(),
             ver: cx.reply.ver,
-            dirty: crate::replication::journal::active().then(|| cx.hop_dirty.clone()),
+            dirty: crate::engine::journal::active().then(|| cx.hop_dirty.clone()),
         }
     }
 
@@ -490,7 +490,7 @@ impl OnShard {
         scratch: &mut Reply,
         f: impl FnOnce(&mut CmdCtx<'_>) -> R,
     ) -> R {
-        use crate::replication::journal;
+        use crate::engine::journal;
         let Some(d) = &self.dirty else {
             return CmdCtx::over(w, self.db, self.now, self.client, scratch, f);
         };
@@ -602,7 +602,7 @@ async fn run_transaction(
     if !cx.coord.in_transaction() {
         // (Not while journaling: its shards conclude inside the hop, before the
         // command's record could enter the journal.)
-        if last && single_fan(&steps) && !crate::replication::journal::active() {
+        if last && single_fan(&steps) && !crate::engine::journal::active() {
             let Some(Step::Fan { .. }) = steps.first() else {
                 unreachable!()
             };
@@ -658,7 +658,7 @@ fn mode(cx: &ConnCtx, steps: &[Step<'_>], last: bool) -> Mode {
     }
     // While journaling, a chain on one shard is a transaction too: its record enters the
     // journal from the coordinator, which must still hold the keys then.
-    if last && !crate::replication::journal::active() {
+    if last && !crate::engine::journal::active() {
         if let Some(s) = plan.single_shard() {
             if steps.iter().all(|st| st.shards().iter().all(|&x| x == s)) {
                 return Mode::OneShard(s);
@@ -697,7 +697,7 @@ async fn run_one_shard(
     let steps: Vec<Step<'static>> = steps.into_iter().map(Step::into_owned).collect();
     w.call_deferred(shard, move |w, resp| {
         vll::quick(w, locks, sl, move |w| {
-            if on.dirty.is_none() && crate::replication::journal::here() {
+            if on.dirty.is_none() && crate::engine::journal::here() {
                 resp.send(w, Err::<Erased, Vec<Step<'static>>>(steps));
                 return;
             }

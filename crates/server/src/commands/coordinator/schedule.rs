@@ -54,7 +54,7 @@ pub struct Coord {
     /// enters the journal while it holds them.
     journaled: bool,
     /// EXEC's or a script's replication records, pushed as one group before it concludes.
-    pub group: Option<Vec<crate::replication::journal::Record>>,
+    pub group: Option<Vec<crate::engine::journal::Record>>,
     /// A script's transaction started but not queued yet (`begin_exec_unqueued`).
     unqueued: Option<(Locks, ShardLock)>,
 }
@@ -201,7 +201,7 @@ impl Coord {
             }
         }
         self.plan = plan;
-        self.journaled = crate::replication::journal::journaled_id(id);
+        self.journaled = crate::engine::journal::journaled_id(id);
         self.tx = Some(Scheduled {
             id,
             shards: smallvec::smallvec![w.id],
@@ -260,8 +260,8 @@ impl Coord {
         self.exec = false;
         if let Some(g) = self.group.take() {
             // (Not when the server became a replica meanwhile: REPLICAOF inside EXEC.)
-            if !g.is_empty() && crate::replication::journal::active() {
-                crate::replication::journal::push(crate::replication::journal::Item::Group(g));
+            if !g.is_empty() && crate::engine::journal::active() {
+                crate::engine::journal::push(crate::engine::journal::Item::Group(g));
             }
         }
         self.conclude(w);
@@ -290,7 +290,7 @@ impl Coord {
             .map(|&s| (s, self.plan.locks_for(s)))
             .collect();
         let id = schedule_on(w, &parts, sl).await;
-        self.journaled = crate::replication::journal::journaled_id(id);
+        self.journaled = crate::engine::journal::journaled_id(id);
         self.tx = Some(Scheduled {
             id,
             shards,
@@ -320,7 +320,7 @@ impl Coord {
         let id = schedule_on(w, &others, sl).await;
         // Journaled chains do not take this path (hops.rs); an id journaled anyway raced the
         // first activation: its record still goes in, late (docs/design/replication.md).
-        self.journaled = crate::replication::journal::journaled_id(id);
+        self.journaled = crate::engine::journal::journaled_id(id);
         self.tx = Some(Scheduled {
             id,
             shards,

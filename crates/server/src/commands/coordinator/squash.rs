@@ -11,10 +11,10 @@ use smallvec::SmallVec;
 use damselfly_protocol::Reply;
 
 use super::plan;
+use crate::clock::Ticks;
 use crate::commands::{
     flags, record_call, registry, run_shard_cmd, ConnCtx, Entry, KeySpec, ReplyMode, ShardFn,
 };
-use crate::engine::clock::Ticks;
 use crate::engine::shard_of;
 use crate::engine::vll::{self, KeyLock, Locks, ShardLock};
 

@@ -359,7 +359,7 @@ impl<E: Entry> OaTable<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::CompactStr;
+    use crate::CompactStr;
     use std::collections::{HashMap, HashSet};
 
     /// A hash table (field, value), as `types::hash` uses it.

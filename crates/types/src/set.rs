@@ -9,9 +9,9 @@
 
 pub mod intset;
 
+use crate::compact::{fmt_i64, parse_strict_i64, CompactStr, IntBuf};
+use crate::oatable::{self, OaTable, Policy};
 use crate::rand::Rng;
-use crate::types::compact::{fmt_i64, parse_strict_i64, CompactStr, IntBuf};
-use crate::types::oatable::{self, OaTable, Policy};
 use intset::IntSet;
 
 /// The `hashtable` encoding: member words (integers stay int-encoded and hash as their

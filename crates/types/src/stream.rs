@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use smallvec::SmallVec;
 
 use super::varint;
-use crate::persistence::rdb::listpack::int_element_size;
-use crate::persistence::rdb::stream::{
-    redis_entry_lp_bytes, redis_needs_new_node, redis_node_header_lp_bytes,
+use crate::lpsize::{
+    int_element_size, redis_entry_lp_bytes, redis_needs_new_node, redis_node_header_lp_bytes,
+    STREAM_LISTPACK_MAX_SIZE,
 };
 
 /// A stream entry ID: milliseconds and sequence number.
@@ -158,9 +158,6 @@ pub struct NodeLimits {
     pub max_bytes: usize,
     pub max_entries: usize,
 }
-
-/// Redis's STREAM_LISTPACK_MAX_SIZE: a node never grows past 1 GiB.
-const LISTPACK_MAX: usize = 1 << 30;
 
 const F_DELETED: u8 = 1;
 const F_SAME: u8 = 2;
@@ -583,7 +580,7 @@ impl Stream {
     pub fn append(&mut self, id: StreamId, fv: &[&[u8]], lim: NodeLimits) -> Result<(), AddError> {
         debug_assert!(id > self.last_id || (self.last_id.is_zero() && self.entries_added == 0));
         let total: usize = fv.iter().map(|s| s.len()).sum();
-        if total > LISTPACK_MAX {
+        if total > STREAM_LISTPACK_MAX_SIZE {
             return Err(AddError::TooLarge);
         }
         // One walk down the tree per append (the tail is what XADD touches; a second lookup

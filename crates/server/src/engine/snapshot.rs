@@ -21,12 +21,12 @@ use std::time::Instant;
 
 use damselfly_dash::{BucketId, Pos, FLAG_B};
 
-use super::rdb::object::{write_object, EncLimits, Pieces};
-use super::rdb::wire::Parts;
-use super::rdb::Writer;
 use crate::engine::db::{ExpireTable, PrimeTable, FLAG_EXPIRE};
 use crate::engine::mcstate::{McTable, FLAG_MC};
 use crate::engine::shard::Shard;
+use damselfly_types::rdb::object::{write_object, EncLimits, Pieces};
+use damselfly_types::rdb::wire::Parts;
+use damselfly_types::rdb::Writer;
 
 /// A chunk is handed to the writer once it holds this much.
 const CHUNK_BYTES: usize = Parts::PART_BYTES;
@@ -237,7 +237,7 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
     w.write_header()?;
     w.write_aux(b"redis-ver", h.redis_ver.as_bytes())?;
     w.write_aux_int(b"redis-bits", 64)?;
-    w.write_aux_int(b"ctime", (crate::engine::clock::unix_ms() / 1000) as i64)?;
+    w.write_aux_int(b"ctime", (crate::clock::unix_ms() / 1000) as i64)?;
     w.write_aux_int(b"used-mem", h.used_mem as i64)?;
     w.write_aux_int(b"aof-base", 0)?;
     if let Some(db) = h.repl_stream_db {
@@ -248,7 +248,7 @@ fn write_header<W: Write>(w: &mut Writer<W>, h: &Header) -> io::Result<()> {
         w.write_aux_int(b"repl-offset", *offset as i64)?;
     }
     for code in &h.functions {
-        w.write_u8(crate::persistence::rdb::wire::opcode::FUNCTION2)?;
+        w.write_u8(damselfly_types::rdb::wire::opcode::FUNCTION2)?;
         w.write_string(code.as_bytes())?;
     }
     Ok(())
@@ -507,7 +507,7 @@ impl DbSnap {
 
     /// Writes up to `max` more elements of the big collection `i` (`v` is its value, found
     /// by key); once complete its chunk is ready and true comes back.
-    fn write_big(&mut self, i: usize, v: &crate::types::Value, max: usize) -> bool {
+    fn write_big(&mut self, i: usize, v: &damselfly_types::Value, max: usize) -> bool {
         let big = &mut self.big[i];
         match big.pieces.write_more(&mut big.out, Some(&big.key), v, max) {
             Ok(false) => false,
@@ -828,8 +828,8 @@ pub fn serialize_shard(shard: &mut Shard, job: &Arc<Job>, abort: &AtomicBool) ->
 
 /// Elements of a collection (0 for a string): what decides whether the walk writes it in
 /// pieces.
-fn elements(v: &crate::types::Value) -> usize {
-    use crate::types::value::ValueRef;
+fn elements(v: &damselfly_types::Value) -> usize {
+    use damselfly_types::value::ValueRef;
     match v.view() {
         ValueRef::Str(_) => 0,
         ValueRef::List(l) => l.len(),
@@ -866,7 +866,7 @@ pub fn debug_delay(v: i64) {
 mod tests {
     use super::*;
     use crate::engine::db::TtlMode;
-    use crate::types::{CompactStr, Value};
+    use damselfly_types::{CompactStr, Value};
     use std::collections::BTreeMap;
     use std::sync::mpsc::Receiver;
 
@@ -877,7 +877,7 @@ mod tests {
     }
 
     /// The file the chunks received so far make, parsed back.
-    fn received(rx: &Receiver<Msg>) -> Vec<super::super::load::Entry> {
+    fn received(rx: &Receiver<Msg>) -> Vec<crate::engine::rdb_load::Entry> {
         let mut w = Writer::new(Vec::new());
         w.write_header().unwrap();
         while let Ok(m) = rx.try_recv() {
@@ -888,7 +888,7 @@ mod tests {
             }
         }
         let file = w.finish().unwrap();
-        let ds = super::super::load::parse(&file, 1, 16, 0, &EncLimits::default()).unwrap();
+        let ds = crate::engine::rdb_load::parse(&file, 1, 16, 0, &EncLimits::default()).unwrap();
         ds.shards.into_iter().flatten().collect()
     }
 
@@ -989,7 +989,7 @@ mod tests {
     fn digests(rx: &Receiver<Msg>) -> BTreeMap<Vec<u8>, [u8; 20]> {
         let mut out = BTreeMap::new();
         for e in received(rx) {
-            let d = crate::commands::admin::digest::value_digest(&e.value);
+            let d = damselfly_types::digest::value_digest(&e.value);
             assert!(
                 out.insert(e.key.key().to_vec(), d).is_none(),
                 "a key written twice"
@@ -1003,7 +1003,7 @@ mod tests {
             .db(0)
             .iter()
             .map(|(k, v)| {
-                let d = crate::commands::admin::digest::value_digest(v);
+                let d = damselfly_types::digest::value_digest(v);
                 (k.key().to_vec(), d)
             })
             .collect()
@@ -1014,11 +1014,11 @@ mod tests {
     /// begun, deleting one, small keys) still give the dataset as it was at the start.
     #[test]
     fn big_values_are_written_in_pieces_at_their_start_state() {
-        use crate::types::hash::Hash;
-        use crate::types::list::{Fill, List};
-        use crate::types::set::Set;
-        use crate::types::zset::ZSet;
-        use crate::types::Limits;
+        use damselfly_types::hash::Hash;
+        use damselfly_types::list::{Fill, List};
+        use damselfly_types::set::Set;
+        use damselfly_types::zset::ZSet;
+        use damselfly_types::Limits;
         let lim = Limits {
             entries: 128,
             value: 64,
@@ -1085,20 +1085,20 @@ mod tests {
                     let key = big.key.clone();
                     let v = shard.db(0).get_mut(&key, 0).unwrap();
                     match v.view() {
-                        crate::types::value::ValueRef::Set(_) => {
+                        damselfly_types::value::ValueRef::Set(_) => {
                             v.as_set_mut().unwrap().add(b"new", 512);
                         }
-                        crate::types::value::ValueRef::List(_) => {
+                        damselfly_types::value::ValueRef::List(_) => {
                             v.as_list_mut().unwrap().push_back(b"new", Fill::new(-2));
                         }
-                        crate::types::value::ValueRef::Hash(_) => {
+                        damselfly_types::value::ValueRef::Hash(_) => {
                             v.as_hash_mut().unwrap().set(b"new", b"new", lim, false);
                         }
-                        crate::types::value::ValueRef::ZSet(_) => {
+                        damselfly_types::value::ValueRef::ZSet(_) => {
                             v.as_zset_mut().unwrap().insert(b"new", -1.0, &lim);
                         }
-                        crate::types::value::ValueRef::Str(_)
-                        | crate::types::value::ValueRef::Stream(_) => unreachable!(),
+                        damselfly_types::value::ValueRef::Str(_)
+                        | damselfly_types::value::ValueRef::Stream(_) => unreachable!(),
                     }
                 }
             }

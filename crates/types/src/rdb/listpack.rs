@@ -19,9 +19,8 @@
 use std::borrow::Cow;
 
 use super::wire::{format_i64, parse_canonical_i64, BlobError};
+use crate::lpsize::HEADER_SIZE;
 
-/// Header size: total bytes + count.
-pub const HEADER_SIZE: usize = 6;
 /// Header count meaning "unknown, walk the entries".
 pub const COUNT_UNKNOWN: u16 = u16::MAX;
 const EOF: u8 = 0xFF;
@@ -176,55 +175,6 @@ impl LpBuilder {
         self.buf[4..6].copy_from_slice(&count.to_le_bytes());
         self.buf
     }
-}
-
-/// Bytes an integer element takes in a listpack (encoding, data and back-length), as
-/// [`LpBuilder::push_int`] writes it.
-pub fn int_element_size(v: i64) -> usize {
-    let data = if (0..=127).contains(&v) {
-        1
-    } else if (-4096..=4095).contains(&v) {
-        2
-    } else if i16::try_from(v).is_ok() {
-        3
-    } else if (-(1 << 23)..(1 << 23)).contains(&v) {
-        4
-    } else if i32::try_from(v).is_ok() {
-        5
-    } else {
-        9
-    };
-    data + 1
-}
-
-/// Bytes a string element takes in a listpack, as [`LpBuilder::push_bytes`] writes it
-/// (canonical integers as integers). Lets a structure that is not a listpack (our stream
-/// nodes) cut itself where Redis's listpacks would be cut.
-pub fn element_size(s: &[u8]) -> usize {
-    if let Some(v) = parse_canonical_i64(s) {
-        return int_element_size(v);
-    }
-    let len = s.len();
-    let head = if len < 64 {
-        1
-    } else if len < 4096 {
-        2
-    } else {
-        5
-    };
-    let l = head + len;
-    let backlen = if l <= 127 {
-        1
-    } else if l < 16383 {
-        2
-    } else if l < 2097151 {
-        3
-    } else if l < 268435455 {
-        4
-    } else {
-        5
-    };
-    l + backlen
 }
 
 /// Encodes `items` into a listpack.
@@ -391,6 +341,7 @@ fn decode_entry(buf: &[u8], p: usize, last: usize) -> Result<(PackedEntry<'_>, u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lpsize::element_size;
     use proptest::prelude::*;
 
     fn lp(items: &[&[u8]]) -> Vec<u8> {

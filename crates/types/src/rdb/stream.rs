@@ -28,8 +28,9 @@
 //! their PEL. Type 15 lacks what 19 added; Redis derives it at load (see [`read_stream`]).
 //! All IDs, names and PELs are written in radix-tree order (byte order of the key).
 //!
-//! Node cutting, for a caller that keeps its own nodes: see [`redis_needs_new_node`] and the
-//! `redis_*_lp_bytes` functions, which give the sizes of Redis's node listpacks exactly.
+//! Node cutting, for a caller that keeps its own nodes: see `crate::lpsize`
+//! (`redis_needs_new_node` and the `redis_*_lp_bytes` functions give the sizes of Redis's node
+//! listpacks exactly).
 
 use std::io::{self, Write};
 
@@ -42,9 +43,6 @@ pub const FLAG_DELETED: i64 = 1;
 pub const FLAG_SAMEFIELDS: i64 = 2;
 /// `SCG_INVALID_ENTRIES_READ`: a group's entries-read counter is unknown.
 pub const INVALID_ENTRIES_READ: i64 = -1;
-/// `STREAM_LISTPACK_MAX_SIZE`: Redis never lets a node listpack grow past this (1 GiB), and
-/// uses it for `stream-node-max-bytes 0`.
-pub const STREAM_LISTPACK_MAX_SIZE: usize = 1 << 30;
 
 /// A stream entry ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
@@ -167,84 +165,6 @@ pub struct StreamImage {
 
 // ---------------------------------------------------------------------------------------------
 // Listpack sizes, for cutting nodes where Redis cuts them.
-
-/// Bytes one entry adds to a Redis node listpack: flags, ms-diff, seq-diff, (without
-/// `same_fields`) the field count and names, the values, lp-count. `id_delta_*` are the ID
-/// minus the master ID, part by part, as wrapping differences
-/// (`id.ms.wrapping_sub(master.ms) as i64`). Deleting an entry later does not change its size
-/// (the flags stay one byte).
-pub fn redis_entry_lp_bytes(
-    id_delta_ms: i64,
-    id_delta_seq: i64,
-    same_fields: bool,
-    fields: &[(&[u8], &[u8])],
-) -> usize {
-    let n = fields.len() as i64;
-    // Flags are 0..=3: one byte plus back-length.
-    let mut total =
-        2 + listpack::int_element_size(id_delta_ms) + listpack::int_element_size(id_delta_seq);
-    let mut lp_count = n + 3;
-    if !same_fields {
-        total += listpack::int_element_size(n);
-        lp_count += n + 1;
-    }
-    for (f, v) in fields {
-        if !same_fields {
-            total += listpack::element_size(f);
-        }
-        total += listpack::element_size(v);
-    }
-    total + listpack::int_element_size(lp_count)
-}
-
-/// Bytes of a node listpack holding only its master entry with the given live and deleted
-/// counts: the 6-byte header, `live deleted num-fields field.. 0`, and the 1-byte end. A
-/// node's `lpBytes` is this plus [`redis_entry_lp_bytes`] of each entry it holds (deleted
-/// ones included); Redis rewrites the counts in place, so the size moves when they cross an
-/// encoding boundary (127 → 128 takes one byte more).
-pub fn redis_node_header_lp_bytes(live: u64, deleted: u64, master_fields: &[&[u8]]) -> usize {
-    let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    listpack::HEADER_SIZE
-        + listpack::int_element_size(as_i64(live))
-        + listpack::int_element_size(as_i64(deleted))
-        + listpack::int_element_size(master_fields.len() as i64)
-        + master_fields
-            .iter()
-            .map(|f| listpack::element_size(f))
-            .sum::<usize>()
-        + listpack::int_element_size(0)
-        + 1
-}
-
-/// [`redis_node_header_lp_bytes`] of a new node (count 1, deleted 0): with the
-/// [`redis_entry_lp_bytes`] of its first entry (`same_fields`, deltas 0), the `lpBytes` of
-/// the node `XADD` creates.
-pub fn redis_master_lp_bytes(master_fields: &[&[u8]]) -> usize {
-    redis_node_header_lp_bytes(1, 0, master_fields)
-}
-
-/// Whether redis-server 7.0 appends an entry to a new node rather than to the tail node
-/// (`streamAppendItem`). `tail_lp_bytes` is the tail node's `lpBytes` (see
-/// [`redis_node_header_lp_bytes`]), `tail_entries` its live + deleted entries,
-/// `new_entry_raw_len` the sum of the lengths of the new entry's field names and values as
-/// given (Redis's `totelelen`: raw bytes, not their listpack encoding),
-/// `node_max_bytes`/`node_max_entries` the `stream-node-max-bytes`/`-entries` settings
-/// (0 = no limit; bytes are capped at [`STREAM_LISTPACK_MAX_SIZE`]).
-pub fn redis_needs_new_node(
-    tail_lp_bytes: usize,
-    tail_entries: u64,
-    new_entry_raw_len: usize,
-    node_max_bytes: usize,
-    node_max_entries: u64,
-) -> bool {
-    let max_bytes = if node_max_bytes == 0 || node_max_bytes > STREAM_LISTPACK_MAX_SIZE {
-        STREAM_LISTPACK_MAX_SIZE
-    } else {
-        node_max_bytes
-    };
-    tail_lp_bytes.saturating_add(new_entry_raw_len) >= max_bytes
-        || (node_max_entries != 0 && tail_entries >= node_max_entries)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Writing.
@@ -836,7 +756,8 @@ fn read_group(r: &mut Reader<'_>, version: u8, meta: &StreamMeta) -> Result<Grou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::rdb::wire::{check_dump_payload, dump_payload};
+    use crate::lpsize::*;
+    use crate::rdb::wire::{check_dump_payload, dump_payload};
 
     // DUMP payloads from a real redis-server 7.0.15 (`redis-server --port 0 --unixsocket
     // /tmp/sfx/r.sock --save ''`), built with these commands (through a raw RESP socket client;

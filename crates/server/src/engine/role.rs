@@ -1,12 +1,17 @@
 //! Which role this server plays, as the engine needs to know it: whether it is a replica, and
-//! whether the shard work running now is its primary's stream. Kept apart from `replica.rs`
-//! (the link) so that the engine depends on nothing but this and the journal.
+//! whether the shard work running now is its primary's stream. In the core so that the engine
+//! names no subsystem; the link itself (`replication::replica`) sets it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// This server replicates a primary (one relaxed load on every write command).
-pub(super) static REPLICA: AtomicBool = AtomicBool::new(false);
+static REPLICA: AtomicBool = AtomicBool::new(false);
+
+/// The link starts (true) or stops (false) following a primary.
+pub fn set_replica(on: bool) {
+    REPLICA.store(on, Ordering::SeqCst);
+}
 
 /// `replica-read-only` (mirrored from the configuration).
 static READ_ONLY: AtomicBool = AtomicBool::new(true);
@@ -40,7 +45,7 @@ pub fn is_replica() -> bool {
     REPLICA.load(Ordering::Relaxed)
 }
 
-pub(super) fn set_master_client(id: u64) {
+pub fn set_master_client(id: u64) {
     MASTER_CLIENT.store(id, Ordering::Relaxed);
 }
 

@@ -9,7 +9,7 @@
 //! Like a listpack entry, an integral score is stored as an integer, so -0 reads back as 0 (Redis
 //! behaves the same way in this encoding).
 
-use crate::types::varint;
+use crate::varint;
 use std::cmp::Ordering;
 
 /// One decoded entry and its byte span in the buffer.

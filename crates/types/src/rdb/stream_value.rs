@@ -9,7 +9,7 @@ use super::stream::{
     StreamMeta,
 };
 use super::wire::{RdbType, Reader, Result, Writer};
-use crate::types::stream::{Consumer, Group, Nack, Stream, StreamId};
+use crate::stream::{Consumer, Group, Nack, Stream, StreamId};
 
 fn id(i: StreamId) -> Id {
     Id::new(i.ms, i.seq)

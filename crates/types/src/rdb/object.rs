@@ -21,44 +21,22 @@ use damselfly_protocol::double::{d2string, parse_f64};
 use super::listpack::{self, LpBuilder, PackedEntry};
 use super::wire::{quicklist_container, Parts, RdbErrorKind, RdbType, Reader, Result, Writer};
 use super::{intset, ziplist, zipmap};
-use crate::config::{Config, EncLimit};
-use crate::types::compact::{CompactStr, IntBuf};
-use crate::types::hash::Hash;
-use crate::types::list::{Entry, Fill, List};
-use crate::types::set::{Member, Set};
-use crate::types::value::{Value, ValueRef};
-use crate::types::zset::ZSet;
-use crate::types::Limits;
+use crate::compact::{CompactStr, IntBuf};
+use crate::hash::Hash;
+use crate::list::{Entry, Fill, List};
+use crate::set::{Member, Set};
+use crate::value::{Value, ValueRef};
+use crate::zset::ZSet;
+use crate::Limits;
 
 /// The encoding thresholds values are rebuilt with (and lists are cut by), read once from the
-/// configuration per save or load.
+/// configuration per save or load (`Config::enc_limits` in the server).
 #[derive(Clone, Copy, Debug)]
 pub struct EncLimits {
     pub list_fill: Fill,
     pub hash: Limits,
     pub set_max_intset: usize,
     pub zset: Limits,
-}
-
-impl EncLimits {
-    pub fn from_config(c: &Config) -> EncLimits {
-        let lim = |e, v| Limits {
-            entries: c.enc_limit(e).max(0) as usize,
-            value: c.enc_limit(v).max(0) as usize,
-        };
-        EncLimits {
-            list_fill: Fill::new(c.enc_limit(EncLimit::ListMaxListpackSize)),
-            hash: lim(
-                EncLimit::HashMaxListpackEntries,
-                EncLimit::HashMaxListpackValue,
-            ),
-            set_max_intset: c.enc_limit(EncLimit::SetMaxIntsetEntries).max(0) as usize,
-            zset: lim(
-                EncLimit::ZsetMaxListpackEntries,
-                EncLimit::ZsetMaxListpackValue,
-            ),
-        }
-    }
 }
 
 impl Default for EncLimits {
@@ -409,7 +387,7 @@ fn push_list_entry(
     };
     let mut next = LpBuilder::new();
     add(&mut next);
-    let entry_bytes = next.bytes_len() - listpack::HEADER_SIZE - 1;
+    let entry_bytes = next.bytes_len() - crate::lpsize::HEADER_SIZE - 1;
     if !node.is_empty() && !fill.fits(node.bytes_len() + entry_bytes, node.len() as u32 + 1) {
         let lp = std::mem::take(node).finish();
         write_ql_node(body, nodes, quicklist_container::PACKED, &lp)?;
@@ -508,10 +486,7 @@ pub fn read_object(r: &mut Reader<'_>, t: u8, lim: &EncLimits) -> Result<Option<
             let mut s = Set::new();
             let mut buf: IntBuf = [0; 20];
             for i in ints {
-                s.add(
-                    crate::types::compact::fmt_i64(i, &mut buf),
-                    lim.set_max_intset,
-                );
+                s.add(crate::compact::fmt_i64(i, &mut buf), lim.set_max_intset);
             }
             Value::set(s)
         }
@@ -738,7 +713,7 @@ fn read_quicklist(r: &mut Reader<'_>, ty: RdbType, lim: &EncLimits) -> Result<Va
                     match e {
                         PackedEntry::Int(i) => {
                             let mut buf: IntBuf = [0; 20];
-                            l.push_back(crate::types::compact::fmt_i64(*i, &mut buf), lim.list_fill)
+                            l.push_back(crate::compact::fmt_i64(*i, &mut buf), lim.list_fill)
                         }
                         PackedEntry::Str(s) => l.push_back(s, lim.list_fill),
                     }

@@ -16,7 +16,7 @@
 //! to 127, 2 up to 16383). Strings that are canonical integers (Redis `string2ll`) are stored as
 //! integers, so equality of entries is equality of their string forms.
 
-use crate::types::compact::{fmt_i64, parse_strict_i64, IntBuf};
+use crate::compact::{fmt_i64, parse_strict_i64, IntBuf};
 
 /// A borrowed element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

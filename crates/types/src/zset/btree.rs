@@ -12,7 +12,7 @@
 
 use std::cmp::Ordering;
 
-use crate::types::compact::CompactStr;
+use crate::compact::CompactStr;
 
 /// Something stored in a [`Tree`]: it knows its key.
 pub trait Item {

@@ -32,6 +32,17 @@ pub struct Record {
     pub resp: Vec<u8>,
 }
 
+/// A full sync's request to attach its replica at the snapshot point (see `journal::Item`).
+pub struct Attach {
+    pub client: u64,
+    pub tid: usize,
+    pub ip: String,
+    /// It asked with PSYNC, so it acknowledges (`REPLCONF ACK`); a SYNC reader never does.
+    pub psync: bool,
+    /// The stream offset at the snapshot point.
+    pub offset: tokio::sync::oneshot::Sender<u64>,
+}
+
 /// What producers push.
 pub enum Item {
     One(Record),
@@ -39,7 +50,7 @@ pub enum Item {
     Group(Vec<Record>),
     /// A full sync's snapshot point: everything before it is in the snapshot. The feeder
     /// answers with the stream offset there and attaches the replica from then on.
-    Attach(Box<super::Attach>),
+    Attach(Box<Attach>),
     /// Bytes for the stream as they are, in no database (`REPLCONF GETACK *`).
     Raw(Vec<u8>),
     /// Answered with the stream's offset once everything pushed before it is in the stream.

@@ -1,14 +1,14 @@
-//! DEBUG DIGEST and DEBUG DIGEST-VALUE: a 160-bit fingerprint of the dataset or of values, equal
-//! exactly when the logical contents are equal, whatever the encodings (Redis's test suite
-//! compares them before and after conversions, copies and reloads; it never compares them with
-//! fixed values, so the hash need not be Redis's SHA1).
+//! The fingerprint behind DEBUG DIGEST and DEBUG DIGEST-VALUE: 160 bits of the dataset or of
+//! values, equal exactly when the logical contents are equal, whatever the encodings (Redis's
+//! test suite compares them before and after conversions, copies and reloads; it never compares
+//! them with fixed values, so the hash need not be Redis's SHA1).
 //!
 //! As Redis: ordered contents (strings, lists, sorted sets) are mixed in order; unordered ones
 //! (sets, hashes, the keys of a database) are combined with XOR so that iteration order does
 //! not matter; an empty dataset and a missing key digest to forty zeros.
 
-use crate::types::stream::StreamId;
-use crate::types::{Value, ValueRef};
+use crate::stream::StreamId;
+use crate::{Value, ValueRef};
 
 /// 20 bytes, printed as 40 hex digits.
 pub type Digest = [u8; 20];
@@ -130,7 +130,7 @@ pub fn hex(d: &Digest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::CompactStr;
+    use crate::CompactStr;
 
     #[test]
     fn equal_contents_equal_digests() {

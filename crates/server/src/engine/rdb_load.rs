@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
-use super::rdb::object::{read_object, EncLimits};
-use super::rdb::verify_trailer;
-use super::rdb::wire::{opcode, RdbError, RdbErrorKind, Reader};
-use crate::types::key::KeyStr;
-use crate::types::value::Value;
+use damselfly_types::key::KeyStr;
+use damselfly_types::rdb::object::{read_object, EncLimits};
+use damselfly_types::rdb::verify_trailer;
+use damselfly_types::rdb::wire::{opcode, RdbError, RdbErrorKind, Reader};
+use damselfly_types::value::Value;
 
 /// Newest RDB version we read: Redis 7.4's (its field-TTL hashes are the only addition we use;
 /// a newer file's other additions are refused by type).
@@ -191,7 +191,7 @@ fn parse_inner(
                 // scripts of old files are not cached (SCRIPT LOAD them again).
                 let k = r.read_string()?;
                 let v = r.read_string()?;
-                if &k[..] == crate::persistence::snapshot::MC_FLAGS_AUX {
+                if &k[..] == super::snapshot::MC_FLAGS_AUX {
                     mc_flags = std::str::from_utf8(&v)
                         .ok()
                         .and_then(|s| s.parse().ok())
@@ -240,7 +240,7 @@ fn parse_inner(
                 let key = r.read_string()?;
                 let obj = read_object(&mut r, t, lim)?;
                 if key_delay != 0 {
-                    crate::persistence::snapshot::debug_delay(key_delay);
+                    super::snapshot::debug_delay(key_delay);
                 }
                 let at = expire_at.take();
                 let flags = std::mem::take(&mut mc_flags);
@@ -253,7 +253,7 @@ fn parse_inner(
                     continue;
                 }
                 out.keys_loaded += 1;
-                let shard = crate::engine::shard_of(&key, shards);
+                let shard = super::shard_of(&key, shards);
                 out.shards[shard].push(Entry {
                     db,
                     key: KeyStr::from_bytes(&key),
@@ -269,7 +269,7 @@ fn parse_inner(
 
 /// Puts a shard's batch into its (empty) databases. A key met twice means a corrupt file
 /// (Redis stops too); the load fails and the caller does not serve the data.
-pub fn apply(shard: &mut crate::engine::shard::Shard, batch: Vec<Entry>) -> Result<(), LoadError> {
+pub fn apply(shard: &mut super::shard::Shard, batch: Vec<Entry>) -> Result<(), LoadError> {
     for e in batch {
         let db = shard.db(e.db);
         let key = e.key;
@@ -286,7 +286,7 @@ pub fn apply(shard: &mut crate::engine::shard::Shard, batch: Vec<Entry>) -> Resu
         if e.mc_flags != 0 {
             db.set_mc_state(
                 pos,
-                crate::engine::mcstate::McState {
+                super::mcstate::McState {
                     flags: e.mc_flags,
                     ..Default::default()
                 },
@@ -299,13 +299,13 @@ pub fn apply(shard: &mut crate::engine::shard::Shard, batch: Vec<Entry>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::persistence::rdb::object::write_object;
-    use crate::persistence::rdb::Writer;
-    use crate::types::compact::CompactStr;
-    use crate::types::hash::Hash;
-    use crate::types::list::{Fill, List};
-    use crate::types::set::Set;
-    use crate::types::zset::ZSet;
+    use damselfly_types::compact::CompactStr;
+    use damselfly_types::hash::Hash;
+    use damselfly_types::list::{Fill, List};
+    use damselfly_types::rdb::object::write_object;
+    use damselfly_types::rdb::Writer;
+    use damselfly_types::set::Set;
+    use damselfly_types::zset::ZSet;
     use proptest::prelude::*;
 
     /// A small valid file with every type, in two dbs, one key with a deadline.
