@@ -17,6 +17,7 @@
 
 pub mod acl;
 pub mod base64;
+pub mod client;
 pub mod clock;
 pub mod commands;
 pub mod config;
@@ -43,6 +44,7 @@ use engine::{Shared, Worker};
 /// Installs what the network layer runs for the layers above it: the memcached protocol's
 /// sessions and the disconnect hooks (before the listeners start).
 fn install_network_hooks() {
+    client::set_context_size(std::mem::size_of::<commands::ConnCtx>());
     net::listener::install_memcache(|w, s| Box::pin(memcache::session::serve(w, s)));
     net::session::install_disconnect_hooks(&[pubsub::on_disconnect, replication::on_disconnect]);
 }
@@ -417,7 +419,7 @@ fn thread_main(
         let w = Worker::new(id, shared.clone());
         tokio::task::spawn_local(w.clone().run_inbox());
         tokio::task::spawn_local(w.clone().run_ticker());
-        tokio::task::spawn_local(net::cron::run(w.clone()));
+        tokio::task::spawn_local(client::cron::run(w.clone()));
         for l in listeners {
             net::listener::spawn(w.clone(), l);
         }

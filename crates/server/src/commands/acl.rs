@@ -8,9 +8,9 @@ use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};
 use crate::acl::{self, Context, Denied, LogEntry, Reason, User};
+use crate::client;
 use crate::commands::connection::help_reply;
 use crate::commands::registry::Entry;
-use crate::net::client;
 
 const G: Group = Group::Server;
 const F: u32 = NOSCRIPT | LOADING | STALE | SENTINEL;

@@ -5,7 +5,7 @@ use damselfly_protocol::RespVersion;
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx, ReplyMode};
-use crate::net::client;
+use crate::client;
 
 use crate::version::REDIS_VERSION;
 
@@ -631,7 +631,7 @@ fn client_no_evict(cx: &mut ConnCtx, args: &[&[u8]]) {
             cx.client.no_evict.set(v);
             // CLIENT LIST flag 'e': excluded from client eviction.
             cx.client.info.borrow_mut().set_flag('e', v);
-            crate::net::client_evict::reconsider();
+            crate::client::evict::reconsider();
             cx.reply.ok();
         }
         None => cx.reply.error(ERR_SYNTAX),

@@ -518,7 +518,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // Repetitions allowed: `-l` independent picks, streamed (nothing sized by the count).
         let n = l.unsigned_abs() as usize;
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::net::limits::generation_cap(config, reply.len());
+        let cap = crate::client::limits::generation_cap(config, reply.len());
         header(reply, n);
         for _ in 0..n {
             if reply.len() > cap {

@@ -43,6 +43,7 @@ use std::rc::Rc;
 
 use damselfly_protocol::Reply;
 
+use crate::client::ClientHandle;
 use crate::clock;
 use crate::engine::db::Db;
 use crate::engine::guard;
@@ -50,7 +51,6 @@ use crate::engine::journal;
 use crate::engine::shard::Shard;
 use crate::engine::vll;
 use crate::engine::{shard_of, Shared, Worker};
-use crate::net::client::ClientHandle;
 pub use registry::{registry, Entry};
 pub use spec::{CommandSpec, Handler, KeySpec, PlanSink};
 
@@ -142,8 +142,8 @@ async fn clients_evicted_first(cx: &mut ConnCtx) -> bool {
         return false;
     }
     crate::net::session::account_output(cx);
-    if crate::net::client_evict::over(&cx.worker) {
-        crate::net::client_evict::evict(&cx.worker).await;
+    if crate::client::evict::over(&cx.worker) {
+        crate::client::evict::evict(&cx.worker).await;
         if cx.client.killed.get() {
             cx.close = true;
             return true;
@@ -393,10 +393,10 @@ impl ConnCtx {
             .shared
             .next_client_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let client = Rc::new(ClientHandle::new(crate::net::client::ClientInfo {
+        let client = Rc::new(ClientHandle::new(crate::client::ClientInfo {
             local: true,
             name: "internal".into(),
-            ..crate::net::client::ClientInfo::new(id, worker.id)
+            ..crate::client::ClientInfo::new(id, worker.id)
         }));
         let out = crate::net::session::Output::new(Rc::new(crate::net::stream::WriteHalf::Null));
         ConnCtx::new(worker, client, out, true)

@@ -267,7 +267,7 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     // Negative count: with repetitions, streamed (never allocated by the count).
     if l < 0 || count == 1 {
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::net::limits::generation_cap(&cx.shared.config, reply.len());
+        let cap = crate::client::limits::generation_cap(&cx.shared.config, reply.len());
         reply.array(count);
         for _ in 0..count {
             if reply.len() > cap {

@@ -1366,7 +1366,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // Repetitions allowed: stream the picks.
         let n = c.unsigned_abs() as usize;
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::net::limits::generation_cap(&shared.config, reply.len());
+        let cap = crate::client::limits::generation_cap(&shared.config, reply.len());
         pairs_header(reply, n, withscores);
         for _ in 0..n {
             if reply.len() > cap {

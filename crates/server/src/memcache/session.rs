@@ -15,11 +15,11 @@ use tokio::io::AsyncReadExt;
 use super::ops::{self, Params};
 use super::proto::{self, Cmd, Parse, Request};
 use super::stats;
+use crate::client::{ClientHandle, ClientInfo};
 use crate::commands::coordinator::squash::{run_calls, Call};
 use crate::commands::ConnCtx;
 use crate::engine::vll::KeyLock;
 use crate::engine::Worker;
-use crate::net::client::{ClientHandle, ClientInfo};
 use crate::net::session::{write_all, Output};
 use crate::net::stream::{ReadHalf, Stream};
 
@@ -60,11 +60,11 @@ pub async fn serve(worker: Rc<Worker>, stream: Stream) {
         name: "memcache".into(),
         ..ClientInfo::new(id, worker.id)
     }));
-    crate::net::client::register(handle.clone());
+    crate::client::register(handle.clone());
     struct Cleanup(Rc<Worker>, u64);
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            crate::net::client::unregister(self.1);
+            crate::client::unregister(self.1);
             stats::CURR_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
             self.0
                 .shared

@@ -1,12 +1,8 @@
-//! Networking: listeners, connections and client bookkeeping.
+//! Networking: listeners, connection sessions, TLS and the HTTP console. Client bookkeeping
+//! (handles, limits, eviction) is `crate::client`, below this.
 
-pub mod client;
-pub mod client_evict;
-pub mod cron;
 pub mod http;
-pub mod limits;
 pub mod listener;
-pub mod notify;
 pub mod session;
 pub mod stream;
 pub mod tls;

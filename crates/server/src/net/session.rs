@@ -10,10 +10,10 @@ use smallvec::SmallVec;
 
 use tokio::io::AsyncReadExt;
 
-use super::client::{ClientHandle, ClientInfo, ClientMem};
-use super::client_evict;
-use super::limits::{self, ObufState, PAUSE_OUTPUT, STATIC_REPLY_BUF};
 use super::stream::{ReadHalf, Stream, WriteHalf};
+use crate::client::evict;
+use crate::client::limits::{self, ObufState, PAUSE_OUTPUT, STATIC_REPLY_BUF};
+use crate::client::{ClientHandle, ClientInfo, ClientMem};
 use crate::commands::{self, ConnCtx, Handler, ReplyMode};
 use crate::engine::Worker;
 
@@ -107,7 +107,7 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
         flags: if addrs.unix { "U" } else { "" }.to_string(),
         ..ClientInfo::new(id, worker.id)
     }));
-    crate::net::client::register(handle.clone());
+    crate::client::register(handle.clone());
 
     let mut cx = ConnCtx::new(
         worker.clone(),
@@ -119,12 +119,12 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
     struct Cleanup(Rc<Worker>, u64, Rc<ClientHandle>);
     impl Drop for Cleanup {
         fn drop(&mut self) {
-            client_evict::account(&self.2, 0);
+            evict::account(&self.2, 0);
             for hook in ON_DISCONNECT.get().map(Vec::as_slice).unwrap_or(&[]) {
                 hook(&self.0, self.1, &self.2);
             }
             self.2.pushes.borrow_mut().clear();
-            crate::net::client::unregister(self.1);
+            crate::client::unregister(self.1);
             self.0
                 .shared
                 .connected_clients
@@ -320,7 +320,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
                 if let Some(target) = client.resize_qbuf.take() {
                     resize_query_buffer(&mut rbuf, start, &parser, target);
                     let mem = measure(cx, &rbuf, start, &parser);
-                    client_evict::account(&cx.client, mem.tot());
+                    evict::account(&cx.client, mem.tot());
                     cx.client.info.borrow_mut().mem = mem;
                 }
                 if !client.pushes.borrow().is_empty() && !client.hold_pushes.get() {
@@ -672,9 +672,9 @@ fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> Clien
 /// `maxmemory-clients`, and only then shows it in CLIENT LIST (see net/client_evict.rs).
 /// False: this connection was evicted.
 async fn publish(cx: &ConnCtx, mem: ClientMem) -> bool {
-    client_evict::account(&cx.client, mem.tot());
-    if client_evict::over(&cx.worker) {
-        client_evict::evict(&cx.worker).await;
+    evict::account(&cx.client, mem.tot());
+    if evict::over(&cx.worker) {
+        evict::evict(&cx.worker).await;
     }
     cx.client.info.borrow_mut().mem = mem;
     !cx.client.killed.get()
@@ -687,7 +687,7 @@ pub(crate) fn account_output(cx: &ConnCtx) {
     info.mem.reply_cap = cx.reply.buf.capacity();
     let tot = info.mem.tot();
     drop(info);
-    client_evict::account(&cx.client, tot);
+    evict::account(&cx.client, tot);
 }
 
 /// Resizes the read buffer as the client cron decided (`target` bytes), never below what it
@@ -749,7 +749,7 @@ fn obuf_over(cx: &mut ConnCtx, asap: bool) -> bool {
 async fn output_room<'a>(
     cx: &mut ConnCtx,
     client: &'a ClientHandle,
-    mut wake: std::pin::Pin<&mut crate::net::notify::Notified<'a>>,
+    mut wake: std::pin::Pin<&mut crate::client::notify::Notified<'a>>,
 ) -> std::io::Result<bool> {
     if obuf_over(cx, true) {
         return Ok(false);

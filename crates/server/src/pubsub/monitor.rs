@@ -68,7 +68,7 @@ pub fn feed(worker: &Rc<Worker>, db: usize, addr: &str, args: &[&[u8]], now_us: 
         if !deliveries.is_empty() {
             worker.post(thread, move |_| {
                 for (conn, d) in deliveries {
-                    crate::net::client::with_local(conn, |h| {
+                    crate::client::with_local(conn, |h| {
                         if h.monitor.get() && !h.killed.get() {
                             h.push(d);
                         }
@@ -92,7 +92,7 @@ fn format_line(db: usize, addr: &str, args: &[&[u8]], now_us: u64) -> String {
         if hidden.iter().any(|r| i >= r.0 && i < r.1) {
             s.push_str("\"(redacted)\"");
         } else {
-            s.push_str(&crate::net::limits::repr(a, usize::MAX));
+            s.push_str(&crate::client::limits::repr(a, usize::MAX));
         }
     }
     s

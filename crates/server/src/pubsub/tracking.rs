@@ -7,12 +7,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::Delivery;
+use crate::client::{self, ClientHandle};
 use crate::engine::tracking::{self, Target};
 use crate::engine::{shard_of, Worker};
-use crate::net::client::{self, ClientHandle};
 
 /// Invalidated keys (None: everything) as one message.
-pub type Keys = Option<Arc<Vec<Box<[u8]>>>>;
+pub use crate::client::push::Keys;
 
 /// `engine::tracking`'s sink, on the shard's thread: hands the invalidation to the tracking
 /// connection's thread.

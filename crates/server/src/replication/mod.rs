@@ -351,7 +351,7 @@ impl Master {
 fn deliver(w: &Worker, id: u64, data: Arc<[u8]>) {
     let mut gone = true;
     let mut over = false;
-    crate::net::client::with_local(id, |h| {
+    crate::client::with_local(id, |h| {
         if h.killed.get() {
             return;
         }
@@ -359,8 +359,8 @@ fn deliver(w: &Worker, id: u64, data: Arc<[u8]>) {
         let queued = h.repl_queued.get() + data.len();
         h.repl_queued.set(queued);
         h.push(crate::pubsub::Delivery::Repl(data));
-        let limit = crate::net::limits::class_limit(&w.shared.config, true, false);
-        let used = crate::net::limits::output_memory(queued) as u64;
+        let limit = crate::client::limits::class_limit(&w.shared.config, true, false);
+        let used = crate::client::limits::output_memory(queued) as u64;
         if h.repl_obuf.borrow_mut().over(limit, used, false) {
             over = true;
             let line = h.info.borrow().line();
@@ -423,7 +423,7 @@ pub fn disconnect_replicas(w: &Rc<Worker>) {
 /// Closes a replica's connection (on its thread).
 fn close_replica(w: &Rc<Worker>, id: u64, tid: usize) {
     w.post(tid, move |_| {
-        crate::net::client::with_local(id, |h| {
+        crate::client::with_local(id, |h| {
             h.killed.set(true);
             h.wake.notify_one();
         });
@@ -890,7 +890,7 @@ pub const CONFIG_HOOKS: &[crate::config::hooks::Hook] = {
 /// A connection went (net::session's disconnect hook): if it was a replica, it is forgotten.
 /// Its queued share of the stream goes first: the backlog, trimmed when the replica is
 /// forgotten, can then let go of it.
-pub fn on_disconnect(_: &Rc<Worker>, conn: u64, h: &crate::net::client::ClientHandle) {
+pub fn on_disconnect(_: &Rc<Worker>, conn: u64, h: &crate::client::ClientHandle) {
     h.pushes.borrow_mut().clear();
     forget(conn);
 }

@@ -615,11 +615,11 @@ async fn apply_stream(
         info.name = String::new();
         info.local = true;
     }
-    crate::net::client::register(cx.client.clone());
+    crate::client::register(cx.client.clone());
     struct Unregister(u64);
     impl Drop for Unregister {
         fn drop(&mut self) {
-            crate::net::client::unregister(self.0);
+            crate::client::unregister(self.0);
         }
     }
     let _registered = Unregister(cx.client_id());

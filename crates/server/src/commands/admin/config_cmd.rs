@@ -47,8 +47,8 @@ pub fn config_set<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         if moved.is_empty() || relisten(cx, &moved, &olds).await {
             // A new client limit (or a new maxmemory under a percentage) applies at once, as
             // Redis evicts clients before it answers anything else.
-            crate::net::client_evict::reconsider();
-            crate::net::client_evict::evict(&cx.worker).await;
+            crate::client::evict::reconsider();
+            crate::client::evict::evict(&cx.worker).await;
             cx.reply.ok();
         }
     })
@@ -251,7 +251,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
         super::sysinfo::reset_peak();
         crate::engine::evict::reset_stats();
         crate::replication::STATS.reset();
-        crate::net::client_evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
+        crate::client::evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);
         cx.reply.ok();
     })
 }

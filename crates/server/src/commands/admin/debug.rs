@@ -253,7 +253,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 cx.reply.ok();
             }
             (b"replybuffer", 4) if eq_ic(args[2], "resizing") => {
-                crate::net::limits::set_reply_resizing(parse_i64(args[3]).unwrap_or(0) != 0);
+                crate::client::limits::set_reply_resizing(parse_i64(args[3]).unwrap_or(0) != 0);
                 cx.reply.ok();
             }
             (b"replybuffer", 4) if eq_ic(args[2], "peak-reset-time") => cx.reply.error(
@@ -605,7 +605,7 @@ pub fn memory_stats<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a
             ("clients.slaves".into(), V::I(0)),
             (
                 "clients.normal".into(),
-                V::I(crate::net::client_evict::total() as i64),
+                V::I(crate::client::evict::total() as i64),
             ),
             ("cluster.links".into(), V::I(0)),
             ("aof.buffer".into(), V::I(0)),

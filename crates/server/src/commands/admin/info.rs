@@ -273,11 +273,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(o, "mem_replication_backlog:{repl_backlog}");
             line!(o, "mem_total_replication_buffers:{repl_total}");
             line!(o, "mem_clients_slaves:{repl_clients}");
-            line!(
-                o,
-                "mem_clients_normal:{}",
-                crate::net::client_evict::total()
-            );
+            line!(o, "mem_clients_normal:{}", crate::client::evict::total());
             line!(o, "mem_cluster_links:0");
             line!(o, "mem_aof_buffer:0");
             line!(o, "mem_allocator:jemalloc-5.3.0");
@@ -407,7 +403,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             line!(
                 o,
                 "evicted_clients:{}",
-                crate::net::client_evict::EVICTED_CLIENTS.load(Ordering::Relaxed)
+                crate::client::evict::EVICTED_CLIENTS.load(Ordering::Relaxed)
             );
             let (total, current) = crate::engine::evict::exceeded_ms();
             line!(o, "total_eviction_exceeded_time:{total}");

@@ -175,11 +175,11 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 internal_errors: st.internal_errors,
                 obuf_limit_disconnections: st.obuf_limit_disconnections,
                 qbuf_limit_disconnections: st.qbuf_limit_disconnections,
-                clients: crate::net::client::local_clients(),
+                clients: crate::client::local_clients(),
                 blocked: w.parked() + crate::engine::pause::waiting_here(),
                 ..Totals::default()
             };
-            crate::net::client::for_each_local(|_, h| {
+            crate::client::for_each_local(|_, h| {
                 let info = h.info.borrow();
                 let (input, output) = (info.mem.qbuf + info.mem.qbuf_free, info.mem.omem());
                 s.max_input_buffer = s.max_input_buffer.max(input);

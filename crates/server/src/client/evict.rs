@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::client::{self, ClientHandle};
+use crate::client::{self, ClientHandle};
 use crate::engine::Worker;
 
 /// Per-thread client memory totals (threads beyond this share slots: the counters only ever

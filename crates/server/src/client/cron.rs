@@ -10,7 +10,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::client::{self, ClientHandle};
+use crate::client::{self, ClientHandle};
 use crate::engine::Worker;
 
 const PERIOD: Duration = Duration::from_millis(100);
@@ -37,8 +37,8 @@ pub async fn run(worker: Rc<Worker>) {
         }
         let now = Instant::now();
         client::for_each_local(|_, h| resize_query_buffer(h, now));
-        if super::client_evict::over(&worker) {
-            super::client_evict::evict(&worker).await;
+        if super::evict::over(&worker) {
+            super::evict::evict(&worker).await;
         }
     }
 }

@@ -11,9 +11,20 @@ use super::notify::LocalNotify;
 use super::limits;
 
 /// A connection's own structures, counted in `tot-mem` besides its buffers.
-const CONN_OVERHEAD: usize = std::mem::size_of::<ClientHandle>()
-    + std::mem::size_of::<crate::commands::ConnCtx>()
-    + std::mem::size_of::<damselfly_protocol::Parser>();
+/// (The command context's size is the network layer's to tell: [`set_context_size`].)
+fn conn_overhead() -> usize {
+    std::mem::size_of::<ClientHandle>()
+        + CONTEXT_SIZE.load(std::sync::atomic::Ordering::Relaxed)
+        + std::mem::size_of::<damselfly_protocol::Parser>()
+}
+
+static CONTEXT_SIZE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The size of the state a connection's commands run with (`commands::ConnCtx`), counted in
+/// every client's `tot-mem`: set once at start-up by the layer that knows it.
+pub fn set_context_size(bytes: usize) {
+    CONTEXT_SIZE.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
 
 #[derive(Clone, Debug)]
 pub struct ClientInfo {
@@ -191,8 +202,8 @@ impl Subscriptions {
     }
 
     /// Every subscription, emptying the set (disconnect, RESET).
-    pub fn take_all(&mut self) -> Vec<(crate::pubsub::Kind, Box<[u8]>)> {
-        use crate::pubsub::Kind;
+    pub fn take_all(&mut self) -> Vec<(super::push::Kind, Box<[u8]>)> {
+        use super::push::Kind;
         let mut all: Vec<(Kind, Box<[u8]>)> = Vec::new();
         all.extend(self.channels.drain().map(|c| (Kind::Channel, c)));
         all.extend(self.patterns.drain(..).map(|p| (Kind::Pattern, p)));
@@ -244,7 +255,7 @@ impl ClientMem {
             + self.multi_mem
             + self.watch_mem
             + self.pubsub_mem
-            + CONN_OVERHEAD
+            + conn_overhead()
     }
 }
 
@@ -285,7 +296,7 @@ pub struct ClientHandle {
     pub hold_pushes: Cell<bool>,
     /// CLIENT TRACKING state (client-side caching).
     pub tracking: RefCell<Tracking>,
-    pub pushes: RefCell<std::collections::VecDeque<crate::pubsub::Delivery>>,
+    pub pushes: RefCell<std::collections::VecDeque<super::push::Delivery>>,
     /// Replication stream bytes queued in `pushes` (a replica waiting for its snapshot, or
     /// held until its first ACK), and the output limit's state for them: they are the
     /// replica's output buffer until written (`replication::deliver`).
@@ -299,7 +310,7 @@ impl ClientHandle {
     /// Queues something the connection is to send between its commands (a Pub/Sub message, a
     /// MONITOR line, an invalidation) and wakes it; a connection with messages already queued
     /// has been woken.
-    pub fn push(&self, d: crate::pubsub::Delivery) {
+    pub fn push(&self, d: super::push::Delivery) {
         let mut q = self.pushes.borrow_mut();
         let was_empty = q.is_empty();
         q.push_back(d);
@@ -352,7 +363,7 @@ pub fn unregister(id: u64) {
     REGISTRY.with(|r| {
         if let Ok(mut r) = r.try_borrow_mut() {
             if let Some(h) = r.remove(&id) {
-                super::client_evict::account(&h, 0);
+                super::evict::account(&h, 0);
             }
         }
     });
