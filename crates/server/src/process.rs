@@ -4,6 +4,7 @@
 //! `supervise` tells systemd or upstart when the server is ready and when it stops.
 
 pub mod supervise;
+pub mod sysinfo;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

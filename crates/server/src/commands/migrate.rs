@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::net::stream::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::persistence::key_image;
+use super::dump::key_image;
 use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, ConnCtx};

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod bitmap;
 pub mod connection;
 pub mod coordinator;
+pub mod dump;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 pub mod fault;
 pub mod geo;
@@ -24,12 +25,14 @@ pub mod list;
 pub mod migrate;
 pub mod multi;
 pub mod persistence;
+pub mod propagate;
 pub mod pubsub;
 pub mod registry;
 pub mod replication;
 pub mod scan;
 pub mod scripting;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod spec;
 pub mod stream;
@@ -573,7 +576,7 @@ pub(crate) fn run_shard_cmd(
         let effects = |args: &[&[u8]]| {
             let shard = w.shard_mut();
             let d = shard.dbs.get(db)?;
-            crate::replication::rewrite::effects(d, name, args, &reply.buf[mark..])
+            propagate::effects(d, name, args, &reply.buf[mark..])
         };
         if let Some(recs) = journal::take_with(dirty, db, args, effects) {
             match capture {
@@ -680,18 +683,18 @@ pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'
                 .is_some_and(|m| m.cmds.iter().any(|(_, s)| f(s.flags)))
     };
     let write = spec.flags & flags::WRITE != 0 || queued(&|f| f & flags::WRITE != 0);
-    let replica = crate::replication::replica::is_replica();
+    let replica = crate::engine::role::is_replica();
     let cfg = &cx.worker.shared.config;
     if replica && write && cfg.bool("replica-read-only") {
         return Some(ERR_READONLY);
     }
-    if !replica && write && crate::replication::too_few_replicas() {
+    if !replica && write && crate::engine::role::too_few_replicas() {
         return Some(ERR_NOREPLICAS);
     }
     let deny_stale = spec.flags & flags::STALE == 0 || queued(&|f| f & flags::STALE == 0);
     if replica
         && deny_stale
-        && !crate::replication::replica::link_is_up()
+        && !crate::engine::role::link_is_up()
         && !cfg.bool("replica-serve-stale-data")
     {
         return Some(ERR_MASTERDOWN);
@@ -811,7 +814,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         multi::flag(cx);
         return;
     }
-    if let Some(busy) = crate::scripting::busy::busy() {
+    if let Some(busy) = crate::engine::busy::busy() {
         // A script runs past busy-reply-threshold: only what Redis allows then (its own
         // redis.calls run inside its transaction).
         if spec.flags & flags::ALLOW_BUSY == 0 && !cx.in_script {
@@ -838,7 +841,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     // Replication's admission checks (Redis's processCommand): made when a command is
     // queued and for EXEC as a whole (with its queued commands' flags), not when EXEC runs
     // the queued commands.
-    if crate::replication::too_few_replicas() || crate::replication::replica::is_replica() {
+    if crate::engine::role::too_few_replicas() || crate::engine::role::is_replica() {
         if let Some(err) = replication_refusal(cx, spec) {
             if spec.flags & flags::REJECT_EXECABORT != 0 {
                 multi::exec_abort(cx, entry.id, err);
@@ -904,7 +907,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             crate::engine::pause::wait(writes).await;
             // Redis processes a paused command anew: a failover may have made this server a
             // replica meanwhile (a paused write then gets -READONLY).
-            if crate::replication::replica::is_replica() {
+            if crate::engine::role::is_replica() {
                 if let Some(err) = replication_refusal(cx, spec) {
                     reject(cx, entry.id, err);
                     multi::flag(cx);
@@ -1152,7 +1155,7 @@ pub(crate) fn record_call(
     let slower = cx.worker.shared.config.slowlog_slower_than();
     if slower >= 0 && usec >= slower as u64 && entry.spec.flags & flags::SKIP_SLOWLOG == 0 {
         drop(st);
-        admin::slowlog_record(cx, args, usec);
+        slowlog::record(cx, args, usec);
     }
 }
 

@@ -1,4 +1,4 @@
-//! Persistence commands: SAVE BGSAVE DUMP RESTORE, and the snapshot steps DEBUG RELOAD and
+//! Persistence commands: SAVE BGSAVE, and the snapshot steps DEBUG RELOAD and
 //! SHUTDOWN SAVE share (`save_snapshot`, `reload`). The format and file handling live in
 //! `crate::persistence`.
 //!
@@ -14,14 +14,10 @@ use super::spec::prelude::*;
 use super::util::*;
 use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::clock;
-use crate::engine::db::TtlMode;
 use crate::engine::rdb_load::{self as load, Entry, LoadError};
 use crate::engine::snapshot::{self, Header};
 use crate::engine::Worker;
 use crate::persistence::{self as persist};
-use damselfly_types::rdb::object::{read_object, write_object};
-use damselfly_types::rdb::wire::{verify_dump_payload, DUMP_PAYLOAD_ERROR};
-use damselfly_types::rdb::{dump_payload, Reader, Writer};
 
 const G: Group = Group::Server;
 const SAVE_FLAGS: u32 = ADMIN | NOSCRIPT | NO_ASYNC_LOADING;
@@ -32,10 +28,6 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Synchronously saves the database(s) to disk."),
     cmd("bgsave", -1, SAVE_FLAGS, NOKEYS, Local(bgsave)).acl(acl::DANGEROUS)
         .doc(G, "1.0.0", "Asynchronously saves the database(s) to disk."),
-    cmd("dump", 2, READONLY, range(1, 1, 1), Shard(dump)).acl(acl::KEYSPACE)
-        .doc(Group::Generic, "2.6.0", "Returns a serialized representation of the value stored at a key."),
-    cmd("restore", -4, WRITE | DENYOOM, range(1, 1, 1), Shard(restore)).acl(acl::KEYSPACE | acl::DANGEROUS)
-        .doc(Group::Generic, "2.6.0", "Creates a key from the serialized representation of a value."),
 ];
 
 /// Every shard, shared: all shards serialize at one point of the transaction order.
@@ -125,7 +117,7 @@ pub async fn save_snapshot_at(
     // Not for a save that holds locks already (FLUSHALL's, DEBUG RELOAD's) or that the link
     // itself runs (the primary's FLUSHALL): the link could not reach a batch boundary then.
     if at_barrier.is_none()
-        && crate::replication::replica::is_replica()
+        && crate::engine::role::is_replica()
         && !cx.is_master
         && !cx.coord.in_transaction()
     {
@@ -146,7 +138,7 @@ pub async fn save_snapshot_at(
     if at_barrier.is_none()
         && repl_position.is_none()
         && !cx.coord.in_transaction()
-        && !crate::replication::replica::is_replica()
+        && !crate::engine::role::is_replica()
         && crate::engine::journal::active()
     {
         cx.hops().all_shards(|_, ()| ()).run_more().await;
@@ -156,7 +148,7 @@ pub async fn save_snapshot_at(
     }
     let header = Header {
         redis_ver: crate::version::REDIS_VERSION,
-        used_mem: crate::commands::admin::sysinfo::mem_stats().allocated,
+        used_mem: crate::process::sysinfo::mem_stats().allocated,
         compression: shared.config.bool("rdbcompression"),
         checksum: shared.config.bool("rdbchecksum"),
         incremental_fsync: shared.config.bool("rdb-save-incremental-fsync"),
@@ -758,152 +750,4 @@ fn apply_batch(c: &mut CmdCtx<'_>, batch: Vec<Entry>, merge: bool) -> Result<(),
         }
     }
     load::apply(c.shard, batch)
-}
-
-/// A key's state before a script's first write to it (a declared-keys script that must start
-/// over puts its keys back: commands/scripting.rs): its value in DUMP's form and its expiry;
-/// `None` when the key did not exist.
-pub(crate) type KeyImage = Option<(Vec<u8>, Option<u64>)>;
-
-pub(crate) fn key_image(c: &mut CmdCtx<'_>, key: &[u8]) -> KeyImage {
-    let lim = c.shared.config.enc_limits();
-    let now = c.now;
-    let db = c.db();
-    let pos = db.find_notouch(key, now)?;
-    let at = db.expire_at(pos);
-    let (_, v) = db.at(pos);
-    let mut w = Writer::new(Vec::new());
-    // Writes into a Vec cannot fail.
-    let _ = write_object(&mut w, None, v, &lim);
-    Some((w.into_inner(), at))
-}
-
-/// Puts `key` back as `image` (quietly: no notification; the key was locked all along).
-pub(crate) fn restore_image(c: &mut CmdCtx<'_>, key: &[u8], image: KeyImage) {
-    let lim = c.shared.config.enc_limits();
-    let now = c.now;
-    let db = c.db();
-    db.remove(key, now);
-    let Some((obj, at)) = image else {
-        return;
-    };
-    let mut r = Reader::new(&obj[..]);
-    let parsed = r.read_u8().and_then(|t| read_object(&mut r, t, &lim)).ok();
-    let Some(loaded) = parsed.flatten() else {
-        return;
-    };
-    let ttl = match at {
-        Some(at) => TtlMode::At(at),
-        None => TtlMode::Clear,
-    };
-    db.set(key, loaded.value, ttl, now);
-    if let Some(d) = loaded.field_deadline {
-        db.hfe.set(key, Some(d));
-    }
-}
-
-/// DUMP key.
-fn dump(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let lim = c.shared.config.enc_limits();
-    let compress = c.shared.config.bool("rdbcompression");
-    let now = c.now;
-    let Some(v) = c.db().get_read(args[1], now) else {
-        c.reply.null();
-        return;
-    };
-    let mut w = Writer::new(Vec::new());
-    w.set_compression(compress);
-    // Writes into a Vec cannot fail.
-    let _ = write_object(&mut w, None, v, &lim);
-    c.reply.bulk(&dump_payload(&w.into_inner()));
-}
-
-/// RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency].
-fn restore(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
-    let (mut replace, mut absttl) = (false, false);
-    let (mut idle, mut freq) = (None::<i64>, None::<i64>);
-    let mut i = 4;
-    while i < args.len() {
-        let more = i + 1 < args.len();
-        if eq_ic(args[i], "replace") {
-            replace = true;
-        } else if eq_ic(args[i], "absttl") {
-            absttl = true;
-        } else if eq_ic(args[i], "idletime") && more && freq.is_none() {
-            match parse_i64(args[i + 1]) {
-                Some(v) if v >= 0 => idle = Some(v),
-                Some(_) => return c.reply.error("ERR Invalid IDLETIME value, must be >= 0"),
-                None => return c.reply.error(ERR_NOT_INT),
-            }
-            i += 1;
-        } else if eq_ic(args[i], "freq") && more && idle.is_none() {
-            match parse_i64(args[i + 1]) {
-                Some(v) if (0..=255).contains(&v) => freq = Some(v),
-                Some(_) => {
-                    return c
-                        .reply
-                        .error("ERR Invalid FREQ value, must be >= 0 and <= 255")
-                }
-                None => return c.reply.error(ERR_NOT_INT),
-            }
-            i += 1;
-        } else {
-            return c.reply.error(ERR_SYNTAX);
-        }
-        i += 1;
-    }
-    let ttl = match parse_i64(args[2]) {
-        Some(t) if t >= 0 => t,
-        Some(_) => return c.reply.error("ERR Invalid TTL value, must be >= 0"),
-        None => return c.reply.error(ERR_NOT_INT),
-    };
-    let now = c.now;
-    let key = args[1];
-    if !replace && c.db().exists(key, now) {
-        return c.reply.error("BUSYKEY Target key name already exists.");
-    }
-    let Ok((obj, _version)) = verify_dump_payload(args[3], false) else {
-        return c.reply.error(&format!("ERR {DUMP_PAYLOAD_ERROR}"));
-    };
-    let lim = c.shared.config.enc_limits();
-    let mut r = Reader::new(obj);
-    let parsed = r
-        .read_u8()
-        .and_then(|t| read_object(&mut r, t, &lim))
-        .ok()
-        .filter(|_| r.is_at_end());
-    let Some(loaded) = parsed.flatten() else {
-        return c.reply.error("ERR Bad data format");
-    };
-    let at = match (ttl, absttl) {
-        (0, _) => None,
-        (t, true) => Some(t as u64),
-        (t, false) => Some(now.saturating_add(t as u64)),
-    };
-    let db = c.db();
-    let deleted = replace && db.remove(key, now).is_some();
-    if at.is_some_and(|at| at <= now) {
-        // Already expired: Redis deletes (REPLACE) and answers OK without creating it.
-        if deleted {
-            ev::emit(ev::GENERIC, "del", db.index, key);
-        }
-        c.reply.ok();
-        return;
-    }
-    let ttl_mode = match at {
-        Some(at) => TtlMode::At(at),
-        None => TtlMode::Clear,
-    };
-    let pos = db.set(key, loaded.value, ttl_mode, now);
-    // As Redis's objectSetLRUOrLFU: the figure of the policy's kind applies, the other is ignored.
-    if crate::engine::access::lfu() {
-        db.set_access(pos, now, None, freq.map(|f| f as u8));
-    } else {
-        db.set_access(pos, now, idle.map(|i| i as u64), None);
-    }
-    if let Some(d) = loaded.field_deadline {
-        db.hfe.set(key, Some(d));
-    }
-    ev::emit(ev::GENERIC, "restore", db.index, key);
-    c.reply.ok();
 }

@@ -202,6 +202,7 @@ pub fn families() -> Vec<&'static [CommandSpec]> {
         super::admin::COMMANDS,
         super::multi::COMMANDS,
         super::persistence::COMMANDS,
+        super::dump::COMMANDS,
         super::migrate::COMMANDS,
         super::replication::COMMANDS,
         super::scripting::COMMANDS,

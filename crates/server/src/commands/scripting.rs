@@ -17,7 +17,7 @@ use damselfly_protocol::{Reply, RespVersion};
 
 use super::connection::help_reply;
 use super::coordinator::LockPlan;
-use super::persistence::KeyImage;
+use super::dump::KeyImage;
 use super::registry::{registry, Entry};
 use super::spec::prelude::*;
 use super::spec::Handler;
@@ -793,7 +793,7 @@ async fn take_images(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8]
         let k = key.clone();
         let image = cx
             .hops()
-            .on_key(&key, move |c, ()| super::persistence::key_image(c, &k))
+            .on_key(&key, move |c, ()| super::dump::key_image(c, &k))
             .run_more()
             .await;
         let mut st = state.borrow_mut();
@@ -829,7 +829,7 @@ fn take_images_inline(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8
         if crate::engine::shard_of(k, threads) != me {
             return false;
         }
-        let Some(image) = super::inline_hop(cx, |c| super::persistence::key_image(c, k)) else {
+        let Some(image) = super::inline_hop(cx, |c| super::dump::key_image(c, k)) else {
             return false;
         };
         d.image_bytes += image.as_ref().map_or(0, |(b, _)| b.len()) + k.len();
@@ -843,9 +843,7 @@ async fn undo(cx: &mut ConnCtx, images: Vec<(Vec<u8>, KeyImage)>) {
     for (key, image) in images.into_iter().rev() {
         let k = key.clone();
         cx.hops()
-            .on_key(&key, move |c, ()| {
-                super::persistence::restore_image(c, &k, image)
-            })
+            .on_key(&key, move |c, ()| super::dump::restore_image(c, &k, image))
             .run_more()
             .await;
     }
@@ -1001,12 +999,10 @@ fn check_entry(
     }
     if spec.flags & WRITE != 0 && !cx.is_master {
         // Redis's scriptVerifyWriteCommandAllow.
-        if crate::replication::replica::is_replica()
-            && cx.worker.shared.config.bool("replica-read-only")
-        {
+        if crate::engine::role::is_replica() && cx.worker.shared.config.bool("replica-read-only") {
             return Err(super::ERR_READONLY);
         }
-        if crate::replication::too_few_replicas() {
+        if crate::engine::role::too_few_replicas() {
             return Err(super::ERR_NOREPLICAS);
         }
     }
@@ -1026,8 +1022,8 @@ fn check_entry(
     // EVAL without flags), the commands it calls only if they may.
     if spec.flags & STALE == 0
         && !cx.is_master
-        && crate::replication::replica::is_replica()
-        && !crate::replication::replica::link_is_up()
+        && crate::engine::role::is_replica()
+        && !crate::engine::role::link_is_up()
         && !cx.worker.shared.config.bool("replica-serve-stale-data")
     {
         return Err("ERR Can not execute the command on a stale replica");
@@ -1040,7 +1036,7 @@ fn check_entry(
 /// replicas, any script but `allow-stale` ones on a replica whose link is down with
 /// `replica-serve-stale-data no`.
 fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Option<&'static str> {
-    use crate::replication::{replica, too_few_replicas};
+    use crate::engine::role::{self as replica, too_few_replicas};
     if cx.is_master {
         return None;
     }

@@ -156,7 +156,7 @@ pub fn take(mark_before: u64, db: usize, args: &[&[u8]]) -> Option<Vec<Record>> 
     take_with(mark_before, db, args, |_| None)
 }
 
-/// [`take`], where `effects` may give the command's propagation form (`rewrite::effects`)
+/// [`take`], where `effects` may give the command's propagation form (`commands::propagate::effects`)
 /// when it changed something and its handler set none.
 pub fn take_with(
     mark_before: u64,

@@ -1,6 +1,7 @@
 //! The shared-nothing engine: one shard per thread, cross-thread calls through inboxes.
 
 pub mod access;
+pub mod busy;
 pub mod db;
 pub mod evict;
 pub mod guard;

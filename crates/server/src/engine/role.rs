@@ -79,3 +79,28 @@ pub fn stale_key_alive() -> Option<bool> {
     }
     Some(APPLYING.with(|a| a.get()))
 }
+
+/// Writes are refused now for want of good replicas (`min-replicas-to-write`): refreshed by the
+/// replication feeder every 100 ms, so a write command pays one relaxed load.
+static TOO_FEW_REPLICAS: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+pub fn too_few_replicas() -> bool {
+    TOO_FEW_REPLICAS.load(Ordering::Relaxed)
+}
+
+pub fn set_too_few_replicas(v: bool) {
+    TOO_FEW_REPLICAS.store(v, Ordering::Relaxed);
+}
+
+/// A replica's link to its primary is up (one relaxed load for `replica-serve-stale-data no`).
+static LINK_UP: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+pub fn link_is_up() -> bool {
+    LINK_UP.load(Ordering::Relaxed)
+}
+
+pub fn set_link_up(v: bool) {
+    LINK_UP.store(v, Ordering::Relaxed);
+}

@@ -15,7 +15,6 @@
 
 pub mod failover;
 pub mod replica;
-pub mod rewrite;
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -668,14 +667,7 @@ pub fn abort_shutdown() -> bool {
     true
 }
 
-/// Writes are refused now for want of good replicas (`min-replicas-to-write`): refreshed by the
-/// feeder every 100 ms, so a write command pays one relaxed load.
-static TOO_FEW_REPLICAS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-#[inline]
-pub fn too_few_replicas() -> bool {
-    TOO_FEW_REPLICAS.load(Ordering::Relaxed)
-}
+pub use crate::engine::role::too_few_replicas;
 
 static MIN_TO_WRITE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static MAX_LAG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(10);
@@ -705,7 +697,7 @@ fn refresh_good_replicas(m: &Master) {
             .count()
             >= need
     };
-    TOO_FEW_REPLICAS.store(!enough, Ordering::Relaxed);
+    crate::engine::role::set_too_few_replicas(!enough);
 }
 
 /// Replicas whose acknowledged offset reached `offset` (WAIT).

@@ -89,7 +89,7 @@ pub fn start(w: &Rc<Worker>, host: String, port: u16) -> bool {
         down_since_ms: crate::clock::unix_ms(),
     });
     drop(l);
-    UP.store(false, Ordering::Relaxed);
+    crate::engine::role::set_link_up(false);
     crate::engine::role::set_replica(true);
     crate::process::oom_role_changed();
     // Writes applied from the primary are its stream, forwarded as they are: this server's
@@ -110,7 +110,7 @@ pub fn stop() -> bool {
     *l = None;
     GEN.fetch_add(1, Ordering::SeqCst);
     drop(l);
-    UP.store(false, Ordering::Relaxed);
+    crate::engine::role::set_link_up(false);
     crate::engine::role::set_replica(false);
     crate::process::oom_role_changed();
     let mut m = super::master();
@@ -182,17 +182,11 @@ pub fn stream_db() -> usize {
     STREAM_DB.load(Ordering::Relaxed)
 }
 
-/// The link is up (one relaxed load for `replica-serve-stale-data no`).
-static UP: AtomicBool = AtomicBool::new(false);
-
-#[inline]
-pub fn link_is_up() -> bool {
-    UP.load(Ordering::Relaxed)
-}
+pub use crate::engine::role::link_is_up;
 
 fn set_state(gen: u64, st: State) {
     if let Some(l) = link().as_mut().filter(|l| l.gen == gen) {
-        UP.store(st == State::Connected, Ordering::Relaxed);
+        crate::engine::role::set_link_up(st == State::Connected);
         if st != State::Connected && l.state == State::Connected {
             l.down_since_ms = crate::clock::unix_ms();
         }
@@ -681,7 +675,7 @@ async fn apply_stream(
             }
             // A script past its busy threshold here: the stream waits, buffered, instead of
             // getting `-BUSY` (Redis stops reading its master client then too).
-            while crate::scripting::busy::busy().is_some() {
+            while crate::engine::busy::busy().is_some() {
                 if !current(gen) {
                     return Ok(());
                 }

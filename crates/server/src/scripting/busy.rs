@@ -17,7 +17,7 @@
 
 use std::cell::Cell;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use mlua::ffi;
@@ -27,17 +27,12 @@ use crate::clock::Ticks;
 /// Lua instructions between two hook runs (Redis uses the same count).
 const HOOK_EVERY: c_int = 100_000;
 
-/// A script has run past the threshold somewhere: "the busy script" (scripts on different
-/// threads may run at once; the first past its threshold is the one the server is busy with).
-static BUSY: AtomicBool = AtomicBool::new(false);
 /// The busy script's thread (`thread_token`).
 static OWNER: AtomicUsize = AtomicUsize::new(0);
 /// A KILL for it arrived.
 static KILL: AtomicBool = AtomicBool::new(false);
 /// It wrote (a KILL can no longer stop it).
 static WROTE: AtomicBool = AtomicBool::new(false);
-/// What it is: 1 an EVAL script, 2 a function.
-static KIND: AtomicU8 = AtomicU8::new(0);
 
 /// What FUNCTION STATS shows of a script running past its threshold: its name, its command,
 /// when it started. Written when the script turns busy and when it ends (never per command).
@@ -70,11 +65,8 @@ fn owns_busy() -> bool {
     BUSY.load(Ordering::Relaxed) && OWNER.load(Ordering::Relaxed) == thread_token()
 }
 
-/// Redis's replies.
-pub const ERR_BUSY_SCRIPT: &str =
-    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
-pub const ERR_BUSY_FUNCTION: &str =
-    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+pub use crate::engine::busy::{busy, ERR_BUSY_FUNCTION, ERR_BUSY_SCRIPT};
+use crate::engine::busy::{BUSY, KIND};
 
 /// The running script's name and command, borrowed: pointers to the driver's own (a script
 /// runs often and turns busy rarely; copying them for every run cost a few allocations).
@@ -137,19 +129,6 @@ pub fn end() {
     OWNER.store(0, Ordering::Relaxed);
     BUSY.store(false, Ordering::Release);
     crate::log_warning!("Slow script detected: script finished its execution after a long time");
-}
-
-/// Is a script past its threshold (commands get `-BUSY`)? Which error then.
-#[inline]
-pub fn busy() -> Option<&'static str> {
-    if !BUSY.load(Ordering::Relaxed) {
-        return None;
-    }
-    Some(if KIND.load(Ordering::Relaxed) == 2 {
-        ERR_BUSY_FUNCTION
-    } else {
-        ERR_BUSY_SCRIPT
-    })
 }
 
 /// The running script wrote.

@@ -248,7 +248,7 @@ pub fn config_resetstat<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFu
         let shared = cx.shared();
         shared.total_connections.store(0, Ordering::Relaxed);
         shared.rejected_connections.store(0, Ordering::Relaxed);
-        super::sysinfo::reset_peak();
+        crate::process::sysinfo::reset_peak();
         crate::engine::evict::reset_stats();
         crate::replication::STATS.reset();
         crate::client::evict::EVICTED_CLIENTS.store(0, Ordering::Relaxed);

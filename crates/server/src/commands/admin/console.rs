@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::stats_snapshot::gather;
-use super::sysinfo::human_bytes;
 use crate::commands::ConnCtx;
+use crate::process::sysinfo::human_bytes;
 use crate::version::REDIS_VERSION;
 
 fn html_escape(s: &str) -> String {

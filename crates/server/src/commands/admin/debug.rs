@@ -9,7 +9,7 @@ use crate::engine::db::TtlMode;
 use damselfly_types::compact::fmt_i64;
 use damselfly_types::{CompactStr, Value, ValueRef};
 
-use super::sysinfo::{human_bytes, mem_stats};
+use crate::process::sysinfo::{human_bytes, mem_stats};
 
 const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
 

@@ -6,12 +6,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::stats_snapshot::{gather, Totals};
-use super::sysinfo::{cpu_times, total_system_memory, uname};
 use crate::clock;
 use crate::commands::{BoxFut, ConnCtx};
+use crate::process::sysinfo::{cpu_times, total_system_memory, uname};
 use crate::version::REDIS_VERSION;
 
-use super::sysinfo::human_bytes;
+use crate::process::sysinfo::human_bytes;
 
 /// Ops/sec measured between samples at least a second apart (updated when INFO is asked).
 fn instantaneous_ops(total: u64) -> u64 {

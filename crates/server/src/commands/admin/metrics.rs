@@ -113,7 +113,7 @@ pub async fn prometheus_metrics(cx: &mut ConnCtx) -> String {
         "Replication role",
         &[(format!("{{role=\"{role}\"}}"), "1".into())],
     );
-    let (cpu_sys, cpu_user) = super::sysinfo::cpu_usec(libc::RUSAGE_SELF);
+    let (cpu_sys, cpu_user) = crate::process::sysinfo::cpu_usec(libc::RUSAGE_SELF);
     let (eviction_exceeded_ms, _) = crate::engine::evict::exceeded_ms();
     let bgsave = p.bgsave_in_progress.load(Ordering::Relaxed);
     // (name, type, help, value) of the metrics without labels.

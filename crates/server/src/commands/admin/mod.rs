@@ -18,13 +18,11 @@ pub mod lolwut;
 pub mod metrics;
 pub mod misc;
 pub mod stats_snapshot;
-pub mod sysinfo;
 
 use super::spec::prelude::*;
 
 pub use console::console_page;
 pub use metrics::prometheus_metrics;
-pub use misc::slowlog_record;
 
 const ADMIN_FLAGS: u32 = ADMIN | NOSCRIPT | LOADING | STALE;
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::sysinfo::{mem_stats, MemStats};
 use crate::commands::{flags, registry, ConnCtx, Entry};
+use crate::process::sysinfo::{mem_stats, MemStats};
 use crate::stats::CmdStat;
 
 /// Everything INFO and `/metrics` report. [`gather`] takes one of these on every thread and sums
@@ -194,7 +194,7 @@ pub async fn gather(cx: &ConnCtx) -> Totals {
                 s.expired += db.stats.expired;
                 s.table_mem += db.table_mem() as u64;
             }
-            let (sys, user) = super::sysinfo::cpu_usec(libc::RUSAGE_THREAD);
+            let (sys, user) = crate::process::sysinfo::cpu_usec(libc::RUSAGE_THREAD);
             s.per_thread.push(ThreadLoad {
                 commands_processed: s.commands_processed,
                 net_input_bytes: s.net_input_bytes,

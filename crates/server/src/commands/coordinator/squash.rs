@@ -62,7 +62,7 @@ pub fn classify(cx: &ConnCtx, args: &[&[u8]]) -> Option<Route> {
     let spec = entry.spec;
     // A replica's read-only and stale-data rules, `min-replicas-to-write`: `execute` answers
     // (a pipelined write must not slip past them in a run).
-    if (crate::replication::too_few_replicas() || crate::replication::replica::is_replica())
+    if (crate::engine::role::too_few_replicas() || crate::engine::role::is_replica())
         && crate::commands::replication_refusal(cx, spec).is_some()
     {
         return None;
