@@ -2,7 +2,7 @@
 //!
 //! Where things live (docs/architecture.md has the full map and the layering rules):
 //! - `config`   — flags, flagfile, `DFLY_*` env, redis.conf, CONFIG GET/SET; owners hear of
-//!   their parameters through `config::hooks` (installed by [`install_config_hooks`]).
+//!   their parameters through `config::hooks` (installed by [`install`]).
 //! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing,
 //!   VLL locks; the snapshot walk and RDB loader, the journal of writes, the node's role.
 //! - `commands` — the command framework (execute, registry, coordinator and hop API) and one
@@ -46,12 +46,19 @@ use engine::{Shared, Worker};
 fn install_network_hooks() {
     client::set_context_size(std::mem::size_of::<commands::ConnCtx>());
     net::listener::install_memcache(|w, s| Box::pin(memcache::session::serve(w, s)));
+    net::http::install_pages(net::http::Pages {
+        metrics: |cx| Box::pin(commands::admin::prometheus_metrics(cx)),
+        console: |cx| Box::pin(commands::admin::console_page(cx)),
+    });
     net::session::install_disconnect_hooks(&[pubsub::on_disconnect, replication::on_disconnect]);
 }
 
-/// Installs every module's configuration hooks (config::hooks): call before the first
-/// `Config` is made (`main` does, first thing; so may tests).
-pub fn install_config_hooks() {
+/// Installs what the lower layers run for the higher ones before anything starts: every
+/// module's configuration hooks (config::hooks) and every command family's spec list
+/// (commands::registry). Call before the first `Config` is made (`main` does, first thing; so
+/// may tests); later calls change nothing.
+pub fn install() {
+    commands::registry::install(command_families());
     config::hooks::install(&[
         engine::CONFIG_HOOKS,
         replication::CONFIG_HOOKS,
@@ -60,6 +67,38 @@ pub fn install_config_hooks() {
         process::CONFIG_HOOKS,
         commands::registry::CONFIG_HOOKS,
     ]);
+}
+
+/// The command table: the framework's own families and the subsystems' commands.
+fn command_families() -> Vec<&'static [commands::CommandSpec]> {
+    #[allow(unused_mut)]
+    let mut v: Vec<&'static [commands::CommandSpec]> = vec![
+        commands::string::COMMANDS,
+        commands::bitmap::COMMANDS,
+        commands::keys::COMMANDS,
+        commands::connection::COMMANDS,
+        commands::acl::COMMANDS,
+        commands::admin::COMMANDS,
+        commands::multi::COMMANDS,
+        commands::persistence::COMMANDS,
+        commands::dump::COMMANDS,
+        commands::migrate::COMMANDS,
+        commands::replication::COMMANDS,
+        commands::scripting::COMMANDS,
+        commands::list::COMMANDS,
+        commands::hash::COMMANDS,
+        commands::set::COMMANDS,
+        commands::zset::COMMANDS,
+        commands::geo::COMMANDS,
+        commands::hll::COMMANDS,
+        commands::stream::COMMANDS,
+        commands::sort::COMMANDS,
+        commands::pubsub::COMMANDS,
+    ];
+    // Test-only commands that panic on purpose (never in a release build's table).
+    #[cfg(any(debug_assertions, feature = "fault-injection"))]
+    v.push(commands::fault::COMMANDS);
+    v
 }
 
 /// Starts the server and blocks until SHUTDOWN or a termination signal.

@@ -4,7 +4,7 @@
 static GLOBAL: damselfly::engine::memory::Counting = damselfly::engine::memory::Counting;
 
 fn main() {
-    damselfly::install_config_hooks();
+    damselfly::install();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env: Vec<(String, String)> = std::env::vars().collect();
     match damselfly::config::parse_args(&args, &env) {

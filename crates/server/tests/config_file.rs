@@ -82,7 +82,7 @@ const NOT_IN_ROUND_TRIP: &[(&str, &str)] = &[
 /// A valid value other than the default for `p`, or None when every other value is one that
 /// damselfly refuses until its feature exists (checked by the refusal tests).
 fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
-    damselfly::install_config_hooks();
+    damselfly::install();
     let cfg = Config::new();
     let candidates: Vec<String> = match p.name {
         "dir" => vec![dir.display().to_string()],
@@ -126,7 +126,7 @@ fn other_value(p: &damselfly::config::Param, dir: &Path) -> Option<String> {
 
 /// The canonical value damselfly's own parser makes of `value` (what CONFIG GET must show).
 fn canonical(name: &str, value: &str) -> String {
-    damselfly::install_config_hooks();
+    damselfly::install();
     let c = Config::new();
     c.set_directive(name, &[value]).unwrap();
     c.get(name).unwrap()

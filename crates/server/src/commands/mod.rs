@@ -1016,8 +1016,8 @@ pub(crate) async fn flush_bcast(cx: &ConnCtx) {
 /// flags; EXEC by its queued commands; scripts by their own flags)?
 fn pause_writes(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) -> bool {
     let one = |s: &CommandSpec, a: &[&[u8]]| {
-        if s.flags & flags::SCRIPT_CALL != 0 {
-            return scripting::call_writes(s, a);
+        if let Some(writes) = s.writes_by {
+            return writes(s, a);
         }
         s.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
     };

@@ -191,35 +191,23 @@ impl Registry {
     }
 }
 
-pub fn families() -> Vec<&'static [CommandSpec]> {
-    #[allow(unused_mut)]
-    let mut v: Vec<&'static [CommandSpec]> = vec![
-        super::string::COMMANDS,
-        super::bitmap::COMMANDS,
-        super::keys::COMMANDS,
-        super::connection::COMMANDS,
-        super::acl::COMMANDS,
-        super::admin::COMMANDS,
-        super::multi::COMMANDS,
-        super::persistence::COMMANDS,
-        super::dump::COMMANDS,
-        super::migrate::COMMANDS,
-        super::replication::COMMANDS,
-        super::scripting::COMMANDS,
-        super::list::COMMANDS,
-        super::hash::COMMANDS,
-        super::set::COMMANDS,
-        super::zset::COMMANDS,
-        super::geo::COMMANDS,
-        super::hll::COMMANDS,
-        super::stream::COMMANDS,
-        super::sort::COMMANDS,
-        super::pubsub::COMMANDS,
-    ];
-    // Test-only commands that panic on purpose (never in a release build's table).
-    #[cfg(any(debug_assertions, feature = "fault-injection"))]
-    v.push(super::fault::COMMANDS);
-    v
+/// Every family's spec list, as the crate root installs them ([`install`]): the framework names
+/// no family, so a family (or a subsystem's own commands: ACL, EVAL, SAVE, SYNC...) lives
+/// with its code and is added in one place, `damselfly::install`.
+static FAMILIES: OnceLock<Vec<&'static [CommandSpec]>> = OnceLock::new();
+
+/// Installs the command table's families; the first call wins (before the table is built).
+pub fn install(families: Vec<&'static [CommandSpec]>) {
+    let _ = FAMILIES.set(families);
+}
+
+pub fn families() -> &'static [&'static [CommandSpec]] {
+    // A unit test builds the table without `main`: the crate root installs what it has.
+    #[cfg(test)]
+    crate::install();
+    FAMILIES
+        .get()
+        .expect("the command families are installed first (damselfly::install)")
 }
 
 pub fn registry() -> &'static Registry {
@@ -227,7 +215,7 @@ pub fn registry() -> &'static Registry {
     REG.get_or_init(|| {
         let mut by_name = HashMap::default();
         let mut id = 0;
-        for fam in families() {
+        for fam in families().iter() {
             for spec in fam.iter() {
                 let mut subs = HashMap::default();
                 for sub in spec.subcommands {

@@ -39,19 +39,19 @@ const EVAL_RO: u32 =
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("eval", -3, EVAL, keynum(2, 1, 1), Conn(eval))
+    cmd("eval", -3, EVAL, keynum(2, 1, 1), Conn(eval)).writes_by(call_writes)
         .doc(G, "2.6.0", "Executes a server-side Lua script."),
-    cmd("evalsha", -3, EVAL, keynum(2, 1, 1), Conn(evalsha))
+    cmd("evalsha", -3, EVAL, keynum(2, 1, 1), Conn(evalsha)).writes_by(call_writes)
         .doc(G, "2.6.0", "Executes a server-side Lua script by SHA1 digest."),
-    cmd("eval_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(eval_ro))
+    cmd("eval_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(eval_ro)).writes_by(call_writes)
         .doc(G, "7.0.0", "Executes a read-only server-side Lua script."),
-    cmd("evalsha_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(evalsha_ro))
+    cmd("evalsha_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(evalsha_ro)).writes_by(call_writes)
         .doc(G, "7.0.0", "Executes a read-only server-side Lua script by SHA1 digest."),
     container("script", -2, SCRIPT_SUBS)
         .doc(G, "2.6.0", "A container for Lua scripts management commands."),
-    cmd("fcall", -3, EVAL, keynum(2, 1, 1), Conn(fcall))
+    cmd("fcall", -3, EVAL, keynum(2, 1, 1), Conn(fcall)).writes_by(call_writes)
         .doc(G, "7.0.0", "Invokes a function."),
-    cmd("fcall_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(fcall_ro))
+    cmd("fcall_ro", -3, EVAL_RO, keynum(2, 1, 1), Conn(fcall_ro)).writes_by(call_writes)
         .doc(G, "7.0.0", "Invokes a read-only function."),
     container("function", -2, FUNCTION_SUBS)
         .doc(G, "7.0.0", "A container for function commands."),
@@ -114,7 +114,7 @@ fn evalsha_ro<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 /// `evalGetCommandFlags`, `fcallGetCommandFlags`)? The _RO forms never; a script with a
 /// shebang unless it says `no-writes`; one without a shebang, or not found, may replicate;
 /// a function by its flags.
-pub fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
+fn call_writes(spec: &CommandSpec, args: &[&[u8]]) -> bool {
     if spec.flags & READONLY != 0 {
         return false;
     }

@@ -556,7 +556,13 @@ pub struct CommandSpec {
     pub acl_extra: u32,
     /// Replaces the group's family category when set.
     pub acl_family: Option<u32>,
+    /// Whether a call writes, for a command whose flags cannot say (a script's call is
+    /// judged by the script's own flags): CLIENT PAUSE WRITE asks it.
+    pub writes_by: Option<WritesFn>,
 }
+
+/// See [`CommandSpec::writes_by`].
+pub type WritesFn = fn(&CommandSpec, &[&[u8]]) -> bool;
 
 /// A command: name, arity, flags, keys, handler. Documented with `.doc(...)`.
 pub const fn cmd(
@@ -580,6 +586,7 @@ pub const fn cmd(
         summary: "",
         acl_extra: 0,
         acl_family: None,
+        writes_by: None,
     }
 }
 
@@ -638,6 +645,12 @@ impl CommandSpec {
 
     pub const fn plan(mut self, hook: PlanFn) -> Self {
         self.plan = Some(hook);
+        self
+    }
+
+    /// See [`CommandSpec::writes_by`].
+    pub const fn writes_by(mut self, f: WritesFn) -> Self {
+        self.writes_by = Some(f);
         self
     }
 

@@ -6,7 +6,7 @@
 //! letters, a cron expression), what to do once a value is stored (`maxmemory` reaches the
 //! evictor), and what `CONFIG REWRITE` writes when the live state differs from the stored
 //! value (`replicaof` after a REPLICAOF command). The server installs every owner's table
-//! once, before the first directive is read (`damselfly::install_config_hooks`), so the
+//! once, before the first directive is read (`damselfly::install`), so the
 //! dependency points up the stack only at the top.
 
 use std::sync::OnceLock;

@@ -12,6 +12,26 @@ use super::stream::{ReadHalf, WriteHalf};
 
 use crate::commands::ConnCtx;
 
+/// A page's body, made from the connection's context (the admin layer's `/metrics` and
+/// console: installed by the crate root, [`install_pages`], as the network names no layer
+/// above it).
+pub type Page = for<'a> fn(
+    &'a mut ConnCtx,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + 'a>>;
+
+/// `/metrics` and the console page.
+pub struct Pages {
+    pub metrics: Page,
+    pub console: Page,
+}
+
+static PAGES: std::sync::OnceLock<Pages> = std::sync::OnceLock::new();
+
+/// Installs the pages served over HTTP (lib.rs does, before the listeners start).
+pub fn install_pages(pages: Pages) {
+    let _ = PAGES.set(pages);
+}
+
 /// True when the buffered bytes start with an HTTP request line rather than a Redis command.
 /// ("GET key" is a valid inline Redis command, so require the "HTTP/1." marker.)
 pub fn looks_like_http(buf: &[u8]) -> bool {
@@ -55,20 +75,13 @@ pub async fn serve(
             "text/plain",
             "authentication required\n".to_string(),
         )
-    } else if path == "/metrics" {
-        (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            crate::commands::admin::prometheus_metrics(cx).await,
-        )
-    } else if (path == "/" || path == "/index.html")
-        && cx.shared().config.bool("http_admin_console")
-    {
-        (
-            "200 OK",
-            "text/html; charset=utf-8",
-            crate::commands::admin::console_page(cx).await,
-        )
+    } else if let (true, Some(p)) = (path == "/metrics", PAGES.get()) {
+        ("200 OK", "text/plain; version=0.0.4", (p.metrics)(cx).await)
+    } else if let (true, Some(p)) = (
+        (path == "/" || path == "/index.html") && cx.shared().config.bool("http_admin_console"),
+        PAGES.get(),
+    ) {
+        ("200 OK", "text/html; charset=utf-8", (p.console)(cx).await)
     } else {
         ("404 Not Found", "text/plain", "not found\n".to_string())
     };
