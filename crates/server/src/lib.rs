@@ -16,6 +16,7 @@
 //! Values and their encodings (RDB included) are the `damselfly_types` crate, below this one.
 
 pub mod acl;
+pub mod admin;
 pub mod base64;
 pub mod client;
 pub mod clock;
@@ -47,8 +48,8 @@ fn install_network_hooks() {
     client::set_context_size(std::mem::size_of::<commands::ConnCtx>());
     net::listener::install_memcache(|w, s| Box::pin(memcache::session::serve(w, s)));
     net::http::install_pages(net::http::Pages {
-        metrics: |cx| Box::pin(commands::admin::prometheus_metrics(cx)),
-        console: |cx| Box::pin(commands::admin::console_page(cx)),
+        metrics: |cx| Box::pin(admin::prometheus_metrics(cx)),
+        console: |cx| Box::pin(admin::console_page(cx)),
     });
     net::session::install_disconnect_hooks(&[pubsub::on_disconnect, replication::on_disconnect]);
 }
@@ -59,6 +60,28 @@ fn install_network_hooks() {
 /// may tests); later calls change nothing.
 pub fn install() {
     commands::registry::install(command_families());
+    commands::keys::install_flushall_save(commands::keys::FlushallSave {
+        saves: persistence::commands::flushall_saves,
+        save: |cx| Box::pin(persistence::commands::save_after_flushall(cx)),
+    });
+    persistence::commands::install_replication_hooks(persistence::commands::ReplicationHooks {
+        pause_link: || Box::pin(replication::replica::pause()),
+        resume_link: replication::replica::resume,
+        replica_position: || {
+            let m = replication::master();
+            (
+                m.replid.clone(),
+                m.offset,
+                replication::replica::stream_db(),
+            )
+        },
+        primary_position: || {
+            Box::pin(async {
+                let offset = replication::settled_offset().await;
+                (replication::master().replid.clone(), offset)
+            })
+        },
+    });
     config::hooks::install(&[
         engine::CONFIG_HOOKS,
         replication::CONFIG_HOOKS,
@@ -77,14 +100,14 @@ fn command_families() -> Vec<&'static [commands::CommandSpec]> {
         commands::bitmap::COMMANDS,
         commands::keys::COMMANDS,
         commands::connection::COMMANDS,
-        commands::acl::COMMANDS,
-        commands::admin::COMMANDS,
+        acl::commands::COMMANDS,
+        admin::COMMANDS,
         commands::multi::COMMANDS,
-        commands::persistence::COMMANDS,
+        persistence::commands::COMMANDS,
         commands::dump::COMMANDS,
         commands::migrate::COMMANDS,
-        commands::replication::COMMANDS,
-        commands::scripting::COMMANDS,
+        replication::commands::COMMANDS,
+        scripting::commands::COMMANDS,
         commands::list::COMMANDS,
         commands::hash::COMMANDS,
         commands::set::COMMANDS,
@@ -464,7 +487,7 @@ fn thread_main(
         }
         if id == 0 {
             tokio::task::spawn_local(watch_signals(w.clone()));
-            tokio::task::spawn_local(commands::persistence::save_cron(w.clone()));
+            tokio::task::spawn_local(persistence::commands::save_cron(w.clone()));
             tokio::task::spawn_local(replication::feed(w.clone()));
             // `replicaof <host> <port>` in the configuration: follow it from the start.
             if let Some((host, port)) = w.shared.config.get("replicaof").and_then(|v| {
@@ -535,11 +558,11 @@ async fn watch_signals(w: Rc<Worker>) {
         let save = if has("nosave") {
             false
         } else {
-            has("save") || !commands::persistence::save_points(&w.shared.config).is_empty()
+            has("save") || !persistence::commands::save_points(&w.shared.config).is_empty()
         };
         if save {
             let mut cx = commands::ConnCtx::internal(w.clone());
-            if let Err(e) = commands::persistence::shutdown_save(&mut cx).await {
+            if let Err(e) = persistence::commands::shutdown_save(&mut cx).await {
                 if has("force") {
                     crate::log_warning!("Error trying to save the DB, exiting anyway (force): {e}");
                 } else {

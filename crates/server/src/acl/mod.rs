@@ -7,6 +7,7 @@
 //! that version (re-reading its user only after a change). Permission checks run on the
 //! connection's thread, before anything is sent to a shard.
 
+pub mod commands;
 pub mod selector;
 pub mod user;
 

@@ -152,7 +152,7 @@ fn authenticate(cx: &mut ConnCtx, cmd: &[u8], user: &[u8], pass: &[u8]) -> bool 
             } else {
                 crate::acl::Context::Toplevel
             };
-            super::acl::log_denied(cx, crate::acl::Reason::Auth, ctx, cmd, user);
+            crate::acl::commands::log_denied(cx, crate::acl::Reason::Auth, ctx, cmd, user);
             false
         }
     }

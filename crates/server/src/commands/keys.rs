@@ -923,6 +923,22 @@ fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
+/// FLUSHALL's save of the empty dataset when save points are configured (Redis's
+/// `flushallCommand` calls `rdbSave`): persistence's, installed by the crate root, as the
+/// keyspace family names no layer above the framework.
+pub struct FlushallSave {
+    /// Does this FLUSHALL save?
+    pub saves: fn(&ConnCtx) -> bool,
+    /// Saves under FLUSHALL's own all-shard locks, and concludes them.
+    pub save: for<'a> fn(&'a mut ConnCtx) -> BoxFut<'a>,
+}
+
+static FLUSHALL_SAVE: std::sync::OnceLock<FlushallSave> = std::sync::OnceLock::new();
+
+pub fn install_flushall_save(hook: FlushallSave) {
+    let _ = FLUSHALL_SAVE.set(hook);
+}
+
 fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         if !flush_flags_ok(&mut cx.reply, args) {
@@ -941,7 +957,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .abort
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let save = super::persistence::flushall_saves(cx);
+        let save = FLUSHALL_SAVE.get().filter(|h| (h.saves)(cx));
         let clear = cx.hops().all_shards(|c, ()| {
             if c.shared
                 .persist
@@ -955,9 +971,9 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             }
             crate::engine::tracking::forget_all();
         });
-        if save {
+        if let Some(h) = save {
             clear.run_more().await;
-            super::persistence::save_after_flushall(cx).await;
+            (h.save)(cx).await;
         } else {
             clear.run().await;
         }

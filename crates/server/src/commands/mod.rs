@@ -8,8 +8,6 @@
 //! - `Handler::Conn`: async coordinator on the connection's thread for multi-key / all-shard
 //!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
 
-pub mod acl;
-pub mod admin;
 pub mod bitmap;
 pub mod connection;
 pub mod coordinator;
@@ -24,13 +22,10 @@ pub mod keys;
 pub mod list;
 pub mod migrate;
 pub mod multi;
-pub mod persistence;
 pub mod propagate;
 pub mod pubsub;
 pub mod registry;
-pub mod replication;
 pub mod scan;
-pub mod scripting;
 pub mod set;
 pub mod slowlog;
 pub mod sort;
@@ -310,7 +305,7 @@ pub struct ConnCtx {
     pub now_ms: u64,
     /// The current command's lock plan and transaction (see `coordinator`); command code
     /// reaches shards through `hops()`.
-    coord: coordinator::Coord,
+    pub coord: coordinator::Coord,
     /// Commands queued since MULTI (None outside MULTI).
     multi: Option<multi::MultiState>,
     /// The socket side of `reply` (what is written already).
@@ -777,7 +772,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     // are checked by the script (`scripting::check_call`); our primary's stream has no user
     // (Redis's master client runs anything).
     if !cx.acl.fast_ok() && !cx.in_script && !cx.is_master {
-        if let Err(err) = acl::gate(cx, entry, args) {
+        if let Err(err) = crate::acl::commands::gate(cx, entry, args) {
             let Some(err) = err else { return };
             if cx.in_exec() || spec.flags & flags::REJECT_EXECABORT == 0 {
                 reject(cx, entry.id, &err);

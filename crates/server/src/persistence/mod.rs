@@ -12,6 +12,7 @@
 //!
 //! The commands (SAVE, BGSAVE, DEBUG RELOAD, DUMP, RESTORE) live in `commands/persistence.rs`.
 
+pub mod commands;
 pub mod cron;
 
 use std::path::PathBuf;

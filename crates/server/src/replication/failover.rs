@@ -110,7 +110,7 @@ pub async fn abort(w: &Rc<Worker>, why: &str) {
     }
     if phase == Phase::InProgress {
         let mut icx = crate::commands::ConnCtx::internal(w.clone());
-        crate::commands::replication::unset_master(&mut icx).await;
+        crate::replication::commands::unset_master(&mut icx).await;
     }
     clear();
 }

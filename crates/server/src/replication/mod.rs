@@ -13,6 +13,7 @@
 //! The state here (`MASTER`) is behind a mutex: the feeder takes it once per batch of records,
 //! PSYNC/REPLCONF/INFO rarely. Shards never take it: they only push to the journal.
 
+pub mod commands;
 pub mod failover;
 pub mod replica;
 

@@ -550,7 +550,7 @@ async fn full_sync(
         }
         transferred = true;
         let mut cx = ConnCtx::internal(w.clone());
-        crate::commands::persistence::load_replacing(&mut cx, &path)
+        crate::persistence::commands::load_replacing(&mut cx, &path)
             .await
             .map_err(|e| {
                 format!("Failed trying to load the MASTER synchronization DB from disk: {e}")

@@ -9,6 +9,7 @@
 //! handler is the only place that touches the connection.
 
 pub mod busy;
+pub mod commands;
 pub mod convert;
 pub mod functions;
 pub mod lualib;
@@ -1472,7 +1473,7 @@ fn register_redis(lua: &Lua, g: &Table) -> mlua::Result<()> {
             };
             let args = call_args(args).map_err(|m| raise(lua, m.into()))?;
             let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-            let Some(entry) = crate::commands::scripting::resolve(&argv) else {
+            let Some(entry) = crate::scripting::commands::resolve(&argv) else {
                 return Err(raise(
                     lua,
                     "ERR Invalid command passed to redis.acl_check_cmd()".into(),

@@ -10,10 +10,10 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
 use crate::clock;
+use crate::commands::spec::prelude::*;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, CmdCtx, ConnCtx};
 use crate::engine::rdb_load::{self as load, Entry, LoadError};
 use crate::engine::snapshot::{self, Header};
 use crate::engine::Worker;
@@ -76,10 +76,34 @@ struct LinkPause(bool);
 
 impl Drop for LinkPause {
     fn drop(&mut self) {
-        if self.0 {
-            crate::replication::replica::resume();
+        if let (true, Some(h)) = (self.0, REPLICATION.get()) {
+            (h.resume_link)();
         }
     }
+}
+
+/// A future a hook returns (on the connection's thread).
+pub type HookFut<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T>>>;
+
+/// What a snapshot asks of replication: persistence sits below it (a full sync is a
+/// snapshot), so the crate root installs these ([`install_replication_hooks`]) and nothing here
+/// names the replication layer. Without them a snapshot records no replication position.
+pub struct ReplicationHooks {
+    /// A replica's link stops between two batches of its primary's stream (true once stopped);
+    /// `resume_link` lets it go on.
+    pub pause_link: fn() -> HookFut<bool>,
+    pub resume_link: fn(),
+    /// Where a (paused) replica's stream stands: the primary's replication id, the offset,
+    /// the database the stream is in.
+    pub replica_position: fn() -> (String, u64, usize),
+    /// A primary's replication id and the offset everything journaled so far reached.
+    pub primary_position: fn() -> HookFut<(String, u64)>,
+}
+
+static REPLICATION: std::sync::OnceLock<ReplicationHooks> = std::sync::OnceLock::new();
+
+pub fn install_replication_hooks(hooks: ReplicationHooks) {
+    let _ = REPLICATION.set(hooks);
 }
 
 /// A full sync's snapshot: the hook at its point, and where it goes.
@@ -116,17 +140,20 @@ pub async fn save_snapshot_at(
     let mut own_stream_db = None;
     // Not for a save that holds locks already (FLUSHALL's, DEBUG RELOAD's) or that the link
     // itself runs (the primary's FLUSHALL): the link could not reach a batch boundary then.
-    if at_barrier.is_none()
-        && crate::engine::role::is_replica()
-        && !cx.is_master
-        && !cx.coord.in_transaction()
-    {
+    let hooks = REPLICATION.get();
+    if let (None, true, false, false, Some(h)) = (
+        &at_barrier,
+        crate::engine::role::is_replica(),
+        cx.is_master,
+        cx.coord.in_transaction(),
+        hooks,
+    ) {
         link.0 = true;
-        if crate::replication::replica::pause().await {
-            let m = crate::replication::master();
-            if m.offset > 0 {
-                repl_position = Some((m.replid.clone(), m.offset));
-                own_stream_db = Some(crate::replication::replica::stream_db());
+        if (h.pause_link)().await {
+            let (replid, offset, stream_db) = (h.replica_position)();
+            if offset > 0 {
+                repl_position = Some((replid, offset));
+                own_stream_db = Some(stream_db);
             }
         }
     }
@@ -135,15 +162,16 @@ pub async fn save_snapshot_at(
     // (Redis 7.0 saves a master's `repl-id`/`repl-offset` too): every shard is held (an empty
     // first hop of the save's transaction, which the save's own hops continue) while a fence
     // in the journal answers with the offset everything before it reached.
-    if at_barrier.is_none()
-        && repl_position.is_none()
-        && !cx.coord.in_transaction()
-        && !crate::engine::role::is_replica()
-        && crate::engine::journal::active()
-    {
+    if let (None, None, false, false, true, Some(h)) = (
+        &at_barrier,
+        &repl_position,
+        cx.coord.in_transaction(),
+        crate::engine::role::is_replica(),
+        crate::engine::journal::active(),
+        hooks,
+    ) {
         cx.hops().all_shards(|_, ()| ()).run_more().await;
-        let offset = crate::replication::settled_offset().await;
-        repl_position = Some((crate::replication::master().replid.clone(), offset));
+        repl_position = Some((h.primary_position)().await);
         own_stream_db = Some(0);
     }
     let header = Header {
@@ -602,7 +630,7 @@ pub async fn reload(cx: &mut ConnCtx, args: &[&[u8]]) {
     }
     let st = &cx.shared().persist;
     if st.loading.load(Ordering::SeqCst) {
-        cx.reply.error(super::ERR_LOADING);
+        cx.reply.error(crate::commands::ERR_LOADING);
         return;
     }
     if !st.try_begin() {

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, ConnCtx};
 use crate::acl::{self, Context, Denied, LogEntry, Reason, User};
 use crate::client;
 use crate::commands::connection::help_reply;
 use crate::commands::registry::Entry;
+use crate::commands::spec::prelude::*;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, ConnCtx};
 
 const G: Group = Group::Server;
 const F: u32 = NOSCRIPT | LOADING | STALE | SENTINEL;
@@ -231,7 +231,7 @@ fn cat(cx: &mut ConnCtx, args: &[&[u8]]) {
                 return;
             };
             let mut names = Vec::new();
-            for e in super::registry().all() {
+            for e in crate::commands::registry().all() {
                 if e.spec.acl_categories() & flag != 0 {
                     names.push(e.static_name);
                 }
@@ -331,7 +331,7 @@ fn dryrun(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     };
     let cmdargs = &args[3..];
-    let top = super::registry().lookup(cmdargs[0]);
+    let top = crate::commands::registry().lookup(cmdargs[0]);
     let entry = match top {
         Some(t) if !t.subs.is_empty() && cmdargs.len() >= 2 => t.sub(cmdargs[1]),
         Some(t) if t.subs.is_empty() => Some(t),

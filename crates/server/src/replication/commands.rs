@@ -5,12 +5,12 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::persistence::{save_for_replica, snapshot_plan, AtBarrier, ForReplica};
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, ConnCtx};
+use crate::commands::spec::prelude::*;
+use crate::commands::util::*;
+use crate::commands::{BoxFut, ConnCtx};
 use crate::engine::journal;
 use crate::engine::Worker;
+use crate::persistence::commands::{save_for_replica, snapshot_plan, AtBarrier, ForReplica};
 use crate::replication::{self as repl, replica};
 
 const G: Group = Group::Server;

@@ -453,7 +453,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
                 t.obuf_limit_disconnections
             );
         }
-        "replication" => crate::commands::replication::info(o, &shared.config),
+        "replication" => crate::replication::commands::info(o, &shared.config),
         "cpu" => {
             let (sys, user) = cpu_times();
             o.push_str("# CPU\r\n");

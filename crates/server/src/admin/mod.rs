@@ -19,7 +19,7 @@ pub mod metrics;
 pub mod misc;
 pub mod stats_snapshot;
 
-use super::spec::prelude::*;
+use crate::commands::spec::prelude::*;
 
 pub use console::console_page;
 pub use metrics::prometheus_metrics;

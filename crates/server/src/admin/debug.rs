@@ -180,7 +180,7 @@ pub fn debug<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     .await;
                 cx.reply.ok();
             }
-            (b"reload", _) => crate::commands::persistence::reload(cx, &args[2..]).await,
+            (b"reload", _) => crate::persistence::commands::reload(cx, &args[2..]).await,
             (b"error", 3) => cx.reply.error_bytes(args[2]),
             (b"log", 3) => {
                 crate::log_warning!("DEBUG LOG: {}", String::from_utf8_lossy(args[2]));

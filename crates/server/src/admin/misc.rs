@@ -64,9 +64,9 @@ async fn shutdown_async(cx: &mut ConnCtx, args: &[&[u8]]) {
         return;
     }
     // As Redis: SAVE saves; without NOSAVE, configured save points save too.
-    let points = !crate::commands::persistence::save_points(&cx.shared().config).is_empty();
+    let points = !crate::persistence::commands::save_points(&cx.shared().config).is_empty();
     if save || (points && !nosave) {
-        if let Err(e) = crate::commands::persistence::shutdown_save(cx).await {
+        if let Err(e) = crate::persistence::commands::shutdown_save(cx).await {
             crate::log_warning!("Error trying to save the DB: {e}");
             if !force {
                 crate::process::supervise::status("Error trying to save the DB, can't exit.");

@@ -15,14 +15,14 @@ use std::sync::Arc;
 
 use damselfly_protocol::{Reply, RespVersion};
 
-use super::connection::help_reply;
-use super::coordinator::LockPlan;
-use super::dump::KeyImage;
-use super::registry::{registry, Entry};
-use super::spec::prelude::*;
-use super::spec::Handler;
-use super::spec::PlanSink;
-use super::{BoxFut, ConnCtx};
+use crate::commands::connection::help_reply;
+use crate::commands::coordinator::LockPlan;
+use crate::commands::dump::KeyImage;
+use crate::commands::registry::{registry, Entry};
+use crate::commands::spec::prelude::*;
+use crate::commands::spec::Handler;
+use crate::commands::spec::PlanSink;
+use crate::commands::{BoxFut, ConnCtx};
 use crate::scripting::{self, functions, Outcome, ScriptFlags, Sha};
 
 const G: Group = Group::Scripting;
@@ -152,7 +152,7 @@ fn sha_arg(arg: &[u8]) -> Option<Sha> {
 /// `numkeys` of EVAL/FCALL (argument 2) checked against the arguments, with Redis's errors
 /// (`not_int`: the reply when it is not a number). None: the error was replied.
 fn numkeys(cx: &mut ConnCtx, args: &[&[u8]], not_int: &str) -> Option<usize> {
-    let Some(n) = super::util::parse_i64(args[2]) else {
+    let Some(n) = crate::commands::util::parse_i64(args[2]) else {
         cx.reply.error(not_int);
         return None;
     };
@@ -179,7 +179,7 @@ fn eval_generic<'a>(
     ro: bool,
 ) -> BoxFut<'a> {
     let ready = || -> BoxFut<'a> { Box::pin(std::future::ready(())) };
-    let Some(numkeys) = numkeys(cx, args, super::util::ERR_NOT_INT) else {
+    let Some(numkeys) = numkeys(cx, args, crate::commands::util::ERR_NOT_INT) else {
         return ready();
     };
     let (keys, argv) = args[3..].split_at(numkeys);
@@ -356,7 +356,7 @@ async fn run_script<F: scripting::Reusable>(
     // MONITOR shows the script's command before the commands it runs (the command itself is
     // SKIP_MONITOR, so `record_call` does not show it after), as Redis does.
     if crate::pubsub::monitor::active() {
-        super::feed_monitors(cx, call.command);
+        crate::commands::feed_monitors(cx, call.command);
     }
     if try_declared(cx, call.keys, call.name) && run_once(cx, call, true, &start).await == Ran::Done
     {
@@ -555,9 +555,9 @@ fn finish<F: scripting::Reusable>(
     }
     // Client-side caching: a script that read tracks its declared keys (Redis 7), registered
     // while the script's locks still hold.
-    if state.read && cx.client.special.get() && super::tracks_reads(cx) {
+    if state.read && cx.client.special.get() && crate::commands::tracks_reads(cx) {
         if let Some(entry) = registry().lookup(command[0]) {
-            super::track_keys(cx, entry.spec, command);
+            crate::commands::track_keys(cx, entry.spec, command);
         }
     }
     if own_tx {
@@ -793,7 +793,7 @@ async fn take_images(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8]
         let k = key.clone();
         let image = cx
             .hops()
-            .on_key(&key, move |c, ()| super::dump::key_image(c, &k))
+            .on_key(&key, move |c, ()| crate::commands::dump::key_image(c, &k))
             .run_more()
             .await;
         let mut st = state.borrow_mut();
@@ -829,7 +829,9 @@ fn take_images_inline(cx: &mut ConnCtx, state: &RefCell<CallState>, args: &[&[u8
         if crate::engine::shard_of(k, threads) != me {
             return false;
         }
-        let Some(image) = super::inline_hop(cx, |c| super::dump::key_image(c, k)) else {
+        let Some(image) =
+            crate::commands::inline_hop(cx, |c| crate::commands::dump::key_image(c, k))
+        else {
             return false;
         };
         d.image_bytes += image.as_ref().map_or(0, |(b, _)| b.len()) + k.len();
@@ -843,7 +845,9 @@ async fn undo(cx: &mut ConnCtx, images: Vec<(Vec<u8>, KeyImage)>) {
     for (key, image) in images.into_iter().rev() {
         let k = key.clone();
         cx.hops()
-            .on_key(&key, move |c, ()| super::dump::restore_image(c, &k, image))
+            .on_key(&key, move |c, ()| {
+                crate::commands::dump::restore_image(c, &k, image)
+            })
             .run_more()
             .await;
     }
@@ -888,7 +892,7 @@ async fn script_call(
         return reply.take();
     }
     let saved = std::mem::replace(&mut cx.reply, reply);
-    Box::pin(super::execute(cx, &argv)).await;
+    Box::pin(crate::commands::execute(cx, &argv)).await;
     let mut reply = std::mem::replace(&mut cx.reply, saved);
     reply.take()
 }
@@ -938,7 +942,7 @@ unsafe fn inline_call(data: *mut (), args: &[&[u8]]) -> Option<Vec<u8>> {
         return None;
     }
     let saved = std::mem::replace(&mut cx.reply, reply);
-    let ran = super::execute_inline(cx, entry, args);
+    let ran = crate::commands::execute_inline(cx, entry, args);
     let mut reply = std::mem::replace(&mut cx.reply, saved);
     ran.then(|| reply.take())
 }
@@ -951,13 +955,13 @@ fn check_call(
     args: &[&[u8]],
 ) -> Result<&'static Entry, &'static str> {
     let Some(entry) = resolve(args) else {
-        super::count_rejected(cx, None, "ERR");
+        crate::commands::count_rejected(cx, None, "ERR");
         return Err("ERR Unknown Redis command called from script");
     };
     // Redis's scriptVerifyACL: the script's user may run this command on these keys.
     if !cx.acl.user.unrestricted {
-        if let Err(msg) = super::acl::script_gate(cx, entry, args) {
-            super::count_rejected(cx, Some(entry.id), "ERR");
+        if let Err(msg) = crate::acl::commands::script_gate(cx, entry, args) {
+            crate::commands::count_rejected(cx, Some(entry.id), "ERR");
             return Err(msg);
         }
     }
@@ -965,7 +969,7 @@ fn check_call(
         // Redis's scriptCall: a refused command counts as rejected, its error in the error
         // statistics.
         let code = msg.split(' ').next().unwrap_or("ERR");
-        super::count_rejected(cx, Some(entry.id), code);
+        crate::commands::count_rejected(cx, Some(entry.id), code);
         return Err(msg);
     }
     Ok(entry)
@@ -1000,10 +1004,10 @@ fn check_entry(
     if spec.flags & WRITE != 0 && !cx.is_master {
         // Redis's scriptVerifyWriteCommandAllow.
         if crate::engine::role::is_replica() && cx.worker.shared.config.bool("replica-read-only") {
-            return Err(super::ERR_READONLY);
+            return Err(crate::commands::ERR_READONLY);
         }
         if crate::engine::role::too_few_replicas() {
-            return Err(super::ERR_NOREPLICAS);
+            return Err(crate::commands::ERR_NOREPLICAS);
         }
     }
     if spec.flags & WRITE != 0 {
@@ -1050,11 +1054,11 @@ fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Opti
             return Some(if cx.coord.in_exec() {
                 "READONLY Can not run script with write flag on readonly replica"
             } else {
-                super::ERR_READONLY
+                crate::commands::ERR_READONLY
             });
         }
         if too_few_replicas() {
-            return Some(super::ERR_NOREPLICAS);
+            return Some(crate::commands::ERR_NOREPLICAS);
         }
     }
     if replica
@@ -1062,7 +1066,7 @@ fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Opti
         && !replica::link_is_up()
         && !cx.worker.shared.config.bool("replica-serve-stale-data")
     {
-        return Some(super::ERR_MASTERDOWN);
+        return Some(crate::commands::ERR_MASTERDOWN);
     }
     None
 }
