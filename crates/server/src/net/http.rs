@@ -61,9 +61,7 @@ pub async fn serve(
             "text/plain; version=0.0.4",
             crate::commands::admin::prometheus_metrics(cx).await,
         )
-    } else if (path == "/" || path == "/index.html")
-        && cx.shared().config.bool("http_admin_console")
-    {
+    } else if (path == "/" || path == "/index.html") && cx.shared().config.http_admin_console() {
         (
             "200 OK",
             "text/html; charset=utf-8",
@@ -90,7 +88,7 @@ pub async fn serve(
 /// `/metrics` when `http_metrics_nopass` says so).
 fn authorized(cx: &ConnCtx, request: &[u8], path: &str) -> bool {
     let cfg = &cx.shared().config;
-    if !crate::acl::auth_required() || (path == "/metrics" && cfg.bool("http_metrics_nopass")) {
+    if !crate::acl::auth_required() || (path == "/metrics" && cfg.http_metrics_nopass()) {
         return true;
     }
     let Some(cred) = basic_credentials(request) else {

@@ -1235,8 +1235,7 @@ fn new_vm() -> mlua::Result<Vm> {
     // debug served redis.call's line lookup above; scripts do not get it (as in Redis).
     // setfenv, getfenv and newproxy reach past the protection: only with
     // lua-enable-deprecated-api (Redis 7.0.15's default is off).
-    let deprecated =
-        Worker::current().is_some_and(|w| w.shared.config.bool("lua-enable-deprecated-api"));
+    let deprecated = Worker::current().is_some_and(|w| w.shared.config.lua_enable_deprecated_api());
     if !deprecated {
         for name in ["setfenv", "getfenv", "newproxy"] {
             g.raw_set(name, Value::Nil)?;
