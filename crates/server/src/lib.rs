@@ -128,31 +128,28 @@ fn command_families() -> Vec<&'static [commands::CommandSpec]> {
 pub fn start(cfg: Config) -> std::io::Result<()> {
     crate::clock::init();
     engine::guard::install_panic_hook();
-    if let Some(level) = cfg.get("loglevel").as_deref().and_then(log::Level::parse) {
+    if let Some(level) = cfg.loglevel() {
         log::set_level(level);
     }
-    if let Some(path) = cfg.get("logfile").filter(|p| !p.is_empty()) {
+    if let Some(path) = cfg.logfile() {
         log::open_file(&path)?;
     }
     // As Redis: a supervised server stays in the foreground whatever `daemonize` says (its
     // supervisor follows this very process).
     let supervised = process::supervise::setup(&cfg);
-    let background = cfg.bool("daemonize") && !supervised;
+    let background = cfg.daemonize() && !supervised;
     if background {
         process::daemonize()?;
     }
     process::log_starting(&cfg);
     adjust_open_files_limit(&cfg);
     process::apply_thp(&cfg);
-    if let Err(e) = process::apply_oom_score_adj(
-        &cfg.get("oom-score-adj").unwrap_or_default(),
-        &cfg.get("oom-score-adj-values").unwrap_or_default(),
-    ) {
+    if let Err(e) = process::apply_oom_score_adj(&cfg.oom_score_adj(), &cfg.oom_score_adj_values())
+    {
         crate::log_warning!("{e}");
     }
-    process::apply_jemalloc_bg_thread(cfg.bool("jemalloc-bg-thread"));
-    if let Err(e) = acl::load_at_startup(&cfg.acl_users(), &cfg.get("aclfile").unwrap_or_default())
-    {
+    process::apply_jemalloc_bg_thread(cfg.jemalloc_bg_thread());
+    if let Err(e) = acl::load_at_startup(&cfg.acl_users(), &cfg.aclfile()) {
         crate::log_warning!("Aborting Redis startup because of ACL errors: {e}");
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -169,20 +166,11 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     engine::notify::set_sink(pubsub::publish_event);
     engine::tracking::set_sink(pubsub::tracking::sink);
     let port = cfg.port();
-    let backlog = cfg
-        .get("tcp-backlog")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(511);
+    let backlog = cfg.tcp_backlog();
     let mut bound = Vec::new();
-    let unixsocket = cfg.get("unixsocket").unwrap_or_default();
-    let tls_port = cfg
-        .get("tls-port")
-        .and_then(|v| v.parse::<u16>().ok())
-        .unwrap_or(0);
-    let admin_port = cfg
-        .get("admin_port")
-        .and_then(|v| v.parse::<u16>().ok())
-        .unwrap_or(0);
+    let unixsocket = cfg.unixsocket();
+    let tls_port = cfg.tls_port();
+    let admin_port = cfg.admin_port();
     let mc_port = cfg.memcached_port();
     if port == 0 && tls_port == 0 && unixsocket.is_empty() && mc_port == 0 && admin_port == 0 {
         crate::log_warning!("Configured to not listen anywhere, exiting.");
@@ -205,10 +193,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
         bound.extend(p.bind(&cfg)?);
     }
     if !unixsocket.is_empty() {
-        let perm = cfg
-            .get("unixsocketperm")
-            .and_then(|v| u32::from_str_radix(&v, 8).ok())
-            .unwrap_or(0);
+        let perm = cfg.unixsocketperm();
         match net::listener::bind_unix(&unixsocket, perm, backlog) {
             Ok(l) => bound.push(net::listener::Bound {
                 socket: net::listener::BoundSocket::Unix(l),
@@ -230,18 +215,16 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     process::log_banner(&cfg, port, shared.threads);
     crate::log_notice!("Server initialized");
     let cpus = allowed_cpus();
-    let pin = cfg.bool("pin_threads");
+    let pin = cfg.pin_threads();
     // Why SCHED_BATCH when shard threads outnumber CPUs: then two shard threads share a CPU, and
     // under the default policy every cross-shard message wakes its receiver *and preempts the
     // sender*, so the two threads ping-pong one message at a time (measured: 0.64 context
     // switches per op for MSETs whose keys all live on the other thread's shard). A SCHED_BATCH
     // wakee does not preempt; it runs when the sender blocks or its slice ends, and then handles
     // everything queued for it in one go.
-    let batch = match cfg.get("shard_sched_batch").as_deref() {
-        Some("yes") => true,
-        Some("no") => false,
-        _ => !cpus.is_empty() && shared.threads > cpus.len(),
-    };
+    let batch = cfg
+        .shard_sched_batch()
+        .unwrap_or_else(|| !cpus.is_empty() && shared.threads > cpus.len());
     if batch {
         crate::log_notice!("more shard threads than CPUs: shard threads run under SCHED_BATCH");
     }
@@ -287,12 +270,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if !unixsocket.is_empty() {
         crate::log_notice!("The server is now ready to accept connections at {unixsocket}");
     }
-    process::supervise::ready(
-        shared
-            .config
-            .get("replicaof")
-            .is_some_and(|v| !v.is_empty()),
-    );
+    process::supervise::ready(shared.config.has_replicaof());
     for h in handles {
         let _ = h.join();
     }
@@ -326,11 +304,7 @@ fn wait_accepting(shared: &Shared) {
 fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> {
     let started = std::time::Instant::now();
     let lim = shared.config.enc_limits();
-    let delay = shared
-        .config
-        .get("key-load-delay")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let delay = shared.config.key_load_delay();
     let fatal = |e: &dyn std::fmt::Display| {
         format!(
             "Fatal error loading the DB ({}): {e}. Exiting.",
@@ -353,10 +327,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
     // A replica's own snapshot: its link continues from where the snapshot stands. A
     // primary's: it continues its stream from there (journaling on every shard before any
     // write), so its replicas continue with PSYNC.
-    let follows = shared
-        .config
-        .get("replicaof")
-        .is_some_and(|v| !v.is_empty());
+    let follows = shared.config.has_replicaof();
     let mut journal_everywhere = false;
     if let (Some((id, offset)), Some(db)) = (ds.repl_position.clone(), ds.repl_stream_db) {
         if id.len() == 40 {
@@ -399,7 +370,7 @@ fn load_snapshot(shared: &Shared, path: &std::path::Path) -> Result<(), String> 
         engine::journal::begin(&shared.next_txid);
         // The keys that expired while the server was down leave the replicas too, before
         // anything else (Redis: DEL, or UNLINK with lazyfree-lazy-expire).
-        let verb: &[u8] = if shared.config.bool("lazyfree-lazy-expire") {
+        let verb: &[u8] = if shared.config.lazyfree_lazy_expire() {
             b"UNLINK"
         } else {
             b"DEL"
@@ -490,10 +461,7 @@ fn thread_main(
             tokio::task::spawn_local(persistence::commands::save_cron(w.clone()));
             tokio::task::spawn_local(replication::feed(w.clone()));
             // `replicaof <host> <port>` in the configuration: follow it from the start.
-            if let Some((host, port)) = w.shared.config.get("replicaof").and_then(|v| {
-                let (h, p) = v.split_once(' ')?;
-                Some((h.to_string(), p.parse::<u16>().ok()?))
-            }) {
+            if let Some((host, port)) = w.shared.config.replicaof() {
                 replication::replica::start(&w, host, port);
             }
         }
@@ -541,12 +509,11 @@ async fn watch_signals(w: Rc<Worker>) {
         // the snapshot must succeed or the server keeps running (nothing acknowledged is lost
         // by exiting), unless `force`; lagging replicas first get `shutdown-timeout` seconds,
         // unless `now`.
-        let param = if name == "SIGINT" {
-            "shutdown-on-sigint"
+        let flags = if name == "SIGINT" {
+            w.shared.config.shutdown_on_sigint()
         } else {
-            "shutdown-on-sigterm"
+            w.shared.config.shutdown_on_sigterm()
         };
-        let flags = w.shared.config.get(param).unwrap_or_default();
         let has = |f: &str| flags.split(' ').any(|x| x == f);
         if !replication::before_shutdown(&w.shared.config, has("now")).await {
             crate::log_warning!(

@@ -55,7 +55,7 @@ pub struct PidFile(Option<PathBuf>);
 
 impl PidFile {
     pub fn create(cfg: &Config, background: bool) -> PidFile {
-        let path = cfg.get("pidfile").unwrap_or_default();
+        let path = cfg.pidfile();
         let path = if path.is_empty() && background {
             "/var/run/redis.pid".to_string()
         } else {
@@ -84,7 +84,7 @@ impl PidFile {
 /// `disable-thp yes`: transparent huge pages off for this process (huge pages inflate memory of
 /// sparse heaps and make copy-on-write expensive).
 pub fn apply_thp(cfg: &Config) {
-    if cfg.bool("disable-thp") {
+    if cfg.disable_thp() {
         // SAFETY: prctl with integer arguments only.
         let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
         if rc != 0 {
@@ -192,7 +192,7 @@ pub fn log_starting(cfg: &Config) {
 /// runner waits for its " PID: <pid>"), otherwise one line.
 pub fn log_banner(cfg: &Config, port: u16, threads: usize) {
     let pid = std::process::id();
-    if cfg.bool("always-show-logo") {
+    if cfg.always_show_logo() {
         let version = format!(
             "Damselfly {} (Redis {} compatible) {} bit",
             env!("CARGO_PKG_VERSION"),

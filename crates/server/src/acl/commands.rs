@@ -54,11 +54,7 @@ static ACL_SUBS: &[CommandSpec] = &[
 const ERR_NO_ACLFILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
 
 fn max_log(cx: &ConnCtx) -> usize {
-    cx.shared()
-        .config
-        .get("acllog-max-len")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(128)
+    cx.shared().config.acllog_max_len()
 }
 
 /// Records a refusal in the ACL log with this connection's details.
@@ -500,7 +496,7 @@ fn deluser<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
 }
 
 fn aclfile(cx: &ConnCtx) -> String {
-    cx.shared().config.get("aclfile").unwrap_or_default()
+    cx.shared().config.aclfile()
 }
 
 fn load<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {

@@ -208,11 +208,8 @@ fn apply(
             .map_err(|e| (*tls, format!("Failed to update TLS configuration: {e}")))?;
     }
     if let Some(oom) = names.iter().find(|n| n.starts_with("oom-score-adj")) {
-        crate::process::apply_oom_score_adj(
-            &cfg.get("oom-score-adj").unwrap_or_default(),
-            &cfg.get("oom-score-adj-values").unwrap_or_default(),
-        )
-        .map_err(|e| (*oom, e))?;
+        crate::process::apply_oom_score_adj(&cfg.oom_score_adj(), &cfg.oom_score_adj_values())
+            .map_err(|e| (*oom, e))?;
     }
     if names.contains(&"repl-backlog-size") {
         crate::replication::resize_backlog(cfg.repl_backlog_size());

@@ -54,10 +54,11 @@ fn subcommand_error(cx: &mut ConnCtx, sub: &[u8], cmd: &str) {
 /// `enable-debug-command`: DEBUG is refused unless `yes`, or `local` and the client is on
 /// loopback or the unix socket (as Redis 7, where it is off by default).
 fn debug_allowed(cx: &ConnCtx) -> bool {
-    match cx.shared().config.get("enable-debug-command").as_deref() {
-        Some("yes") => true,
-        Some("local") => cx.client.info.borrow().local,
-        _ => false,
+    use crate::config::Allow;
+    match cx.shared().config.enable_debug_command() {
+        Allow::Yes => true,
+        Allow::Local => cx.client.info.borrow().local,
+        Allow::No => false,
     }
 }
 

@@ -229,11 +229,7 @@ fn render_section(cx: &ConnCtx, t: &Totals, section: &str, o: &mut String) {
             let maxm = cfg.maxmemory();
             line!(o, "maxmemory:{maxm}");
             line!(o, "maxmemory_human:{}", human_bytes(maxm));
-            line!(
-                o,
-                "maxmemory_policy:{}",
-                cfg.get("maxmemory-policy").unwrap_or_default()
-            );
+            line!(o, "maxmemory_policy:{}", cfg.maxmemory_policy().name());
             let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
             line!(
                 o,

@@ -180,7 +180,7 @@ pub fn slowlog_help(cx: &mut ConnCtx, _args: &[&[u8]]) {
 
 pub fn latency_doctor(cx: &mut ConnCtx, _args: &[&[u8]]) {
     let cfg = &cx.shared().config;
-    let hz = cfg.get("hz").and_then(|v| v.parse().ok()).unwrap_or(10);
+    let hz = cfg.hz();
     let report = crate::latency::doctor_now(cfg.slowlog_slower_than(), hz);
     cx.reply.verbatim("txt", report.as_bytes());
 }

@@ -62,7 +62,7 @@ pub fn restore_image(c: &mut CmdCtx<'_>, key: &[u8], image: KeyImage) {
 /// DUMP key.
 fn dump(c: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let lim = c.shared.config.enc_limits();
-    let compress = c.shared.config.bool("rdbcompression");
+    let compress = c.shared.config.rdbcompression();
     let now = c.now;
     let Some(v) = c.db().get_read(args[1], now) else {
         c.reply.null();

@@ -823,10 +823,7 @@ fn object_refcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         let cfg = &cx.shared.config;
         // Redis stops sharing integers when maxmemory evicts by LRU/LFU (they need per-object
         // access data).
-        !(cfg.maxmemory() > 0
-            && cfg
-                .get("maxmemory-policy")
-                .is_some_and(|p| p.contains("lru") || p.contains("lfu")))
+        !(cfg.maxmemory() > 0 && cfg.maxmemory_policy().by_access())
     };
     match cx.shard.dbs[cx.db].get_read(args[2], now) {
         None => cx.reply.null(),

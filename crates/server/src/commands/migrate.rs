@@ -454,7 +454,7 @@ fn migrate<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     Box::pin(async move {
         let o = match parse(args) {
             Ok(o) => Opts {
-                tls: cx.shared().config.bool("tls-cluster"),
+                tls: cx.shared().config.tls_cluster(),
                 ..o
             },
             Err(e) => return cx.reply.error(e),

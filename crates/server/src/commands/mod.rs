@@ -680,7 +680,7 @@ pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'
     let write = spec.flags & flags::WRITE != 0 || queued(&|f| f & flags::WRITE != 0);
     let replica = crate::engine::role::is_replica();
     let cfg = &cx.worker.shared.config;
-    if replica && write && cfg.bool("replica-read-only") {
+    if replica && write && cfg.replica_read_only() {
         return Some(ERR_READONLY);
     }
     if !replica && write && crate::engine::role::too_few_replicas() {
@@ -690,7 +690,7 @@ pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'
     if replica
         && deny_stale
         && !crate::engine::role::link_is_up()
-        && !cfg.bool("replica-serve-stale-data")
+        && !cfg.replica_serve_stale_data()
     {
         return Some(ERR_MASTERDOWN);
     }

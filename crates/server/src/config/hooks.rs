@@ -92,6 +92,12 @@ pub(super) fn apply(param: &str, v: &str) {
     }
 }
 
+/// Does an owner `apply` the values of `param` (the table test counts it as read)?
+#[cfg(test)]
+pub(super) fn applied(param: &str) -> bool {
+    hooks_for(param).any(|h| h.apply.is_some())
+}
+
 /// What `CONFIG REWRITE` writes for `param` stored as `v`.
 pub(super) fn rewrite(param: &str, v: String) -> String {
     hooks_for(param).fold(v, |v, h| match h.rewrite {

@@ -5,6 +5,7 @@
 //! Values live as canonical strings behind a `RwLock` that only CONFIG and startup touch; values
 //! read on hot paths are mirrored into atomics so the data path never takes the lock.
 
+mod access;
 mod args;
 pub mod file;
 pub mod glob;
@@ -12,6 +13,9 @@ pub mod hooks;
 pub mod params;
 pub mod rewrite;
 
+pub use access::{
+    Allow, MaxmemoryPolicy, PropagationErrorBehavior, ReplDisklessLoad, Supervised, TlsAuthClients,
+};
 pub use args::{help_text, parse_args, version_text, Startup};
 pub use params::{Kind, Param, PARAMS};
 
@@ -191,12 +195,23 @@ fn norm(name: &str) -> String {
         .replace('_', "-")
 }
 
+/// Does `name` (already `norm`ed) name `declared`, dashes and underscores being the same?
+/// (`norm(declared) == name`, without making a string per declared name.)
+fn same_name(name: &str, declared: &str) -> bool {
+    let fold = |c: u8| match c {
+        b'_' => b'-',
+        c => c.to_ascii_lowercase(),
+    };
+    let d = declared.trim_start_matches('-').as_bytes();
+    d.len() == name.len() && d.iter().zip(name.as_bytes()).all(|(a, b)| fold(*a) == *b)
+}
+
 /// Finds a parameter by any of its names (dashes and underscores are interchangeable).
 pub fn find_param(name: &str) -> Option<&'static Param> {
     let n = norm(name);
     PARAMS
         .iter()
-        .find(|p| norm(p.name) == n || p.aliases.iter().any(|a| norm(a) == n))
+        .find(|p| same_name(&n, p.name) || p.aliases.iter().any(|a| same_name(&n, a)))
 }
 
 /// Parses Redis-style memory sizes: "1gb" = 1024^3, "1g" = 1000^3, plain bytes.
@@ -458,6 +473,14 @@ impl Config {
 
     /// Updates the atomic mirror of a hot value, then tells the parameter's owners (hooks).
     fn mirror(&self, name: &str, v: &str) {
+        self.mirror_own(name, v);
+        hooks::apply(name, v);
+    }
+
+    /// Updates the atomic mirror of a hot value, or what the configuration itself applies
+    /// (`dir`, `loglevel`, the latency monitor). False when `name` has none (the table test
+    /// counts the parameters read this way).
+    fn mirror_own(&self, name: &str, v: &str) -> bool {
         let num = || v.parse::<u64>().unwrap_or(0);
         match name {
             "proactor_threads" => {
@@ -510,9 +533,11 @@ impl Config {
             "lua-time-limit" => self.lua_time_limit.store(num(), Ordering::Relaxed),
             "active-expire-enabled" => self.active_expire.store(v == "yes", Ordering::Relaxed),
             "dynamic-hz" => self.dynamic_hz.store(v == "yes", Ordering::Relaxed),
-            "dir" if !v.is_empty() => {
-                if let Err(e) = std::env::set_current_dir(v) {
-                    crate::log_warning!("Can't chdir to '{v}': {e}");
+            "dir" => {
+                if !v.is_empty() {
+                    if let Err(e) = std::env::set_current_dir(v) {
+                        crate::log_warning!("Can't chdir to '{v}': {e}");
+                    }
                 }
             }
             "loglevel" => {
@@ -521,17 +546,18 @@ impl Config {
                 }
             }
             _ => {
-                if let Some((e, _)) = EncLimit::ALL.iter().find(|(_, n)| *n == name) {
-                    let n = v
-                        .parse()
-                        .ok()
-                        .or_else(|| parse_memory(v).map(|m| m as i64))
-                        .unwrap_or(0);
-                    self.enc_limits[*e as usize].store(n, Ordering::Relaxed);
-                }
+                let Some((e, _)) = EncLimit::ALL.iter().find(|(_, n)| *n == name) else {
+                    return false;
+                };
+                let n = v
+                    .parse()
+                    .ok()
+                    .or_else(|| parse_memory(v).map(|m| m as i64))
+                    .unwrap_or(0);
+                self.enc_limits[*e as usize].store(n, Ordering::Relaxed);
             }
         }
-        hooks::apply(name, v);
+        true
     }
 
     /// Sets a one-argument value at startup (flags) — immutable parameters allowed.
@@ -664,15 +690,8 @@ impl Config {
                 return Err(ConfigError::Immutable(p.name.to_string()));
             }
         }
-        if PROTECTED.contains(&p.name) {
-            let allowed = match self.get("enable-protected-configs").as_deref() {
-                Some("yes") => true,
-                Some("local") => local,
-                _ => false,
-            };
-            if !allowed {
-                return Err(ConfigError::Protected(p.name.to_string()));
-            }
+        if PROTECTED.contains(&p.name) && !self.enable_protected_configs().allows(local) {
+            return Err(ConfigError::Protected(p.name.to_string()));
         }
         Ok(p)
     }
@@ -895,31 +914,20 @@ impl Config {
     pub fn slowlog_max_len(&self) -> usize {
         self.slowlog_max_len.load(Ordering::Relaxed) as usize
     }
-    /// `repl-backlog-size` in bytes: the primary's backlog, and the floor of a replica
-    /// connection's output limit.
-    pub fn repl_backlog_size(&self) -> usize {
-        self.get("repl-backlog-size")
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(1 << 20)
-    }
-    pub fn port(&self) -> u16 {
-        self.get("port")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(6379)
-    }
-    pub fn memcached_port(&self) -> u16 {
-        self.get("memcached_port")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-    /// The largest memcache item value (memcached's `-I`).
-    pub fn memcached_max_item_size(&self) -> usize {
-        self.get("memcached_max_item_size")
-            .and_then(|v| parse_memory(&v))
-            .unwrap_or(1024 * 1024) as usize
-    }
     pub fn bool(&self, name: &str) -> bool {
         self.get(name).map(|v| v == "yes").unwrap_or(false)
+    }
+
+    /// The value of a parameter by its canonical name (what the typed accessors of `access.rs`
+    /// read): `get` without the search of the table by any name.
+    fn value(&self, canonical: &'static str) -> String {
+        debug_assert!(PARAMS.iter().any(|p| p.name == canonical), "{canonical}");
+        self.values
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(canonical)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 

@@ -5,6 +5,14 @@
 //! `mod.rs`); a *knob* of a feature that is off (`rdbcompression`, `repl-diskless-sync-delay`,
 //! `appendfsync`) is accepted, shown by CONFIG GET and kept by CONFIG REWRITE, because it cannot
 //! change behaviour until the feature exists, and then it is honoured.
+//!
+//! No parameter is accepted and ignored: each has a [`Status`], and the test at the end of this
+//! file holds the whole table to it. *Read* is found from the code, not declared: a typed
+//! accessor of `access.rs` reads the parameter (each `accessors!` group lists its names, and an
+//! accessor nobody calls is a dead-code error), or the configuration mirrors it
+//! (`Config::mirror_own`), or an owner's hook `apply`s it. *Refused* is a row of
+//! `NOT_IMPLEMENTED`. Everything else must be a *knob* listed in [`KNOBS`] with the one-line
+//! reason that accepting it hides no behaviour; a knob that gets read must leave the list.
 
 /// Validates a multi-argument value (`save 900 1 300 10`, `client-output-buffer-limit normal 0 0
 /// 0`): gets the current canonical value and the arguments, returns the new canonical value or
@@ -1507,4 +1515,164 @@ pub fn unsupported(name: &str) -> Option<&'static str> {
         };
         hit.then_some(*why)
     })
+}
+
+/// What the server does with a parameter's value. Every parameter has exactly one status, and
+/// `tests::every_parameter_is_read_refused_or_a_knob` holds the table to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Its owner reads it: a typed accessor (`access.rs`), the configuration's own mirror
+    /// (`Config::mirror_own`: atomics, `dir`, `loglevel`, the latency monitor) or an owner's
+    /// `apply` hook (`hooks.rs`).
+    Read,
+    /// The values that need a missing feature are refused (`NOT_IMPLEMENTED` in `mod.rs`); the
+    /// value it may keep is the feature being off.
+    Refused,
+    /// Accepted, checked, shown by CONFIG GET and kept by CONFIG REWRITE, read by nothing: why
+    /// that is honest.
+    Knob(&'static str),
+}
+
+/// The parameters accepted and read by nothing (`Status::Knob`), each with the reason that
+/// accepting it hides no behaviour. A parameter that gets an owner leaves this list (the test
+/// fails while it is on both).
+pub static KNOBS: &[(&str, &str)] = &[
+    (
+        "list-compress-depth",
+        "list nodes are never compressed: a memory trade-off, replies are the same",
+    ),
+    ("appendfsync", "appendonly yes is refused, so there is no AOF for it to shape"),
+    (
+        "lazyfree-lazy-user-del",
+        "DEL frees inline; Redis frees in the background with it, DEL replies and propagates the same",
+    ),
+    (
+        "lazyfree-lazy-user-flush",
+        "flushes free inline either way; Redis's only other difference is no jemalloc purge after a flush that defaults to ASYNC (RSS timing)",
+    ),
+    (
+        "activerehashing",
+        "Dash tables grow by splitting segments: there is no rehash to run",
+    ),
+    (
+        "enable-module-command",
+        "damselfly loads no modules and has no MODULE command: no value enables anything",
+    ),
+    (
+        "set-proc-title",
+        "cosmetic: the process keeps its name (ps only; no reply depends on it)",
+    ),
+    ("proc-title-template", "cosmetic: see set-proc-title"),
+    (
+        "loading-process-events-interval-bytes",
+        "clients are always served while a snapshot loads: there is no interval to tune",
+    ),
+    (
+        "rdb-del-sync-files",
+        "known gap: with yes and no persistence Redis deletes the RDB a disk-based sync wrote; damselfly keeps it (no data differs)",
+    ),
+    ("appendfilename", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("appenddirname", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("no-appendfsync-on-rewrite", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("auto-aof-rewrite-percentage", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("auto-aof-rewrite-min-size", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("aof-load-truncated", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("aof-use-rdb-preamble", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("aof-timestamp-enabled", "appendonly yes is refused, so there is no AOF for it to shape"),
+    ("aof-rewrite-incremental-fsync", "appendonly yes is refused, so there is no AOF for it to shape"),
+    (
+        "replica-lazy-flush",
+        "a full sync replaces the dataset at once either way (the old one is freed by its shards)",
+    ),
+    (
+        "lazyfree-lazy-eviction",
+        "evicted values are freed inline; known gap: Redis streams evictions as UNLINK with it, damselfly as DEL (replicas end the same)",
+    ),
+    ("lazyfree-lazy-server-del", "values are freed inline either way: only latency differs, replies and the stream do not"),
+];
+
+/// The status of `name` in `KNOBS`, if it is there.
+pub fn knob(name: &str) -> Option<Status> {
+    KNOBS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, why)| Status::Knob(why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{access, hooks, Config, NOT_IMPLEMENTED};
+
+    /// The status the code gives `p`: read by an accessor, the mirror or a hook; refused; or
+    /// listed as a knob. `None`: accepted and ignored (a bug), `Some(Err)`: inconsistent.
+    fn status(cfg: &Config, p: &Param) -> Result<Status, String> {
+        let by_accessor = access::READ_BY_ACCESSORS
+            .iter()
+            .any(|g| g.contains(&p.name));
+        let read = by_accessor || cfg.mirror_own(p.name, p.default) || hooks::applied(p.name);
+        let refused = NOT_IMPLEMENTED.iter().any(|(n, _, _)| *n == p.name);
+        match (read, refused, knob(p.name)) {
+            (true, _, Some(_)) => Err(format!(
+                "{} is read by its owner but listed in KNOBS: take it off the list",
+                p.name
+            )),
+            (_, true, Some(_)) => Err(format!("{} is refused and listed in KNOBS", p.name)),
+            (true, _, None) => Ok(Status::Read),
+            (false, true, None) => Ok(Status::Refused),
+            (false, false, Some(k)) => Ok(k),
+            (false, false, None) => Err(format!(
+                "{} is accepted and read by nothing: give it an owner (a typed accessor in \
+                 config/access.rs), refuse its values (NOT_IMPLEMENTED), or list it in KNOBS \
+                 with the reason that accepting it is honest",
+                p.name
+            )),
+        }
+    }
+
+    /// "No parameter accepted and ignored": every parameter of the table is read by its owner,
+    /// refused, or a knob with a reason; the side tables name only parameters of the table.
+    #[test]
+    fn every_parameter_is_read_refused_or_a_knob() {
+        crate::install();
+        let cfg = Config::new();
+        let canonical = |n: &str| PARAMS.iter().any(|p| p.name == n);
+        let mut problems = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (name, why) in KNOBS {
+            if !canonical(name) {
+                problems.push(format!(
+                    "KNOBS names {name}, not a parameter's canonical name"
+                ));
+            }
+            if !seen.insert(*name) {
+                problems.push(format!("KNOBS lists {name} twice"));
+            }
+            if why.trim().is_empty() {
+                problems.push(format!("KNOBS gives {name} no reason"));
+            }
+        }
+        for name in access::READ_BY_ACCESSORS.iter().flat_map(|g| g.iter()) {
+            if !canonical(name) {
+                problems.push(format!("an accessor reads {name}, not a canonical name"));
+            }
+        }
+        for (name, _, _) in NOT_IMPLEMENTED {
+            if !canonical(name) {
+                problems.push(format!("NOT_IMPLEMENTED names {name}, not a parameter"));
+            }
+        }
+        let (mut read, mut refused, mut knobs) = (0, 0, 0);
+        for p in PARAMS {
+            match status(&cfg, p) {
+                Ok(Status::Read) => read += 1,
+                Ok(Status::Refused) => refused += 1,
+                Ok(Status::Knob(_)) => knobs += 1,
+                Err(e) => problems.push(e),
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        assert_eq!(read + refused + knobs, PARAMS.len());
+        eprintln!("parameters: {read} read, {refused} refused, {knobs} knobs");
+    }
 }

@@ -116,8 +116,8 @@ impl State {
     #[inline]
     pub fn writes_refused(&self, cfg: &Config) -> bool {
         !self.last_bgsave_ok.load(Ordering::Relaxed)
-            && cfg.bool("stop-writes-on-bgsave-error")
-            && cfg.get("save").is_some_and(|s| !s.trim().is_empty())
+            && cfg.stop_writes_on_bgsave_error()
+            && cfg.has_save_points()
     }
 
     /// `rdb_changes_since_last_save`.

@@ -387,7 +387,7 @@ fn refusal(cx: &ConnCtx, cmd: Cmd) -> Option<&'static [u8]> {
     if !writes(cmd) {
         return None;
     }
-    if crate::engine::role::is_replica() && shared.config.bool("replica-read-only") {
+    if crate::engine::role::is_replica() && shared.config.replica_read_only() {
         return Some(b"SERVER_ERROR READONLY You can't write against a read only replica.\r\n");
     }
     // Over maxmemory only what grows the dataset is refused (as Redis's DENYOOM: deletes and

@@ -78,7 +78,7 @@ pub async fn serve(
     } else if let (true, Some(p)) = (path == "/metrics", PAGES.get()) {
         ("200 OK", "text/plain; version=0.0.4", (p.metrics)(cx).await)
     } else if let (true, Some(p)) = (
-        (path == "/" || path == "/index.html") && cx.shared().config.bool("http_admin_console"),
+        (path == "/" || path == "/index.html") && cx.shared().config.http_admin_console(),
         PAGES.get(),
     ) {
         ("200 OK", "text/html; charset=utf-8", (p.console)(cx).await)
@@ -103,7 +103,7 @@ pub async fn serve(
 /// `/metrics` when `http_metrics_nopass` says so).
 fn authorized(cx: &ConnCtx, request: &[u8], path: &str) -> bool {
     let cfg = &cx.shared().config;
-    if !crate::acl::auth_required() || (path == "/metrics" && cfg.bool("http_metrics_nopass")) {
+    if !crate::acl::auth_required() || (path == "/metrics" && cfg.http_metrics_nopass()) {
         return true;
     }
     let Some(cred) = basic_credentials(request) else {

@@ -127,30 +127,23 @@ impl Port {
     /// Binds this port as the configuration says now: nothing when its number is 0. The
     /// error names the port as Redis's log line does (its test runner looks for the words).
     pub fn bind(self, cfg: &Config) -> std::io::Result<Vec<Bound>> {
-        let num = |name: &str| {
-            cfg.get(name)
-                .and_then(|v| v.parse::<u16>().ok())
-                .unwrap_or(0)
-        };
-        let bind = cfg.get("bind").unwrap_or_default();
+        let bind = cfg.bind();
         // Dragonfly's `--tls`: the main, memcache and (unless `no_tls_on_admin_port`) admin
         // ports speak TLS. Redis's `tls-port` is a TLS port beside the plain one.
-        let tls_all = cfg.bool("tls");
+        let tls_all = cfg.tls_on_all_ports();
         let (addrs, port, role, tls, what) = match self {
-            Port::Main => (bind, num("port"), Role::Resp, tls_all, ""),
-            Port::Tls => (bind, num("tls-port"), Role::Resp, true, ""),
+            Port::Main => (bind, cfg.port(), Role::Resp, tls_all, ""),
+            Port::Tls => (bind, cfg.tls_port(), Role::Resp, true, ""),
             Port::Admin => (
-                cfg.get("admin_bind")
-                    .filter(|b| !b.is_empty())
-                    .unwrap_or(bind),
-                num("admin_port"),
+                cfg.admin_bind().unwrap_or(bind),
+                cfg.admin_port(),
                 Role::Admin,
-                tls_all && !cfg.bool("no_tls_on_admin_port"),
+                tls_all && !cfg.no_tls_on_admin_port(),
                 "admin ",
             ),
             Port::Memcache => (
                 bind,
-                num("memcached_port"),
+                cfg.memcached_port(),
                 Role::Memcache,
                 tls_all,
                 "memcached ",
@@ -159,10 +152,7 @@ impl Port {
         if port == 0 {
             return Ok(Vec::new());
         }
-        let backlog = cfg
-            .get("tcp-backlog")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(511);
+        let backlog = cfg.tcp_backlog();
         match bind_all(&addrs, port, backlog) {
             Ok(ls) => Ok(ls
                 .into_iter()

@@ -113,7 +113,7 @@ pub async fn serve_as(worker: Rc<Worker>, stream: Stream, admin: bool) {
         worker.clone(),
         handle.clone(),
         Output::new(Rc::new(writer)),
-        !crate::acl::auth_required() || (admin && shared.config.bool("admin_nopass")),
+        !crate::acl::auth_required() || (admin && shared.config.admin_nopass()),
     );
     // Unregisters the client even if a command panics and tokio drops this task mid-way.
     struct Cleanup(Rc<Worker>, u64, Rc<ClientHandle>);
@@ -401,9 +401,9 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
         if first_read {
             first_read = false;
             if super::http::looks_like_http(&rbuf)
-                && (admin || cx.shared().config.bool("primary_port_http_enabled"))
+                && (admin || cx.shared().config.primary_port_http_enabled())
             {
-                let open = admin && cx.shared().config.bool("admin_nopass");
+                let open = admin && cx.shared().config.admin_nopass();
                 return super::http::serve(cx, reader, &writer, rbuf, open).await;
             }
         }

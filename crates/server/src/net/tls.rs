@@ -29,7 +29,7 @@ use rustls::{
 use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
-use crate::config::Config;
+use crate::config::{Config, TlsAuthClients};
 
 /// How long a peer may take to complete the handshake before the connection is dropped (a
 /// connection that never handshakes holds a socket but is no client yet, so no `timeout` or
@@ -308,10 +308,7 @@ fn client_config() -> Result<Arc<ClientConfig>, String> {
 
 /// Does this configuration use TLS anywhere (a TLS listener or TLS links)?
 pub fn wanted(cfg: &Config) -> bool {
-    cfg.get("tls-port").is_some_and(|p| p != "0")
-        || cfg.bool("tls")
-        || cfg.bool("tls-replication")
-        || cfg.bool("tls-cluster")
+    cfg.tls_port() != 0 || cfg.tls_on_all_ports() || cfg.tls_replication() || cfg.tls_cluster()
 }
 
 /// Builds the TLS configurations from the `tls-*` parameters and puts them in force; on error
@@ -333,10 +330,6 @@ pub fn configure(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-fn param(cfg: &Config, name: &str) -> String {
-    cfg.get(name).unwrap_or_default()
-}
-
 fn load_certs(path: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
@@ -347,8 +340,9 @@ fn load_certs(path: &str, what: &str) -> Result<Vec<CertificateDer<'static>>, St
     Ok(certs)
 }
 
-fn load_key(path: &str, pass_param: &str, cfg: &Config) -> Result<PrivateKeyDer<'static>, String> {
-    if !param(cfg, pass_param).is_empty() {
+/// Loads an unencrypted private key; `pass` is the value of `pass_param` (refused when set).
+fn load_key(path: &str, pass_param: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
+    if !pass.is_empty() {
         return Err(format!(
             "{pass_param} is set: encrypted private keys are not supported, give an unencrypted key"
         ));
@@ -359,8 +353,8 @@ fn load_key(path: &str, pass_param: &str, cfg: &Config) -> Result<PrivateKeyDer<
 
 /// The CA certificates: `tls-ca-cert-file` and every certificate file in `tls-ca-cert-dir`.
 fn load_roots(cfg: &Config) -> Result<Arc<RootCertStore>, String> {
-    let file = param(cfg, "tls-ca-cert-file");
-    let dir = param(cfg, "tls-ca-cert-dir");
+    let file = cfg.tls_ca_cert_file();
+    let dir = cfg.tls_ca_cert_dir();
     if file.is_empty() && dir.is_empty() {
         return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified".into());
     }
@@ -392,7 +386,7 @@ fn load_roots(cfg: &Config) -> Result<Arc<RootCertStore>, String> {
 
 /// `tls-protocols`: space-separated names, empty for rustls's (TLSv1.2 and TLSv1.3).
 fn versions(cfg: &Config) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
-    let spec = param(cfg, "tls-protocols");
+    let spec = cfg.tls_protocols();
     if spec.trim().is_empty() {
         return Ok(rustls::ALL_VERSIONS.to_vec());
     }
@@ -519,15 +513,15 @@ fn suites(list: &str, tls13: bool, name: &str) -> Result<Vec<SupportedCipherSuit
 /// (TLS 1.3) allow.
 fn provider(cfg: &Config) -> Result<Arc<CryptoProvider>, String> {
     let mut p = provider::default_provider();
-    let mut chosen = suites(&param(cfg, "tls-ciphersuites"), true, "tls-ciphersuites")?;
-    chosen.extend(suites(&param(cfg, "tls-ciphers"), false, "tls-ciphers")?);
+    let mut chosen = suites(&cfg.tls_ciphersuites(), true, "tls-ciphersuites")?;
+    chosen.extend(suites(&cfg.tls_ciphers(), false, "tls-ciphers")?);
     p.cipher_suites = chosen;
     Ok(Arc::new(p))
 }
 
 fn build_server(cfg: &Config) -> Result<ServerConfig, String> {
-    let cert_file = param(cfg, "tls-cert-file");
-    let key_file = param(cfg, "tls-key-file");
+    let cert_file = cfg.tls_cert_file();
+    let key_file = cfg.tls_key_file();
     if cert_file.is_empty() {
         return Err("No tls-cert-file configured!".into());
     }
@@ -535,16 +529,16 @@ fn build_server(cfg: &Config) -> Result<ServerConfig, String> {
         return Err("No tls-key-file configured!".into());
     }
     let chain = load_certs(&cert_file, "certificate")?;
-    let key = load_key(&key_file, "tls-key-file-pass", cfg)?;
+    let key = load_key(&key_file, "tls-key-file-pass", &cfg.tls_key_file_pass())?;
     check_dh_params(cfg)?;
     let provider = provider(cfg)?;
     let provider_ref = provider.clone();
     let roots = load_roots(cfg)?;
-    let verifier = match param(cfg, "tls-auth-clients").as_str() {
-        "no" => WebPkiClientVerifier::no_client_auth(),
+    let verifier = match cfg.tls_auth_clients() {
+        TlsAuthClients::No => WebPkiClientVerifier::no_client_auth(),
         mode => {
             let b = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
-            let b = if mode == "optional" {
+            let b = if mode == TlsAuthClients::Optional {
                 b.allow_unauthenticated()
             } else {
                 b
@@ -558,14 +552,10 @@ fn build_server(cfg: &Config) -> Result<ServerConfig, String> {
         .map_err(|e| format!("Invalid TLS settings: {e}"))?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(Arc::new(certified_key(chain, key, &provider_ref)?));
-    sc.ignore_client_order = cfg.bool("tls-prefer-server-ciphers");
-    if cfg.bool("tls-session-caching") {
-        let size = param(cfg, "tls-session-cache-size")
-            .parse()
-            .unwrap_or(20 * 1024);
-        let secs = param(cfg, "tls-session-cache-timeout")
-            .parse()
-            .unwrap_or(300);
+    sc.ignore_client_order = cfg.tls_prefer_server_ciphers();
+    if cfg.tls_session_caching() {
+        let size = cfg.tls_session_cache_size();
+        let secs = cfg.tls_session_cache_timeout();
         sc.session_storage = Arc::new(SessionCache::new(size, Duration::from_secs(secs)));
         // Stateless tickets, as OpenSSL's default: resumption costs the server no memory per
         // connection (TLS 1.3 clients and TLS 1.2 clients that ask for tickets); the cache
@@ -586,7 +576,7 @@ fn build_server(cfg: &Config) -> Result<ServerConfig, String> {
 /// (key exchange is always ECDHE), so the file cannot change a handshake. It is still read and
 /// checked, so a wrong path fails here as it does in Redis.
 fn check_dh_params(cfg: &Config) -> Result<(), String> {
-    let path = param(cfg, "tls-dh-params-file");
+    let path = cfg.tls_dh_params_file();
     if path.is_empty() {
         return Ok(());
     }
@@ -602,16 +592,18 @@ fn check_dh_params(cfg: &Config) -> Result<(), String> {
 
 fn build_client(cfg: &Config) -> Result<ClientConfig, String> {
     // As Redis: the client certificate is tls-client-cert-file, or tls-cert-file without one.
-    let (cert_file, key_file, pass) = match param(cfg, "tls-client-cert-file") {
+    let (cert_file, key_file, pass_param, pass) = match cfg.tls_client_cert_file() {
         c if !c.is_empty() => (
             c,
-            param(cfg, "tls-client-key-file"),
+            cfg.tls_client_key_file(),
             "tls-client-key-file-pass",
+            cfg.tls_client_key_file_pass(),
         ),
         _ => (
-            param(cfg, "tls-cert-file"),
-            param(cfg, "tls-key-file"),
+            cfg.tls_cert_file(),
+            cfg.tls_key_file(),
             "tls-key-file-pass",
+            cfg.tls_key_file_pass(),
         ),
     };
     let provider = provider(cfg)?;
@@ -631,7 +623,7 @@ fn build_client(cfg: &Config) -> Result<ClientConfig, String> {
         return Ok(b.with_no_client_auth());
     }
     let chain = load_certs(&cert_file, "client certificate")?;
-    let key = load_key(&key_file, pass, cfg)?;
+    let key = load_key(&key_file, pass_param, &pass)?;
     let ck = certified_key(chain, key, &provider_ref)?;
     Ok(b.with_client_cert_resolver(Arc::new(ck)))
 }

@@ -177,9 +177,9 @@ pub async fn save_snapshot_at(
     let header = Header {
         redis_ver: crate::version::REDIS_VERSION,
         used_mem: crate::process::sysinfo::mem_stats().allocated,
-        compression: shared.config.bool("rdbcompression"),
-        checksum: shared.config.bool("rdbchecksum"),
-        incremental_fsync: shared.config.bool("rdb-save-incremental-fsync"),
+        compression: shared.config.rdbcompression(),
+        checksum: shared.config.rdbchecksum(),
+        incremental_fsync: shared.config.rdb_save_incremental_fsync(),
         functions: crate::scripting::functions::all()
             .iter()
             .map(|l| l.code.clone())
@@ -188,11 +188,7 @@ pub async fn save_snapshot_at(
         repl_position,
     };
     let lim = shared.config.enc_limits();
-    let key_delay = shared
-        .config
-        .get("rdb-key-save-delay")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let key_delay = shared.config.rdb_key_save_delay();
     let writes = shared.persist.writes();
     let (sink, done) = match stream {
         Some(out) => snapshot::start_stream_writer(header, out),
@@ -203,7 +199,7 @@ pub async fn save_snapshot_at(
     shared.persist.keys_total.store(0, Ordering::Relaxed);
     let job = snapshot::Job::new(
         lim,
-        shared.config.bool("rdbcompression"),
+        shared.config.rdbcompression(),
         key_delay,
         sink,
         cx.threads(),
@@ -537,7 +533,7 @@ pub async fn save_cron(worker: Rc<Worker>) {
         let minute = now / 60_000;
         if minute != last_minute {
             last_minute = minute;
-            let expr = shared.config.get("snapshot_cron").unwrap_or_default();
+            let expr = shared.config.snapshot_cron();
             if let Ok(c) = crate::persistence::cron::Cron::parse(&expr) {
                 if c.matches(&crate::persistence::cron::local_tm((now / 1000) as i64)) {
                     crate::log_notice!("snapshot_cron '{expr}': starting a background save");
@@ -566,12 +562,7 @@ pub async fn save_cron(worker: Rc<Worker>) {
 
 /// The configured save points as (seconds, changes) pairs.
 pub fn save_points(cfg: &crate::config::Config) -> Vec<(u64, u64)> {
-    let v = cfg.get("save").unwrap_or_default();
-    let w: Vec<u64> = v
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    w.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+    cfg.save_points()
 }
 
 /// The snapshot of a shutdown (SHUTDOWN SAVE, or SHUTDOWN / SIGTERM with save points), on `cx`

@@ -30,7 +30,7 @@ pub fn snapshot_path(cfg: &Config) -> PathBuf {
 
 /// The configured file name with its extension.
 fn file_name(cfg: &Config) -> String {
-    let mut name = cfg.get("dbfilename").unwrap_or_default();
+    let mut name = cfg.dbfilename();
     if name.is_empty() {
         name = "dump".into();
     }

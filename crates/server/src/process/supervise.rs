@@ -17,7 +17,7 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, Supervised};
 
 /// Who supervises the process.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -88,16 +88,16 @@ impl std::error::Error for NotifyError {}
 /// the supervisor follows this pid). Must run while the process has one thread (it may unset
 /// UPSTART_JOB).
 pub fn setup(cfg: &Config) -> bool {
-    let configured = cfg.get("supervised").unwrap_or_default();
-    let auto = configured == "auto";
-    let mode = match configured.as_str() {
-        "systemd" => Some(Mode::Systemd),
-        "upstart" => Some(Mode::Upstart),
-        "auto" if std::env::var_os("UPSTART_JOB").is_some() => {
+    let configured = cfg.supervised();
+    let auto = configured == Supervised::Auto;
+    let mode = match configured {
+        Supervised::Systemd => Some(Mode::Systemd),
+        Supervised::Upstart => Some(Mode::Upstart),
+        Supervised::Auto if std::env::var_os("UPSTART_JOB").is_some() => {
             crate::log_verbose!("Upstart supervision detected.");
             Some(Mode::Upstart)
         }
-        "auto" if std::env::var_os("NOTIFY_SOCKET").is_some() => {
+        Supervised::Auto if std::env::var_os("NOTIFY_SOCKET").is_some() => {
             crate::log_verbose!("Systemd supervision detected.");
             Some(Mode::Systemd)
         }
@@ -115,7 +115,7 @@ pub fn setup(cfg: &Config) -> bool {
     }
     let _ = STATE.set(State {
         supervised,
-        systemd: configured == "systemd" || supervised == Some(Mode::Systemd),
+        systemd: configured == Supervised::Systemd || supervised == Some(Mode::Systemd),
     });
     ok
 }

@@ -94,7 +94,7 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         let announced = repl::announced(id);
         let port = announced.port;
         mark_replica(cx);
-        if cx.shared().config.bool("repl-disable-tcp-nodelay") {
+        if cx.shared().config.repl_disable_tcp_nodelay() {
             disable_nodelay(cx.client.info.borrow().fd);
         }
         if psync {
@@ -122,7 +122,7 @@ fn sync<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         crate::log_notice!("Replica asks for synchronization; starting a full resynchronization");
         // As Redis: diskless only for replicas that read the EOF form (redis-cli --replica and
         // a plain SYNC get the file).
-        let diskless = cx.shared().config.bool("repl-diskless-sync") && announced.capa_eof;
+        let diskless = cx.shared().config.repl_diskless_sync() && announced.capa_eof;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let attach = journal::Attach {
             client: id,
@@ -282,14 +282,8 @@ fn join_gathering(worker: &Rc<Worker>, m: Member) {
 /// stops the others' transfer.
 async fn run_gathering(worker: Rc<Worker>) {
     let cfg = &worker.shared.config;
-    let secs: u64 = cfg
-        .get("repl-diskless-sync-delay")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let max: usize = cfg
-        .get("repl-diskless-sync-max-replicas")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let secs = cfg.repl_diskless_sync_delay_secs();
+    let max = cfg.repl_diskless_sync_max_replicas();
     let until = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
     while tokio::time::Instant::now() < until {
         let waiting = gathering().as_ref().map_or(0, Vec::len);
@@ -755,8 +749,8 @@ pub fn info(o: &mut String, cfg: &crate::config::Config) {
             let _ = write!(
                 o,
                 "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:1\r\n",
-                cfg.get("replica-priority").unwrap_or_else(|| "100".into()),
-                cfg.bool("replica-read-only") as u8
+                cfg.replica_priority(),
+                cfg.replica_read_only() as u8
             );
         }
         None => o.push_str("role:master\r\n"),

@@ -566,10 +566,7 @@ pub fn shutdown_in_ms() -> Option<u64> {
 /// finishShutdown does for every shutdown), false when SHUTDOWN ABORT stopped it (writes go on
 /// then).
 pub async fn before_shutdown(cfg: &crate::config::Config, now: bool) -> bool {
-    let secs = cfg
-        .get("shutdown-timeout")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(10);
+    let secs = cfg.shutdown_timeout_secs();
     if master().replicas.is_empty() {
         return true;
     }
@@ -736,13 +733,7 @@ pub async fn feed(w: Rc<Worker>) {
             }
             _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
         }
-        let period = w
-            .shared
-            .config
-            .get("repl-ping-replica-period")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(10)
-            .max(1);
+        let period = w.shared.config.repl_ping_replica_period_secs().max(1);
         let mut buf: Vec<u8> = Vec::new();
         let mut m = master();
         refresh_good_replicas(&m);
@@ -751,12 +742,7 @@ pub async fn feed(w: Rc<Worker>) {
         drop_silent_replicas(&w, &mut m);
         // `repl-backlog-ttl`: a primary without replicas that long frees its backlog (a new
         // history starts with the next replica), as Redis does; a replica keeps its own.
-        let ttl = w
-            .shared
-            .config
-            .get("repl-backlog-ttl")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(3600);
+        let ttl = w.shared.config.repl_backlog_ttl_secs();
         if m.backlog.is_some()
             && m.replicas.is_empty()
             && ttl > 0

@@ -23,6 +23,7 @@ use crate::net::stream::{ReadHalf, Stream, WriteHalf};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use crate::commands::ConnCtx;
+use crate::config::{PropagationErrorBehavior, ReplDisklessLoad};
 use crate::engine::Worker;
 
 /// Where the link stands (INFO's `master_link_status`, ROLE's state).
@@ -234,11 +235,7 @@ fn state_of(gen: u64) -> Option<State> {
 /// `repl-timeout`, read at every wait so a CONFIG SET reaches a link already up (Redis's cron
 /// reads `server.repl_timeout` each time).
 pub fn repl_timeout(cfg: &crate::config::Config) -> Duration {
-    let secs = cfg
-        .get("repl-timeout")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(60);
-    Duration::from_secs(secs.max(1))
+    cfg.repl_timeout()
 }
 
 /// Awaits `fut` while `repl-timeout` (read again every 100 ms, as Redis's cron reads it) has
@@ -304,7 +301,7 @@ async fn command(
 
 /// One connection to the primary: handshake, sync, stream. Returns when it drops.
 async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), LinkError> {
-    let tls = w.shared.config.bool("tls-replication");
+    let tls = w.shared.config.tls_replication();
     let stream = Stream::connect(host, port, tls, Duration::from_secs(10))
         .await
         .map_err(|e| format!("connecting: {e}"))?;
@@ -318,8 +315,8 @@ async fn session(w: &Rc<Worker>, gen: u64, host: &str, port: u16) -> Result<(), 
     if pong.starts_with('-') && !pong.starts_with("-NOAUTH") {
         return Err(format!("Error reply to PING from master: '{pong}'"));
     }
-    if let Some(pass) = cfg.get("masterauth").filter(|p| !p.is_empty()) {
-        let user = cfg.get("masteruser").filter(|u| !u.is_empty());
+    if let Some(pass) = cfg.masterauth() {
+        let user = cfg.masteruser();
         let reply = match &user {
             Some(u) => {
                 command(
@@ -475,16 +472,13 @@ async fn full_sync(
     // Within one history (`swapdb`, the primary's id is ours), Redis loads in the background
     // and serves the old dataset meanwhile (`async_loading`); ours stays served until the
     // received snapshot replaces it anyway, so only the flag differs.
-    let loading_flag = if same_history && cfg.get("repl-diskless-load").as_deref() == Some("swapdb")
-    {
+    let loading_flag = if same_history && cfg.repl_diskless_load() == ReplDisklessLoad::Swapdb {
         &w.shared.persist.async_loading
     } else {
         &w.shared.persist.loading
     };
     let mut loading = None;
-    let diskless_load = cfg
-        .get("repl-diskless-load")
-        .is_some_and(|m| m != "disabled");
+    let diskless_load = cfg.repl_diskless_load() != ReplDisklessLoad::Disabled;
     if diskless_load {
         // Redis's log from here on is a socket load's (tools and tests wait for its lines).
         crate::log_notice!("MASTER <-> REPLICA sync: Loading DB in memory");
@@ -745,16 +739,12 @@ fn stream_error(cx: &ConnCtx, args: &[&[u8]]) {
     crate::log_warning!(
         "== CRITICAL == This replica is sending an error to its master: '{msg}' after processing the command '{name}'"
     );
-    let behavior = cx
-        .worker
-        .shared
-        .config
-        .get("propagation-error-behavior")
-        .unwrap_or_default();
+    let behavior = cx.worker.shared.config.propagation_error_behavior();
     // As Redis: only a read-only replica stops (a writable one may hold keys of its own that
     // the stream's commands meet).
-    let read_only = cx.worker.shared.config.bool("replica-read-only");
-    if read_only && (behavior == "panic" || behavior == "panic-on-replicas") {
+    let read_only = cx.worker.shared.config.replica_read_only();
+    if read_only && behavior != PropagationErrorBehavior::Ignore {
+        let behavior = behavior.name();
         crate::log_warning!(
             "Replica stopped (propagation-error-behavior {behavior}): the command failed on the replica; the data may have diverged from the master"
         );

@@ -1003,7 +1003,7 @@ fn check_entry(
     }
     if spec.flags & WRITE != 0 && !cx.is_master {
         // Redis's scriptVerifyWriteCommandAllow.
-        if crate::engine::role::is_replica() && cx.worker.shared.config.bool("replica-read-only") {
+        if crate::engine::role::is_replica() && cx.worker.shared.config.replica_read_only() {
             return Err(crate::commands::ERR_READONLY);
         }
         if crate::engine::role::too_few_replicas() {
@@ -1028,7 +1028,7 @@ fn check_entry(
         && !cx.is_master
         && crate::engine::role::is_replica()
         && !crate::engine::role::link_is_up()
-        && !cx.worker.shared.config.bool("replica-serve-stale-data")
+        && !cx.worker.shared.config.replica_serve_stale_data()
     {
         return Err("ERR Can not execute the command on a stale replica");
     }
@@ -1046,7 +1046,7 @@ fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Opti
     }
     let replica = replica::is_replica();
     if !no_writes {
-        if replica && cx.worker.shared.config.bool("replica-read-only") {
+        if replica && cx.worker.shared.config.replica_read_only() {
             // A client's own call gets what Redis's processCommand answers for a command its
             // script flags make a write; the script's own check (script.c) speaks only for a
             // call processCommand did not see: one queued in MULTI before the server became a
@@ -1064,7 +1064,7 @@ fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Opti
     if replica
         && !allow_stale
         && !replica::link_is_up()
-        && !cx.worker.shared.config.bool("replica-serve-stale-data")
+        && !cx.worker.shared.config.replica_serve_stale_data()
     {
         return Some(crate::commands::ERR_MASTERDOWN);
     }

@@ -155,7 +155,7 @@ pub struct Request {
 
 /// The running script's settings that its `redis.*` functions read and change. One per thread
 /// is enough: scripts hold every shard exclusively, so at most one runs at a time (see
-/// `commands::scripting`), and it is reset when a script starts.
+/// `scripting::commands`), and it is reset when a script starts.
 pub struct RunState {
     pub resp3: Cell<bool>,
     pub running: Cell<bool>,
@@ -1236,8 +1236,7 @@ fn new_vm() -> mlua::Result<Vm> {
     // debug served redis.call's line lookup above; scripts do not get it (as in Redis).
     // setfenv, getfenv and newproxy reach past the protection: only with
     // lua-enable-deprecated-api (Redis 7.0.15's default is off).
-    let deprecated =
-        Worker::current().is_some_and(|w| w.shared.config.bool("lua-enable-deprecated-api"));
+    let deprecated = Worker::current().is_some_and(|w| w.shared.config.lua_enable_deprecated_api());
     if !deprecated {
         for name in ["setfenv", "getfenv", "newproxy"] {
             g.raw_set(name, Value::Nil)?;
