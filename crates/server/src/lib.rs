@@ -5,12 +5,18 @@
 //!   their parameters through `config::hooks` (installed by [`install`]).
 //! - `engine`   — shards (one per thread), databases with expiry, cross-thread inboxes, routing,
 //!   VLL locks; the snapshot walk and RDB loader, the journal of writes, the node's role.
+//! - `client`   — clients apart from their sockets: handles and their push queues, output
+//!   limits, client eviction, the client cron.
 //! - `commands` — the command framework (execute, registry, coordinator and hop API) and one
-//!   module per family (`string.rs`, `keys.rs`, ...).
-//! - `net`, `memcache` — listeners, connections, the client registry, the HTTP console; the
-//!   memcached protocols.
-//! - `persistence` — snapshot files and schedules; `replication` — the primary's stream and the
-//!   replica's link; `scripting`, `pubsub`, `acl` — their subsystems.
+//!   module per data family (`string.rs`, `keys.rs`, ...); it names no subsystem above it.
+//! - `net`, `memcache` — listeners, sessions, TLS, the HTTP console; the memcached protocols.
+//! - `persistence` — snapshot files, schedules, SAVE/BGSAVE; `replication` — the primary's
+//!   stream, the replica's link, SYNC/PSYNC/REPLICAOF; `scripting`, `pubsub`, `acl` — their
+//!   subsystems, each with its own commands (`<subsystem>/commands.rs`).
+//! - `admin` — server commands over every subsystem (INFO, CONFIG, DEBUG...), `/metrics`.
+//! - The root wires the layers: [`install`] hands the lower ones what the higher ones
+//!   provide (command families, configuration owners' hooks, FLUSHALL's save, replication's
+//!   snapshot position), before anything starts.
 //! - `clock`, `log`, `latency`, `stats`, `version` — leaves every layer may use.
 //!
 //! Values and their encodings (RDB included) are the `damselfly_types` crate, below this one.

@@ -18,7 +18,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 ];
 
 /// A key's state before a script's first write to it (a declared-keys script that must start
-/// over puts its keys back: commands/scripting.rs): its value in DUMP's form and its expiry;
+/// over puts its keys back: scripting/commands.rs): its value in DUMP's form and its expiry;
 /// `None` when the key did not exist.
 pub type KeyImage = Option<(Vec<u8>, Option<u64>)>;
 

@@ -911,7 +911,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             }
         }
     }
-    // A script's reads are tracked as its declared keys, once it ran (commands/scripting.rs).
+    // A script's reads are tracked as its declared keys, once it ran (scripting/commands.rs).
     if special && !cx.in_script {
         track_reads(cx, spec, args);
     }
@@ -919,7 +919,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
     cx.started = t0;
-    // Scripts plan their own transaction (commands/scripting.rs: declared keys or all).
+    // Scripts plan their own transaction (scripting/commands.rs: declared keys or all).
     let plan = if spec.flags & flags::SCRIPT_CALL != 0 {
         coordinator::LockPlan::default()
     } else {
@@ -1067,7 +1067,7 @@ fn journal_command(cx: &mut ConnCtx, spec: &CommandSpec, args: &[&[u8]], start_l
 /// CLIENT CACHING no), as Redis's `trackingRememberKeys`.
 fn track_reads(cx: &ConnCtx, spec: &CommandSpec, args: &[&[u8]]) {
     // EVAL_RO/FCALL_RO (read-only, yet holding every shard) track their declared keys only
-    // when the script reads (commands/scripting.rs), not as a read command of their own.
+    // when the script reads (scripting/commands.rs), not as a read command of their own.
     if spec.flags & flags::READONLY == 0
         || spec.flags & (flags::PUBSUB | flags::TX_GLOBAL_WRITE) != 0
     {

@@ -575,7 +575,7 @@ async fn run(cx: &mut ConnCtx, reader: &mut ReadHalf, admin: bool) -> std::io::R
             return Ok(());
         }
         // Everything executed is dropped; the buffer keeps its size until the client cron
-        // resizes it (net/cron.rs), as Redis's query buffer does.
+        // resizes it (client/cron.rs), as Redis's query buffer does.
         if start == rbuf.len() {
             rbuf.clear();
             start = 0;
@@ -669,7 +669,7 @@ fn measure(cx: &ConnCtx, rbuf: &Vec<u8>, start: usize, parser: &Parser) -> Clien
 }
 
 /// Counts the connection's memory for client eviction, evicts clients if that puts them over
-/// `maxmemory-clients`, and only then shows it in CLIENT LIST (see net/client_evict.rs).
+/// `maxmemory-clients`, and only then shows it in CLIENT LIST (see client/evict.rs).
 /// False: this connection was evicted.
 async fn publish(cx: &ConnCtx, mem: ClientMem) -> bool {
     evict::account(&cx.client, mem.tot());

@@ -10,7 +10,8 @@
 //!   `engine::rdb_load` reads a file back into per-shard batches, all-or-nothing.
 //! - `cron`     — `snapshot_cron` schedules.
 //!
-//! The commands (SAVE, BGSAVE, DEBUG RELOAD, DUMP, RESTORE) live in `commands/persistence.rs`.
+//! The commands (SAVE, BGSAVE, DEBUG RELOAD) and the save driver live in `commands.rs`; DUMP and
+//! RESTORE are the `commands::dump` family.
 
 pub mod commands;
 pub mod cron;

@@ -8,7 +8,7 @@
 //!   replica's connection, which writes them between its other work.
 //! - `replica`: the replica's side (REPLICAOF): the link to a primary, full and partial
 //!   resynchronization, applying the stream.
-//! - `commands/replication.rs`: SYNC, PSYNC, REPLCONF, REPLICAOF, ROLE, WAIT.
+//! - `replication/commands.rs`: SYNC, PSYNC, REPLCONF, REPLICAOF, ROLE, WAIT.
 //!
 //! The state here (`MASTER`) is behind a mutex: the feeder takes it once per batch of records,
 //! PSYNC/REPLCONF/INFO rarely. Shards never take it: they only push to the journal.
