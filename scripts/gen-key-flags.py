@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates crates/server/src/commands/key_flags_table.rs from Redis's command JSON files.
+"""Generates crates/core/src/commands/key_flags_table.rs from Redis's command JSON files.
 
 Usage: python3 scripts/gen-key-flags.py [REDIS_SRC_DIR]
 
@@ -16,7 +16,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "crates", "server", "src", "commands", "key_flags_table.rs")
+OUT = os.path.join(ROOT, "crates", "core", "src", "commands", "key_flags_table.rs")
 
 # JSON flag name -> Rust constant in commands/key_flags.rs (Redis's CMD_KEY_* order).
 FLAGS = [

@@ -16,6 +16,7 @@ fuzz_target!(|data: &[u8]| {
         ParserLimits {
             max_bulk_len: (data[0] >> 1) as u64,
             max_inline_len: data[1] as usize,
+            unauthenticated: data[0] & 2 == 2,
         }
     } else {
         ParserLimits::default()

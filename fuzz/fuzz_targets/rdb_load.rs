@@ -4,7 +4,7 @@
 //! trailer ("not computed") lets mutated bodies past the CRC check.
 #![no_main]
 
-use damselfly::persistence::load;
+use damselfly::engine::rdb_load as load;
 use damselfly_types::rdb::object::{read_object, EncLimits};
 use damselfly_types::rdb::Reader;
 use libfuzzer_sys::fuzz_target;

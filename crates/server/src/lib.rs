@@ -1,5 +1,10 @@
 //! Damselfly server: a multi-threaded, shared-nothing, Redis- and Memcached-compatible store.
 //!
+//! This crate is the top of the stack: `damselfly-core` (engine, command framework, clients,
+//! network, subsystems) below `damselfly-families` (the data commands), both wired together
+//! here ([`install`], [`start`]) and run by the binary. The modules below are core's,
+//! re-exported.
+//!
 //! Where things live (docs/architecture.md has the full map and the layering rules):
 //! - `config`   — flags, flagfile, `DFLY_*` env, redis.conf, CONFIG GET/SET; owners hear of
 //!   their parameters through `config::hooks` (installed by [`install`]).
@@ -21,25 +26,13 @@
 //!
 //! Values and their encodings (RDB included) are the `damselfly_types` crate, below this one.
 
-pub mod acl;
-pub mod admin;
-pub mod base64;
-pub mod client;
-pub mod clock;
-pub mod commands;
-pub mod config;
-pub mod engine;
-pub mod latency;
-pub mod log;
-pub mod memcache;
-pub mod net;
-pub mod persistence;
-pub mod process;
-pub mod pubsub;
-pub mod replication;
-pub mod scripting;
-pub mod stats;
-pub mod version;
+pub use damselfly_core::request_shutdown;
+pub use damselfly_core::{
+    acl, admin, base64, client, clock, commands, config, engine, latency, log, memcache, net,
+    persistence, process, pubsub, replication, scripting, stats, version,
+};
+pub use damselfly_core::{log_at, log_notice, log_verbose, log_warning};
+pub use damselfly_families as families;
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -48,86 +41,32 @@ use std::sync::Arc;
 use config::Config;
 use engine::{Shared, Worker};
 
-/// Installs what the network layer runs for the layers above it: the memcached protocol's
-/// sessions and the disconnect hooks (before the listeners start).
-fn install_network_hooks() {
-    client::set_context_size(std::mem::size_of::<commands::ConnCtx>());
-    net::listener::install_memcache(|w, s| Box::pin(memcache::session::serve(w, s)));
-    net::http::install_pages(net::http::Pages {
-        metrics: |cx| Box::pin(admin::prometheus_metrics(cx)),
-        console: |cx| Box::pin(admin::console_page(cx)),
-    });
-    net::session::install_disconnect_hooks(&[pubsub::on_disconnect, replication::on_disconnect]);
-}
-
-/// Installs what the lower layers run for the higher ones before anything starts: every
-/// module's configuration hooks (config::hooks) and every command family's spec list
-/// (commands::registry). Call before the first `Config` is made (`main` does, first thing; so
-/// may tests); later calls change nothing.
+/// Installs what the lower layers run for the higher ones before anything starts: every command
+/// family's spec list (commands::registry), FLUSHALL's save, and core's own wiring
+/// ([`damselfly_core::install`]: configuration owners' hooks, what a snapshot asks of
+/// replication). Call before the first `Config` is made (`main` does, first thing; so may
+/// tests); later calls change nothing.
 pub fn install() {
-    commands::registry::install(command_families());
-    commands::keys::install_flushall_save(commands::keys::FlushallSave {
+    let mut table: Vec<&'static [commands::CommandSpec]> = vec![
+        families::string::COMMANDS,
+        families::bitmap::COMMANDS,
+        families::keys::COMMANDS,
+        families::list::COMMANDS,
+        families::hash::COMMANDS,
+        families::set::COMMANDS,
+        families::zset::COMMANDS,
+        families::geo::COMMANDS,
+        families::hll::COMMANDS,
+        families::stream::COMMANDS,
+        families::sort::COMMANDS,
+    ];
+    table.extend(damselfly_core::core_commands());
+    commands::registry::install(table);
+    families::keys::install_flushall_save(families::keys::FlushallSave {
         saves: persistence::commands::flushall_saves,
         save: |cx| Box::pin(persistence::commands::save_after_flushall(cx)),
     });
-    persistence::commands::install_replication_hooks(persistence::commands::ReplicationHooks {
-        pause_link: || Box::pin(replication::replica::pause()),
-        resume_link: replication::replica::resume,
-        replica_position: || {
-            let m = replication::master();
-            (
-                m.replid.clone(),
-                m.offset,
-                replication::replica::stream_db(),
-            )
-        },
-        primary_position: || {
-            Box::pin(async {
-                let offset = replication::settled_offset().await;
-                (replication::master().replid.clone(), offset)
-            })
-        },
-    });
-    config::hooks::install(&[
-        engine::CONFIG_HOOKS,
-        replication::CONFIG_HOOKS,
-        acl::CONFIG_HOOKS,
-        persistence::CONFIG_HOOKS,
-        process::CONFIG_HOOKS,
-        commands::registry::CONFIG_HOOKS,
-    ]);
-}
-
-/// The command table: the framework's own families and the subsystems' commands.
-fn command_families() -> Vec<&'static [commands::CommandSpec]> {
-    #[allow(unused_mut)]
-    let mut v: Vec<&'static [commands::CommandSpec]> = vec![
-        commands::string::COMMANDS,
-        commands::bitmap::COMMANDS,
-        commands::keys::COMMANDS,
-        commands::connection::COMMANDS,
-        acl::commands::COMMANDS,
-        admin::COMMANDS,
-        commands::multi::COMMANDS,
-        persistence::commands::COMMANDS,
-        commands::dump::COMMANDS,
-        commands::migrate::COMMANDS,
-        replication::commands::COMMANDS,
-        scripting::commands::COMMANDS,
-        commands::list::COMMANDS,
-        commands::hash::COMMANDS,
-        commands::set::COMMANDS,
-        commands::zset::COMMANDS,
-        commands::geo::COMMANDS,
-        commands::hll::COMMANDS,
-        commands::stream::COMMANDS,
-        commands::sort::COMMANDS,
-        commands::pubsub::COMMANDS,
-    ];
-    // Test-only commands that panic on purpose (never in a release build's table).
-    #[cfg(any(debug_assertions, feature = "fault-injection"))]
-    v.push(commands::fault::COMMANDS);
-    v
+    damselfly_core::install();
 }
 
 /// Starts the server and blocks until SHUTDOWN or a termination signal.
@@ -165,7 +104,7 @@ pub fn start(cfg: Config) -> std::io::Result<()> {
     if let Err(e) = commands::registry::install_renames(&cfg.renames()) {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
     }
-    install_network_hooks();
+    damselfly_core::install_network_hooks();
     process::mark_started();
     let cfg = Arc::new(cfg);
     let shared = Shared::new(cfg.clone());
@@ -486,12 +425,6 @@ async fn wait_shutdown(w: &Rc<Worker>) {
         }
         n.await;
     }
-}
-
-/// Makes every shard thread leave its event loop; `start` then returns.
-pub fn request_shutdown(shared: &Shared) {
-    shared.shutdown.store(true, Ordering::SeqCst);
-    shared.shutdown_notify.notify_waiters();
 }
 
 async fn watch_signals(w: Rc<Worker>) {

@@ -4,11 +4,11 @@
 //! bit of byte 0. Strings are edited in place (`CompactStr::make_raw_mut`), so SETBIT on a large
 //! bitmap does not copy it.
 
-use super::spec::prelude::*;
-use super::string::{cstr, in_order, opt_is, read_strings, ReadStr};
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::engine::db::TtlMode;
+use crate::string::{cstr, in_order, opt_is, read_strings, ReadStr};
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::engine::db::TtlMode;
 use damselfly_types::compact::{IntBuf, MAX_LEN};
 use damselfly_types::{CompactStr, Value, ValueMut, ValueRef};
 

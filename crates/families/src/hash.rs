@@ -10,13 +10,13 @@
 use damselfly_dash::Pos;
 use damselfly_protocol::Reply;
 
-use super::scan;
-use super::spec::prelude::*;
-use super::string::{incr_by_float, FloatIncrError};
-use super::util::*;
-use super::CmdCtx;
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
+use crate::string::{incr_by_float, FloatIncrError};
+use damselfly_core::commands::scan;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::CmdCtx;
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
 use damselfly_types::compact::{fmt_i64, IntBuf};
 use damselfly_types::hash::{HVal, Hash, Limits};
 use damselfly_types::Value;
@@ -518,7 +518,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // Repetitions allowed: `-l` independent picks, streamed (nothing sized by the count).
         let n = l.unsigned_abs() as usize;
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::client::limits::generation_cap(config, reply.len());
+        let cap = damselfly_core::client::limits::generation_cap(config, reply.len());
         header(reply, n);
         for _ in 0..n {
             if reply.len() > cap {

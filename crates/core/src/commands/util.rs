@@ -123,3 +123,20 @@ impl OwnedArgs {
         out
     }
 }
+
+/// Redis `getIntFromObjectOrReply(c, o, &v, NULL)` (SELECT, MOVE, COPY DB): a C `int`. Not an
+/// integer: "value is not an integer or out of range"; an integer outside the int range gets
+/// `getRangeLongFromObjectOrReply`'s own message.
+pub fn int32_arg(reply: &mut Reply, a: &[u8]) -> Option<i32> {
+    let v = int_arg(reply, a)?;
+    match i32::try_from(v) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            reply.error(ERR_INT_RANGE);
+            None
+        }
+    }
+}
+
+pub const ERR_INT_RANGE: &str =
+    "ERR value is out of range, value must between -2147483648 and 2147483647";

@@ -14,11 +14,11 @@
 
 use damselfly_protocol::Reply;
 
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
 use damselfly_types::geohash::{self as gh, Shape, ShapeKind};
 use damselfly_types::zset::pack::cmp_entry;
 use damselfly_types::zset::{Limits, ZSet};
@@ -90,7 +90,7 @@ impl Fail {
     }
 }
 
-fn limits_of(shared: &crate::engine::Shared) -> Limits {
+fn limits_of(shared: &damselfly_core::engine::Shared) -> Limits {
     let c = &shared.config;
     Limits {
         entries: c.enc_limit(EncLimit::ZsetMaxListpackEntries).max(0) as usize,

@@ -12,13 +12,13 @@ use std::collections::HashSet;
 
 use damselfly_protocol::Reply;
 
-use super::coordinator::ShardPart;
-use super::scan;
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
+use damselfly_core::commands::coordinator::ShardPart;
+use damselfly_core::commands::scan;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
 use damselfly_types::compact::{parse_strict_i64, IntBuf};
 use damselfly_types::set::{Member, Set};
 use damselfly_types::Value;
@@ -71,7 +71,7 @@ pub static COMMANDS: &[CommandSpec] = &[
 // Helpers
 
 /// `set-max-intset-entries`.
-pub(crate) fn intset_limit(shared: &crate::engine::Shared) -> usize {
+pub(crate) fn intset_limit(shared: &damselfly_core::engine::Shared) -> usize {
     shared
         .config
         .enc_limit(EncLimit::SetMaxIntsetEntries)
@@ -267,7 +267,7 @@ fn srandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     // Negative count: with repetitions, streamed (never allocated by the count).
     if l < 0 || count == 1 {
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::client::limits::generation_cap(&cx.shared.config, reply.len());
+        let cap = damselfly_core::client::limits::generation_cap(&cx.shared.config, reply.len());
         reply.array(count);
         for _ in 0..count {
             if reply.len() > cap {

@@ -15,13 +15,13 @@ use std::time::Duration;
 use damselfly_protocol::double::{fmt_g17, parse_f64};
 use damselfly_protocol::{Reply, RespVersion};
 
-use super::scan;
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
-use crate::engine::waiters::Serve;
+use damselfly_core::commands::scan;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
+use damselfly_core::engine::waiters::Serve;
 use damselfly_types::zset::pack::cmp_entry;
 use damselfly_types::zset::{Limits, ZSet};
 use damselfly_types::{Kind, Value, ValueRef};
@@ -117,7 +117,7 @@ const ERR_LEX: &str = "ERR min or max not valid string range item";
 const ERR_NAN: &str = "ERR resulting score is not a number (NaN)";
 const ERR_POSITIVE: &str = "ERR value is out of range, must be positive";
 
-fn limits_of(shared: &crate::engine::Shared) -> Limits {
+fn limits_of(shared: &damselfly_core::engine::Shared) -> Limits {
     let c = &shared.config;
     Limits {
         entries: c.enc_limit(EncLimit::ZsetMaxListpackEntries).max(0) as usize,
@@ -1138,7 +1138,7 @@ async fn pop_first(
 /// with the count actually popped for the MPOP forms), from the shard holding the key (these
 /// commands declare `PROP_SELF`).
 fn journal_pop(db: usize, key: &[u8], max: bool, popped: Option<usize>) {
-    use crate::engine::journal;
+    use damselfly_core::engine::journal;
     if !journal::here() {
         return;
     }
@@ -1268,7 +1268,9 @@ async fn block_generic(
         mpop,
     });
     let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    match super::coordinator::wait::serve_or_block(cx, &refs, serve, timeout).await {
+    match damselfly_core::commands::coordinator::wait::serve_or_block(cx, &refs, serve, timeout)
+        .await
+    {
         Some(bytes) => cx.reply.raw(&bytes),
         None => cx.reply.null_array(),
     }
@@ -1366,7 +1368,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         // Repetitions allowed: stream the picks.
         let n = c.unsigned_abs() as usize;
         // Past the output buffer limit the client is closed: stop (see `generation_cap`).
-        let cap = crate::client::limits::generation_cap(&shared.config, reply.len());
+        let cap = damselfly_core::client::limits::generation_cap(&shared.config, reply.len());
         pairs_header(reply, n, withscores);
         for _ in 0..n {
             if reply.len() > cap {

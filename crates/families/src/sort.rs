@@ -18,11 +18,11 @@
 
 use damselfly_protocol::Reply;
 
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
 use damselfly_types::compact::IntBuf;
 use damselfly_types::list::{Fill, List};
 use damselfly_types::{Value, ValueRef};
@@ -556,7 +556,7 @@ fn store(db: &mut Db, dst: &[u8], vals: Vec<Option<Vec<u8>>>, fill: i64, now: u6
     n
 }
 
-fn list_fill(shared: &crate::engine::Shared) -> i64 {
+fn list_fill(shared: &damselfly_core::engine::Shared) -> i64 {
     shared.config.enc_limit(EncLimit::ListMaxListpackSize)
 }
 
@@ -647,9 +647,11 @@ fn reply_done(reply: &mut Reply, d: Done) {
 async fn sort_generic(cx: &mut ConnCtx, args: &[&[u8]], readonly: bool) {
     let user = &cx.acl.user;
     let full_access = user.unrestricted
-        || super::registry()
+        || damselfly_core::commands::registry()
             .lookup(args[0])
-            .is_some_and(|e| user.all_keys_for(e, args, super::key_flags::ACCESS));
+            .is_some_and(|e| {
+                user.all_keys_for(e, args, damselfly_core::commands::key_flags::ACCESS)
+            });
     let opts = match parse(args, readonly, full_access) {
         Ok(o) => Opts {
             script: cx.in_script,

@@ -123,7 +123,7 @@ fn quit(cx: &mut ConnCtx, _args: &[&[u8]]) {
 
 fn select(cx: &mut ConnCtx, args: &[&[u8]]) {
     // A C int in Redis: 2^31 and beyond get the range error, not "DB index is out of range".
-    let Some(i) = super::keys::int32_arg(&mut cx.reply, args[1]) else {
+    let Some(i) = super::util::int32_arg(&mut cx.reply, args[1]) else {
         return;
     };
     if i < 0 || i as usize >= cx.shared().config.dbnum() {

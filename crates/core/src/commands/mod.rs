@@ -8,32 +8,21 @@
 //! - `Handler::Conn`: async coordinator on the connection's thread for multi-key / all-shard
 //!   commands (MGET, DEL, DBSIZE, KEYS...); it reaches shards through `fan_out`/`broadcast`.
 
-pub mod bitmap;
 pub mod connection;
 pub mod coordinator;
 pub mod dump;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 pub mod fault;
-pub mod geo;
-pub mod hash;
-pub mod hll;
 pub mod key_flags;
-pub mod keys;
-pub mod list;
 pub mod migrate;
 pub mod multi;
 pub mod propagate;
 pub mod pubsub;
 pub mod registry;
 pub mod scan;
-pub mod set;
 pub mod slowlog;
-pub mod sort;
 pub mod spec;
-pub mod stream;
-pub mod string;
 pub mod util;
-pub mod zset;
 
 use std::future::Future;
 use std::pin::Pin;

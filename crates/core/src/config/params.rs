@@ -1634,7 +1634,7 @@ mod tests {
     /// refused, or a knob with a reason; the side tables name only parameters of the table.
     #[test]
     fn every_parameter_is_read_refused_or_a_knob() {
-        crate::install();
+        crate::install_for_tests();
         let cfg = Config::new();
         let canonical = |n: &str| PARAMS.iter().any(|p| p.name == n);
         let mut problems = Vec::new();

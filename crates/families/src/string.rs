@@ -9,11 +9,11 @@ use std::os::raw::{c_char, c_int};
 
 use damselfly_dash::Pos;
 
-use super::coordinator::{Hops, ShardPart};
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::engine::db::{Db, TtlMode};
+use damselfly_core::commands::coordinator::{Hops, ShardPart};
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::engine::db::{Db, TtlMode};
 use damselfly_types::compact::{IntBuf, MAX_LEN};
 use damselfly_types::{CompactStr, Value, ValueMut, ValueRef};
 
@@ -1084,26 +1084,26 @@ mod tests {
 
     /// Runs shard handlers directly on a private shard (no server) and reads encodings back.
     struct Bench {
-        shard: crate::engine::shard::Shard,
-        shared: std::sync::Arc<crate::engine::Shared>,
+        shard: damselfly_core::engine::shard::Shard,
+        shared: std::sync::Arc<damselfly_core::engine::Shared>,
     }
 
     impl Bench {
         fn new() -> Self {
-            let cfg = std::sync::Arc::new(crate::config::Config::new());
+            let cfg = std::sync::Arc::new(damselfly_core::config::Config::new());
             Bench {
-                shard: crate::engine::shard::Shard::new(0, 1),
-                shared: crate::engine::Shared::new(cfg),
+                shard: damselfly_core::engine::shard::Shard::new(0, 1),
+                shared: damselfly_core::engine::Shared::new(cfg),
             }
         }
 
-        fn run(&mut self, f: super::super::ShardFn, args: &[&str]) -> String {
+        fn run(&mut self, f: damselfly_core::commands::ShardFn, args: &[&str]) -> String {
             let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
             let mut reply = damselfly_protocol::Reply::new(Default::default());
             let mut c = CmdCtx {
                 shard: &mut self.shard,
                 db: 0,
-                now: crate::clock::unix_ms(),
+                now: damselfly_core::clock::unix_ms(),
                 shared: &self.shared,
                 reply: &mut reply,
             };
@@ -1112,7 +1112,7 @@ mod tests {
         }
 
         fn enc(&mut self, key: &str) -> &'static str {
-            let now = crate::clock::unix_ms();
+            let now = damselfly_core::clock::unix_ms();
             match self.shard.dbs[0].get(key.as_bytes(), now) {
                 Some(v) => v.encoding_name(),
                 None => "none",

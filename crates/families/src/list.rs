@@ -20,13 +20,13 @@ use std::time::Duration;
 use damselfly_protocol::double::parse_f64;
 use damselfly_protocol::{Reply, RespVersion};
 
-use super::coordinator::wait::serve_or_block;
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
-use crate::engine::waiters::Serve;
+use damselfly_core::commands::coordinator::wait::serve_or_block;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
+use damselfly_core::engine::waiters::Serve;
 use damselfly_types::list::{Entry, Fill, List, Needle};
 use damselfly_types::{Value, ValueRef};
 
@@ -1042,22 +1042,22 @@ fn pop_reply(db: &mut Db, key: &[u8], now: u64, end: End, style: PopStyle, r: &m
     }
     // Replicated as the non-blocking pop it was (Redis's rewrite of BLPOP, LMPOP...), from
     // this shard, which holds the key now (these commands declare `PROP_SELF`).
-    if crate::engine::journal::here() {
+    if damselfly_core::engine::journal::here() {
         let cmd: &[u8] = if matches!(end, End::Left) {
             b"LPOP"
         } else {
             b"RPOP"
         };
         let resp = match style {
-            PopStyle::One => crate::engine::journal::encode(&[cmd, key]),
+            PopStyle::One => damselfly_core::engine::journal::encode(&[cmd, key]),
             // (The count popped, as Redis propagates it.)
             PopStyle::Many(_) => {
                 let c = popped.to_string();
-                crate::engine::journal::encode(&[cmd, key, c.as_bytes()])
+                damselfly_core::engine::journal::encode(&[cmd, key, c.as_bytes()])
             }
         };
-        crate::engine::journal::push(crate::engine::journal::Item::One(
-            crate::engine::journal::Record { db: db.index, resp },
+        damselfly_core::engine::journal::push(damselfly_core::engine::journal::Item::One(
+            damselfly_core::engine::journal::Record { db: db.index, resp },
         ));
     }
     true

@@ -5,11 +5,11 @@
 //! most 12 KiB each), merge the registers on the connection's thread and, for PFMERGE, write
 //! the destination in a final hop under the transaction's locks.
 
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::TtlMode;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::TtlMode;
 use damselfly_dash::Pos;
 use damselfly_types::compact::IntBuf;
 use damselfly_types::hll::{self, Corrupt, ERR_INVALID, ERR_NOT_HLL, REGISTERS};

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use damselfly_protocol::Reply;
 
-use super::scan;
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::glob;
-use crate::engine::db::Db;
+use damselfly_core::commands::scan;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::glob;
+use damselfly_core::engine::db::Db;
 use damselfly_types::{KeyStr, Value};
 
 const ERR_SAME_OBJECT: &str = "ERR source and destination objects are the same";
@@ -134,23 +134,6 @@ fn parse_int32(a: &[u8]) -> Option<i64> {
     parse_i64(a).filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v))
 }
 
-/// Redis `getIntFromObjectOrReply(c, o, &v, NULL)` (SELECT, MOVE, COPY DB): a C `int`. Not an
-/// integer: "value is not an integer or out of range"; an integer outside the int range gets
-/// `getRangeLongFromObjectOrReply`'s own message.
-pub(super) fn int32_arg(reply: &mut Reply, a: &[u8]) -> Option<i32> {
-    let v = int_arg(reply, a)?;
-    match i32::try_from(v) {
-        Ok(v) => Some(v),
-        Err(_) => {
-            reply.error(ERR_INT_RANGE);
-            None
-        }
-    }
-}
-
-const ERR_INT_RANGE: &str =
-    "ERR value is out of range, value must between -2147483648 and 2147483647";
-
 fn valid_db(cx: &ConnCtx, id: i64) -> bool {
     id >= 0 && (id as usize) < cx.shared().config.dbnum()
 }
@@ -163,7 +146,7 @@ fn valid_db(cx: &ConnCtx, id: i64) -> bool {
 fn count_keys<'a>(
     cx: &'a mut ConnCtx,
     args: &'a [&'a [u8]],
-    f: fn(&mut crate::engine::db::Db, &[u8], u64) -> bool,
+    f: fn(&mut damselfly_core::engine::db::Db, &[u8], u64) -> bool,
 ) -> BoxFut<'a> {
     Box::pin(async move {
         let parts = cx
@@ -183,7 +166,7 @@ fn del<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     count_keys(cx, args, del_key)
 }
 
-fn del_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+fn del_key(db: &mut damselfly_core::engine::db::Db, k: &[u8], now: u64) -> bool {
     let gone = db.remove(k, now).is_some();
     if gone {
         ev::emit(ev::GENERIC, "del", db.index, k);
@@ -196,10 +179,10 @@ fn unlink<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     count_keys(cx, args, unlink_key)
 }
 
-fn unlink_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+fn unlink_key(db: &mut damselfly_core::engine::db::Db, k: &[u8], now: u64) -> bool {
     match db.remove(k, now) {
         Some((_, v, _)) => {
-            crate::engine::lazyfree::free(v);
+            damselfly_core::engine::lazyfree::free(v);
             ev::emit(ev::GENERIC, "del", db.index, k);
             true
         }
@@ -212,7 +195,7 @@ fn exists<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     count_keys(cx, args, exists_key)
 }
 
-fn exists_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+fn exists_key(db: &mut damselfly_core::engine::db::Db, k: &[u8], now: u64) -> bool {
     db.find_read_notouch(k, now).is_some()
 }
 
@@ -221,13 +204,17 @@ fn touch<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     count_keys(cx, args, touch_key)
 }
 
-fn touch_key(db: &mut crate::engine::db::Db, k: &[u8], now: u64) -> bool {
+fn touch_key(db: &mut damselfly_core::engine::db::Db, k: &[u8], now: u64) -> bool {
     db.find(k, now).is_some()
 }
 
 /// DEL/UNLINK, EXISTS, TOUCH of one key (`CommandSpec::one_key`): the same count, on the
 /// key's shard.
-fn count_one(c: &mut CmdCtx<'_>, k: &[u8], f: fn(&mut crate::engine::db::Db, &[u8], u64) -> bool) {
+fn count_one(
+    c: &mut CmdCtx<'_>,
+    k: &[u8],
+    f: fn(&mut damselfly_core::engine::db::Db, &[u8], u64) -> bool,
+) {
     let now = c.now;
     let n = f(c.db(), k, now) as i64;
     c.reply.int(n);
@@ -775,7 +762,7 @@ fn randomkey<'a>(cx: &'a mut ConnCtx, _args: &'a [&'a [u8]]) -> BoxFut<'a> {
 
 /// Is an LFU policy selected (access data are counters, not times)?
 fn lfu_policy() -> bool {
-    crate::engine::access::lfu()
+    damselfly_core::engine::access::lfu()
 }
 
 fn object_encoding(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
@@ -898,7 +885,7 @@ fn purge_unless_async(args: &[&[u8]]) {
         .skip(1)
         .any(|a| a.eq_ignore_ascii_case(b"async"))
     {
-        crate::engine::memory::purge();
+        damselfly_core::engine::memory::purge();
     }
 }
 
@@ -910,11 +897,11 @@ fn flushdb<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         cx.hops()
             .all_shards(|c, ()| {
                 c.db().clear();
-                crate::engine::tracking::forget_all();
+                damselfly_core::engine::tracking::forget_all();
             })
             .run()
             .await;
-        crate::pubsub::tracking::flushed(&cx.worker).await;
+        damselfly_core::pubsub::tracking::flushed(&cx.worker).await;
         purge_unless_async(args);
         cx.reply.ok();
     })
@@ -961,12 +948,12 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                 .abort
                 .load(std::sync::atomic::Ordering::Relaxed)
             {
-                crate::engine::snapshot::abandon_shard(c.shard);
+                damselfly_core::engine::snapshot::abandon_shard(c.shard);
             }
             for db in c.shard.dbs.iter_mut() {
                 db.clear();
             }
-            crate::engine::tracking::forget_all();
+            damselfly_core::engine::tracking::forget_all();
         });
         if let Some(h) = save {
             clear.run_more().await;
@@ -974,7 +961,7 @@ fn flushall<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         } else {
             clear.run().await;
         }
-        crate::pubsub::tracking::flushed(&cx.worker).await;
+        damselfly_core::pubsub::tracking::flushed(&cx.worker).await;
         purge_unless_async(args);
         cx.reply.ok();
     })

@@ -98,7 +98,7 @@ mod tests {
     /// canonicalised by it and reaches the owner's state.
     #[test]
     fn owner_hooks_check_and_apply() {
-        crate::install();
+        crate::install_for_tests();
         let c = crate::config::Config::new();
         match c.set("notify-keyspace-events", "KQ") {
             Err(crate::config::ConfigError::BadValue { why, .. }) => {

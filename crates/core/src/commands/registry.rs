@@ -204,7 +204,7 @@ pub fn install(families: Vec<&'static [CommandSpec]>) {
 pub fn families() -> &'static [&'static [CommandSpec]] {
     // A unit test builds the table without `main`: the crate root installs what it has.
     #[cfg(test)]
-    crate::install();
+    crate::install_for_tests();
     FAMILIES
         .get()
         .expect("the command families are installed first (damselfly::install)")

@@ -17,15 +17,15 @@ use std::time::Duration;
 use damselfly_dash::Pos;
 use damselfly_protocol::{Reply, RespVersion};
 
-use super::connection::help_reply;
-use super::coordinator::wait;
-use super::spec::prelude::*;
-use super::util::*;
-use super::{BoxFut, CmdCtx, ConnCtx};
-use crate::config::EncLimit;
-use crate::engine::db::{Db, TtlMode};
-use crate::engine::journal;
-use crate::engine::waiters::Serve;
+use damselfly_core::commands::connection::help_reply;
+use damselfly_core::commands::coordinator::wait;
+use damselfly_core::commands::spec::prelude::*;
+use damselfly_core::commands::util::*;
+use damselfly_core::commands::{BoxFut, CmdCtx, ConnCtx};
+use damselfly_core::config::EncLimit;
+use damselfly_core::engine::db::{Db, TtlMode};
+use damselfly_core::engine::journal;
+use damselfly_core::engine::waiters::Serve;
 use damselfly_types::stream::{
     AddError, Fields, Group as CGroup, IdSpec, NodeLimits, Stream, StreamId, Trim,
     ENTRIES_READ_UNKNOWN,
@@ -346,7 +346,7 @@ fn parse_trim_args(cx: &mut CmdCtx<'_>, args: &[&[u8]], xadd: bool) -> Option<Tr
     if xadd && t.id_at == 0 {
         t.id_at = i;
     }
-    if crate::engine::role::applying() {
+    if damselfly_core::engine::role::applying() {
         // A primary's stream says exactly what to trim.
         t.limit = 0;
     } else if limit_given {
