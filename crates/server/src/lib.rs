@@ -34,6 +34,9 @@ pub use damselfly_core::{
 pub use damselfly_core::{log_at, log_notice, log_verbose, log_warning};
 pub use damselfly_families as families;
 
+#[cfg(test)]
+mod table_tests;
+
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
