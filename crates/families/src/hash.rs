@@ -7,6 +7,7 @@
 //! drops the hash's due fields (see [`Hash::expire_fields`]), so an expired field is never
 //! visible, and a hash emptied by expiry or HDEL is deleted.
 
+use damselfly_core::commands::propagate;
 use damselfly_dash::Pos;
 use damselfly_protocol::Reply;
 
@@ -51,7 +52,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns all fields and values in a hash."),
     cmd("hincrby", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hincrby))
         .doc(G, "1.0.0", "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist."),
-    cmd("hincrbyfloat", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hincrbyfloat))
+    cmd("hincrbyfloat", 4, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(hincrbyfloat)).propagate(propagate::hincrbyfloat)
         .doc(G, "1.0.0", "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist."),
     cmd("hrandfield", -2, READONLY, range(1, 1, 1), Shard(hrandfield))
         .doc(G, "1.0.0", "Returns one or more random fields from a hash."),

@@ -8,6 +8,7 @@
 //! read/removed on its shard and written on the destination shard by a second hop. Keeping every
 //! hop a self-contained closure lets the transaction framework schedule them atomically later.
 
+use damselfly_core::commands::propagate;
 use std::sync::Arc;
 
 use damselfly_protocol::Reply;
@@ -46,13 +47,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "3.2.1", "Alters the last access time of a key(s). Returns the number of existing keys specified."),
     cmd("type", 2, READONLY | FAST, range(1, 1, 1), Shard(type_cmd))
         .doc(G, "1.0.0", "Determine the type stored at key"),
-    cmd("expire", -3, WRITE | FAST, range(1, 1, 1), Shard(expire))
+    cmd("expire", -3, WRITE | FAST, range(1, 1, 1), Shard(expire)).propagate(propagate::expire)
         .doc(G, "1.0.0", "Set a key's time to live in seconds"),
-    cmd("pexpire", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpire))
+    cmd("pexpire", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpire)).propagate(propagate::expire)
         .doc(G, "2.6.0", "Set a key's time to live in milliseconds"),
-    cmd("expireat", -3, WRITE | FAST, range(1, 1, 1), Shard(expireat))
+    cmd("expireat", -3, WRITE | FAST, range(1, 1, 1), Shard(expireat)).propagate(propagate::expire)
         .doc(G, "1.2.0", "Set the expiration for a key as a UNIX timestamp"),
-    cmd("pexpireat", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpireat))
+    cmd("pexpireat", -3, WRITE | FAST, range(1, 1, 1), Shard(pexpireat)).propagate(propagate::expire)
         .doc(G, "2.6.0", "Set the expiration for a key as a UNIX timestamp specified in milliseconds"),
     cmd("ttl", 2, READONLY | FAST, range(1, 1, 1), Shard(ttl))
         .doc(G, "1.0.0", "Get the time to live for a key in seconds"),

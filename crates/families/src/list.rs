@@ -17,7 +17,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use damselfly_protocol::double::parse_f64;
 use damselfly_protocol::{Reply, RespVersion};
 
 use damselfly_core::commands::coordinator::wait::serve_or_block;
@@ -196,20 +195,6 @@ fn move_events(db: usize, src: &[u8], dst: &[u8], wf: End, wt: End, emptied: boo
     if emptied {
         ev::emit(ev::GENERIC, "del", db, src);
     }
-}
-
-/// Redis's `getTimeoutFromObjectOrReply` for seconds: None = block forever.
-fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
-    let secs = parse_f64(a).ok_or("ERR timeout is not a float or out of range")?;
-    let ms = (secs * 1000.0).ceil();
-    // Redis 7.0 casts to long long: values beyond its range come out negative.
-    if ms < 0.0 || ms.is_nan() || ms >= i64::MAX as f64 {
-        return Err("ERR timeout is negative");
-    }
-    if ms == 0.0 {
-        return Ok(None);
-    }
-    Ok(Some(Duration::from_millis(ms as u64)))
 }
 
 /// The data of an encoded bulk string reply (`$n\r\n...\r\n`).

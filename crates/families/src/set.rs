@@ -8,6 +8,7 @@
 //! (cloning the source sets), compute on the connection's thread and write the destination in a
 //! final hop, which is atomic under the transaction's locks.
 
+use damselfly_core::commands::propagate;
 use std::collections::HashSet;
 
 use damselfly_protocol::Reply;
@@ -47,7 +48,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Returns all members of a set."),
     cmd("srandmember", -2, READONLY, range(1, 1, 1), Shard(srandmember))
         .doc(G, "1.0.0", "Get one or multiple random members from a set"),
-    cmd("spop", -2, WRITE | FAST, range(1, 1, 1), Shard(spop))
+    cmd("spop", -2, WRITE | FAST, range(1, 1, 1), Shard(spop)).propagate(propagate::spop)
         .doc(G, "1.0.0", "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped."),
     cmd("sscan", -3, READONLY, range(1, 1, 1), Shard(sscan))
         .doc(G, "2.8.0", "Iterates over members of a set."),

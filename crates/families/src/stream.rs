@@ -1114,6 +1114,80 @@ fn prop_setid(key: &[u8], group: &[u8], g: &CGroup) -> Vec<Vec<u8>> {
     ]
 }
 
+/// The claim step XCLAIM and XAUTOCLAIM share (Redis's `xclaimCommand`,
+/// `xautoclaimCommand`): a pending entry whose stream entry is gone is dropped, a claimed one
+/// goes to the consumer (made on the first claim), each propagated as Redis propagates them
+/// (an XCLAIM carrying the NACK's state).
+struct Claimer<'a> {
+    key: &'a [u8],
+    group: &'a [u8],
+    consumer: &'a [u8],
+    dbi: usize,
+    now: u64,
+    justid: bool,
+    consumer_ready: bool,
+    prop: Vec<Vec<Vec<u8>>>,
+}
+
+impl Claimer<'_> {
+    /// `id` is pending but no longer in the stream: acknowledged, replicated as an XCLAIM of
+    /// its NACK as it stands.
+    fn drop_deleted(&mut self, g: &mut CGroup, id: StreamId) {
+        let nack = g.pel[&id].clone();
+        self.prop.push(prop_xclaim(
+            self.key,
+            self.group,
+            g,
+            id,
+            &nack.consumer,
+            nack.delivery_time,
+            nack.delivery_count,
+        ));
+        g.ack(id);
+    }
+
+    /// Makes the consumer if it is new (once per command, with its notification).
+    fn ready_consumer(&mut self, g: &mut CGroup) {
+        if !self.consumer_ready {
+            let (c, created) = g.consumer_or_create(self.consumer, self.now);
+            c.seen_time = self.now;
+            if created {
+                ev::emit(ev::STREAM, "xgroup-createconsumer", self.dbi, self.key);
+            }
+            self.consumer_ready = true;
+        }
+    }
+
+    /// Gives `id` to the consumer with this delivery time and count, and answers it (the ID
+    /// alone with JUSTID).
+    fn claim(
+        &mut self,
+        s: &Stream,
+        g: &mut CGroup,
+        id: StreamId,
+        time: u64,
+        count: u64,
+        r: &mut Reply,
+    ) {
+        g.assign(id, self.consumer, time, count);
+        if self.justid {
+            reply_id(r, id);
+        } else {
+            let f = s.get(id).expect("exists");
+            reply_entry(r, id, &f);
+        }
+        self.prop.push(prop_xclaim(
+            self.key,
+            self.group,
+            g,
+            id,
+            self.consumer,
+            time,
+            count,
+        ));
+    }
+}
+
 fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let dbi = cx.db;
@@ -1200,7 +1274,16 @@ fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let s = stream_mut(db, pos);
     let mut g = s.groups.remove(name).expect("checked");
     let mut changed = false;
-    let mut prop: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut cl = Claimer {
+        key,
+        group: name,
+        consumer: cname,
+        dbi,
+        now,
+        justid,
+        consumer_ready: false,
+        prop: Vec::new(),
+    };
     let mut propagate_last_id = false;
     if last_id > g.last_id {
         g.last_id = last_id;
@@ -1209,24 +1292,13 @@ fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     }
     let h = r.begin_array_deferred();
     let mut n = 0;
-    let mut consumer_ready = false;
     for id in ids {
         let exists = s.contains(id);
         let pending = g.pel.contains_key(&id);
         if !exists {
             if pending {
-                let nack = g.pel[&id].clone();
-                prop.push(prop_xclaim(
-                    key,
-                    name,
-                    &g,
-                    id,
-                    &nack.consumer,
-                    nack.delivery_time,
-                    nack.delivery_count,
-                ));
+                cl.drop_deleted(&mut g, id);
                 propagate_last_id = false;
-                g.ack(id);
                 changed = true;
             }
             continue;
@@ -1240,14 +1312,7 @@ fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 continue;
             }
         }
-        if !consumer_ready {
-            let (c, created) = g.consumer_or_create(cname, now);
-            c.seen_time = now;
-            if created {
-                ev::emit(ev::STREAM, "xgroup-createconsumer", dbi, key);
-            }
-            consumer_ready = true;
-        }
+        cl.ready_consumer(&mut g);
         // A forced new entry starts at 1 (Redis's new NACK), then counts like the others.
         let base = g.pel.get(&id).map_or(1, |nk| nk.delivery_count);
         let count = if retrycount >= 0 {
@@ -1257,28 +1322,21 @@ fn xclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
         } else {
             base
         };
-        g.assign(id, cname, deliverytime, count);
-        if justid {
-            reply_id(r, id);
-        } else {
-            let f = s.get(id).expect("exists");
-            reply_entry(r, id, &f);
-        }
+        cl.claim(s, &mut g, id, deliverytime, count, r);
         n += 1;
-        prop.push(prop_xclaim(key, name, &g, id, cname, deliverytime, count));
         propagate_last_id = false;
         changed = true;
     }
     if propagate_last_id {
-        prop.push(prop_setid(key, name, &g));
+        cl.prop.push(prop_setid(key, name, &g));
     }
     s.groups.insert(name.into(), g);
     r.end_array_deferred(h, n);
-    if changed || consumer_ready {
+    if changed || cl.consumer_ready {
         journal::touched();
     }
     if journal::here() {
-        journal::rewrite(prop);
+        journal::rewrite(cl.prop);
     }
 }
 
@@ -1342,8 +1400,16 @@ fn xautoclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let mut left = count;
     let mut claimed: Vec<StreamId> = Vec::new();
     let mut deleted: Vec<StreamId> = Vec::new();
-    let mut prop: Vec<Vec<Vec<u8>>> = Vec::new();
-    let mut consumer_ready = false;
+    let mut cl = Claimer {
+        key,
+        group: name,
+        consumer: cname,
+        dbi,
+        now,
+        justid,
+        consumer_ready: false,
+        prop: Vec::new(),
+    };
     let mut cursor = start;
     let mut next_id = StreamId::MIN;
     let mut body = Reply::new(r.ver);
@@ -1358,17 +1424,7 @@ fn xautoclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             None => StreamId::MAX,
         };
         if !s.contains(id) {
-            let nack = g.pel[&id].clone();
-            prop.push(prop_xclaim(
-                key,
-                name,
-                &g,
-                id,
-                &nack.consumer,
-                nack.delivery_time,
-                nack.delivery_count,
-            ));
-            g.ack(id);
+            cl.drop_deleted(&mut g, id);
             deleted.push(id);
             left -= 1;
         } else {
@@ -1379,30 +1435,16 @@ fn xautoclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 }
                 continue;
             }
-            if !consumer_ready {
-                let (c, created) = g.consumer_or_create(cname, now);
-                c.seen_time = now;
-                if created {
-                    ev::emit(ev::STREAM, "xgroup-createconsumer", dbi, key);
-                }
-                consumer_ready = true;
-            }
+            cl.ready_consumer(&mut g);
             let nack = &g.pel[&id];
             let cnt = if justid {
                 nack.delivery_count
             } else {
                 nack.delivery_count + 1
             };
-            g.assign(id, cname, now, cnt);
-            if justid {
-                reply_id(&mut body, id);
-            } else {
-                let f = s.get(id).expect("exists");
-                reply_entry(&mut body, id, &f);
-            }
+            cl.claim(s, &mut g, id, now, cnt, &mut body);
             claimed.push(id);
             left -= 1;
-            prop.push(prop_xclaim(key, name, &g, id, cname, now, cnt));
         }
         if id == StreamId::MAX {
             break;
@@ -1418,11 +1460,11 @@ fn xautoclaim(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     for id in &deleted {
         reply_id(r, *id);
     }
-    if !prop.is_empty() || consumer_ready {
+    if !cl.prop.is_empty() || cl.consumer_ready {
         journal::touched();
     }
     if journal::here() {
-        journal::rewrite(prop);
+        journal::rewrite(cl.prop);
     }
 }
 

@@ -5,6 +5,7 @@
 //! `Handler::Shard` (they run on the thread owning the key); MGET/MSET/MSETNX/LCS coordinate
 //! several shards from the connection's thread.
 
+use damselfly_core::commands::propagate;
 use std::os::raw::{c_char, c_int};
 
 use damselfly_dash::Pos;
@@ -23,19 +24,19 @@ const G: Group = Group::String;
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("get", 2, READONLY | FAST, range(1, 1, 1), Shard(get))
         .doc(G, "1.0.0", "Returns the string value of a key."),
-    cmd("set", -3, WRITE | DENYOOM, range(1, 1, 1), Shard(set))
+    cmd("set", -3, WRITE | DENYOOM, range(1, 1, 1), Shard(set)).propagate(propagate::set)
         .doc(G, "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
     cmd("setnx", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(setnx))
         .doc(G, "1.0.0", "Set the string value of a key only when the key doesn't exist."),
-    cmd("setex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(setex))
+    cmd("setex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(setex)).propagate(propagate::setex)
         .doc(G, "1.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
-    cmd("psetex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(psetex))
+    cmd("psetex", 4, WRITE | DENYOOM, range(1, 1, 1), Shard(psetex)).propagate(propagate::setex)
         .doc(G, "1.0.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    cmd("getex", -2, WRITE | FAST, range(1, 1, 1), Shard(getex))
+    cmd("getex", -2, WRITE | FAST, range(1, 1, 1), Shard(getex)).propagate(propagate::getex)
         .doc(G, "1.0.0", "Returns the string value of a key after setting its expiration time."),
-    cmd("getdel", 2, WRITE | FAST, range(1, 1, 1), Shard(getdel))
+    cmd("getdel", 2, WRITE | FAST, range(1, 1, 1), Shard(getdel)).propagate(propagate::getdel)
         .doc(G, "1.0.0", "Returns the string value of a key after deleting the key."),
-    cmd("getset", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(getset))
+    cmd("getset", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(getset)).propagate(propagate::getset)
         .doc(G, "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
     cmd("mget", -2, READONLY | FAST, range(1, -1, 1), Conn(mget)).one_key(mget_one)
         .doc(G, "1.0.0", "Atomically returns the string values of one or more keys."),
@@ -61,7 +62,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(G, "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
     cmd("decrby", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(decrby))
         .doc(G, "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
-    cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(incrbyfloat))
+    cmd("incrbyfloat", 3, WRITE | DENYOOM | FAST, range(1, 1, 1), Shard(incrbyfloat)).propagate(propagate::incrbyfloat)
         .doc(G, "1.0.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
     cmd("lcs", -3, READONLY, range(1, 2, 1), Conn(lcs))
         .doc(G, "1.0.0", "Finds the longest common substring."),

@@ -1182,31 +1182,6 @@ fn zmpop<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
     })
 }
 
-/// Redis `getTimeoutFromObjectOrReply` (seconds): Ok(None) = block forever.
-fn parse_timeout(a: &[u8]) -> Result<Option<Duration>, &'static str> {
-    let Some(secs) = parse_f64(a).or_else(|| {
-        // strtold accepts values beyond the double range; they end up out of range below.
-        let s = std::str::from_utf8(a).ok()?;
-        let v: f64 = s.parse().ok()?;
-        (!v.is_nan() && a.first().is_some_and(|c| !c.is_ascii_whitespace())).then_some(v)
-    }) else {
-        return Err("ERR timeout is not a float or out of range");
-    };
-    let ms = (secs * 1000.0).ceil();
-    // (long long) of an out-of-range value is LLONG_MIN on x86-64; every f64 in [-2^63, 2^63)
-    // converts exactly (the old bound, 9.2e18, refused timeouts Redis and BLPOP accept).
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    let ms = if ms.is_finite() && (-TWO_63..TWO_63).contains(&ms) {
-        ms as i64
-    } else {
-        i64::MIN
-    };
-    if ms < 0 {
-        return Err("ERR timeout is negative");
-    }
-    Ok((ms > 0).then(|| Duration::from_millis(ms as u64)))
-}
-
 /// Blocked-client side of BZPOPMIN/BZPOPMAX/BZMPOP.
 struct ZPopServe {
     ver: RespVersion,

@@ -39,6 +39,26 @@ impl StreamId {
         StreamId { ms, seq }
     }
 
+    /// The 16-byte big-endian form Redis uses as radix-tree key (`streamEncodeID`), which
+    /// sorts as the IDs do.
+    pub fn to_be_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.ms.to_be_bytes());
+        b[8..].copy_from_slice(&self.seq.to_be_bytes());
+        b
+    }
+
+    pub fn from_be_bytes(b: &[u8; 16]) -> StreamId {
+        let mut ms = [0u8; 8];
+        let mut seq = [0u8; 8];
+        ms.copy_from_slice(&b[..8]);
+        seq.copy_from_slice(&b[8..]);
+        StreamId {
+            ms: u64::from_be_bytes(ms),
+            seq: u64::from_be_bytes(seq),
+        }
+    }
+
     pub fn is_zero(self) -> bool {
         self == StreamId::MIN
     }

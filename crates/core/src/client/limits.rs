@@ -150,22 +150,7 @@ pub fn generation_cap(config: &Config, base: usize) -> usize {
 
 /// Up to `max` bytes in double quotes with escapes, as Redis's `sdscatrepr` (log lines).
 pub fn repr(bytes: &[u8], max: usize) -> String {
-    let mut s = String::from("\"");
-    for &c in &bytes[..bytes.len().min(max)] {
-        match c {
-            b'\\' => s.push_str("\\\\"),
-            b'"' => s.push_str("\\\""),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            7 => s.push_str("\\a"),
-            8 => s.push_str("\\b"),
-            c if c.is_ascii_graphic() || c == b' ' => s.push(c as char),
-            c => s.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    s.push('"');
-    s
+    crate::config::file::sdscatrepr(&bytes[..bytes.len().min(max)])
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use super::spec::prelude::*;
 use super::util::*;
-use super::CmdCtx;
+use super::{propagate, CmdCtx};
 use crate::engine::db::TtlMode;
 use damselfly_types::rdb::object::{read_object, write_object};
 use damselfly_types::rdb::wire::{verify_dump_payload, DUMP_PAYLOAD_ERROR};
@@ -13,7 +13,7 @@ use damselfly_types::rdb::{dump_payload, Reader, Writer};
 pub static COMMANDS: &[CommandSpec] = &[
     cmd("dump", 2, READONLY, range(1, 1, 1), Shard(dump)).acl(acl::KEYSPACE)
         .doc(Group::Generic, "2.6.0", "Returns a serialized representation of the value stored at a key."),
-    cmd("restore", -4, WRITE | DENYOOM, range(1, 1, 1), Shard(restore)).acl(acl::KEYSPACE | acl::DANGEROUS)
+    cmd("restore", -4, WRITE | DENYOOM, range(1, 1, 1), Shard(restore)).propagate(propagate::restore).acl(acl::KEYSPACE | acl::DANGEROUS)
         .doc(Group::Generic, "2.6.0", "Creates a key from the serialized representation of a value."),
 ];
 

@@ -557,10 +557,16 @@ pub(crate) fn run_shard_cmd(
         internal_error(w, reply, name, &fault);
     }
     if journal::here() {
+        // The command's propagation form, as its declaration gives it (`name` is the one
+        // the registry knows it by).
         let effects = |args: &[&[u8]]| {
+            let form = registry()
+                .by_original_fullname(name.as_bytes())?
+                .spec
+                .propagate?;
             let shard = w.shard_mut();
             let d = shard.dbs.get(db)?;
-            propagate::effects(d, name, args, &reply.buf[mark..])
+            form(d, args, &reply.buf[mark..])
         };
         if let Some(recs) = journal::take_with(dirty, db, args, effects) {
             match capture {
@@ -651,12 +657,57 @@ pub(crate) fn execute_inline(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) ->
     true
 }
 
-/// Why replication refuses `spec` now, if it does: a write on a read-only replica
-/// (`READONLY`), a write without enough good replicas (`NOREPLICAS`), a command that needs
-/// fresh data on a replica whose link is down with `replica-serve-stale-data no`
-/// (`MASTERDOWN`). EXEC counts as its queued commands.
+/// What replication refuses now (Redis's `processCommand` and, for scripts,
+/// `scriptPrepareForRun`): a write on a read-only replica, a write on a primary without
+/// enough good replicas (`min-replicas-to-write`; never on a replica, as Redis's
+/// `checkGoodReplicasStatus`), a call that needs fresh data on a replica whose link is down
+/// with `replica-serve-stale-data no`. The primary's own stream is never refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplRefusal {
+    ReadOnly,
+    NoReplicas,
+    MasterDown,
+}
+
+impl ReplRefusal {
+    /// The error a refused command gets.
+    pub fn error(self) -> &'static str {
+        match self {
+            ReplRefusal::ReadOnly => ERR_READONLY,
+            ReplRefusal::NoReplicas => ERR_NOREPLICAS,
+            ReplRefusal::MasterDown => ERR_MASTERDOWN,
+        }
+    }
+}
+
+/// See [`ReplRefusal`]: `write` for a call that writes, `deny_stale` for one that needs fresh
+/// data.
+pub fn repl_refusal(cx: &ConnCtx, write: bool, deny_stale: bool) -> Option<ReplRefusal> {
+    if cx.is_master {
+        return None;
+    }
+    let replica = crate::engine::role::is_replica();
+    let cfg = &cx.worker.shared.config;
+    if write && replica && cfg.replica_read_only() {
+        return Some(ReplRefusal::ReadOnly);
+    }
+    if write && !replica && crate::engine::role::too_few_replicas() {
+        return Some(ReplRefusal::NoReplicas);
+    }
+    if deny_stale
+        && replica
+        && !crate::engine::role::link_is_up()
+        && !cfg.replica_serve_stale_data()
+    {
+        return Some(ReplRefusal::MasterDown);
+    }
+    None
+}
+
+/// Why replication refuses `spec` now, if it does ([`repl_refusal`]); EXEC counts as its
+/// queued commands. A script's calls and a transaction's commands were checked as a whole.
 pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'static str> {
-    if cx.is_master || cx.in_script || cx.coord.in_exec() {
+    if cx.in_script || cx.coord.in_exec() {
         return None;
     }
     let queued = |f: &dyn Fn(u32) -> bool| {
@@ -667,23 +718,8 @@ pub(crate) fn replication_refusal(cx: &ConnCtx, spec: &CommandSpec) -> Option<&'
                 .is_some_and(|m| m.cmds.iter().any(|(_, s)| f(s.flags)))
     };
     let write = spec.flags & flags::WRITE != 0 || queued(&|f| f & flags::WRITE != 0);
-    let replica = crate::engine::role::is_replica();
-    let cfg = &cx.worker.shared.config;
-    if replica && write && cfg.replica_read_only() {
-        return Some(ERR_READONLY);
-    }
-    if !replica && write && crate::engine::role::too_few_replicas() {
-        return Some(ERR_NOREPLICAS);
-    }
     let deny_stale = spec.flags & flags::STALE == 0 || queued(&|f| f & flags::STALE == 0);
-    if replica
-        && deny_stale
-        && !crate::engine::role::link_is_up()
-        && !cfg.replica_serve_stale_data()
-    {
-        return Some(ERR_MASTERDOWN);
-    }
-    None
+    repl_refusal(cx, write, deny_stale).map(ReplRefusal::error)
 }
 
 /// Is `spec` a write refused now that snapshots fail (`stop-writes-on-bgsave-error`: MISCONF)?

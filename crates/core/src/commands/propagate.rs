@@ -5,11 +5,13 @@
 //!
 //! Computed on the shard right after the command ran (it still holds the key), from the
 //! command's arguments, its reply and the key's state now, so the handlers stay free of
-//! replication code. `None`: the command is replicated as it was sent.
+//! replication code. Which form a command takes is part of its declaration
+//! (`.propagate(propagate::expire)` on EXPIRE's spec): nothing here matches command names.
 
 use crate::engine::db::Db;
 
-type Cmds = Vec<Vec<Vec<u8>>>;
+/// Commands as argument vectors.
+pub type Cmds = Vec<Vec<Vec<u8>>>;
 
 fn v(parts: &[&[u8]]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.to_vec()).collect()
@@ -27,107 +29,137 @@ fn has_any(args: &[&[u8]], words: &[&str]) -> bool {
         .any(|a| words.iter().any(|w| a.eq_ignore_ascii_case(w.as_bytes())))
 }
 
-/// `name` ran with `args` on `db` and answered `reply`; it changed something.
-pub fn effects(db: &Db, name: &str, args: &[&[u8]], reply: &[u8]) -> Option<Cmds> {
-    let key = *args.get(1)?;
-    match name {
-        "set" => {
-            if has_any(&args[3.min(args.len())..], &["ex", "px", "exat", "pxat"]) {
-                return Some(match deadline(db, key) {
-                    Some(Some(at)) => {
-                        let at = at.to_string();
-                        vec![v(&[b"SET", key, args[2], b"PXAT", at.as_bytes()])]
-                    }
-                    _ => vec![v(&[b"DEL", key])],
-                });
-            }
-            if has_any(&args[3.min(args.len())..], &["get"]) {
-                let kept: Vec<&[u8]> = args
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
-                    .map(|(_, a)| *a)
-                    .collect();
-                return Some(vec![v(&kept)]);
-            }
-            None
-        }
-        "setex" | "psetex" => Some(match (deadline(db, key), args.get(3)) {
-            (Some(Some(at)), Some(val)) => {
-                let at = at.to_string();
-                vec![v(&[b"SET", key, val, b"PXAT", at.as_bytes()])]
-            }
-            _ => vec![v(&[b"DEL", key])],
-        }),
-        "getex" => {
-            if has_any(&args[2..], &["persist"]) {
-                return Some(vec![v(&[b"PERSIST", key])]);
-            }
-            Some(match deadline(db, key) {
-                Some(Some(at)) => {
-                    let at = at.to_string();
-                    vec![v(&[b"PEXPIREAT", key, at.as_bytes()])]
-                }
-                Some(None) => vec![],
-                None => vec![v(&[b"DEL", key])],
-            })
-        }
-        "expire" | "pexpire" | "expireat" | "pexpireat" => Some(match deadline(db, key) {
-            Some(Some(at)) => {
-                let at = at.to_string();
-                vec![v(&[b"PEXPIREAT", key, at.as_bytes()])]
-            }
-            Some(None) => vec![],
-            None => vec![v(&[b"DEL", key])],
-        }),
-        // RESTORE with a relative TTL: the deadline, and ABSTTL appended (Redis's rewrite).
-        "restore" => {
-            let ttl = args.get(2)?;
-            if ttl == b"0" || has_any(&args[4.min(args.len())..], &["absttl"]) {
-                return None;
-            }
-            let Some(Some(at)) = deadline(db, key) else {
-                return None;
-            };
+/// A command's propagation form (`CommandSpec::propagate`): computed on the shard right
+/// after the command ran and changed something, from its arguments, its reply and the key's
+/// state now. `None`: replicated as it was sent.
+pub type PropagateFn = fn(db: &Db, args: &[&[u8]], reply: &[u8]) -> Option<Cmds>;
+
+/// An absolute deadline as `SET key value PXAT ms`, or DEL when the key is already gone.
+fn set_pxat(db: &Db, key: &[u8], value: &[u8]) -> Cmds {
+    match deadline(db, key) {
+        Some(Some(at)) => {
             let at = at.to_string();
-            let mut c = v(args);
-            c[2] = at.into_bytes();
-            c.push(b"ABSTTL".to_vec());
-            Some(vec![c])
+            vec![v(&[b"SET", key, value, b"PXAT", at.as_bytes()])]
         }
-        "getset" => Some(vec![v(&[b"SET", key, args.get(2)?])]),
-        "getdel" => Some(vec![v(&[b"DEL", key])]),
-        "incrbyfloat" => {
-            let val = bulks(reply)?.into_iter().next()?;
-            Some(vec![v(&[b"SET", key, &val, b"KEEPTTL"])])
-        }
-        "hincrbyfloat" => {
-            let val = bulks(reply)?.into_iter().next()?;
-            Some(vec![v(&[b"HSET", key, args.get(2)?, &val])])
-        }
-        "spop" => {
-            let members = bulks(reply)?;
-            if members.is_empty() {
-                return Some(vec![]);
-            }
-            if args.len() >= 3 && db.prime().find(key).is_none() {
-                // The whole set went: one DEL, as Redis does.
-                return Some(vec![v(&[b"DEL", key])]);
-            }
-            // SREM in batches of 1024 members, as Redis's SPOP with a count.
-            Some(
-                members
-                    .chunks(1024)
-                    .map(|ch| {
-                        let mut c = v(&[b"SREM", key]);
-                        c.extend(ch.iter().cloned());
-                        c
-                    })
-                    .collect(),
-            )
-        }
-        _ => None,
+        _ => vec![v(&[b"DEL", key])],
     }
+}
+
+/// The key's deadline as PEXPIREAT, nothing when it has none, DEL when it is gone.
+fn pexpireat(db: &Db, key: &[u8]) -> Cmds {
+    match deadline(db, key) {
+        Some(Some(at)) => {
+            let at = at.to_string();
+            vec![v(&[b"PEXPIREAT", key, at.as_bytes()])]
+        }
+        Some(None) => vec![],
+        None => vec![v(&[b"DEL", key])],
+    }
+}
+
+/// SET with a relative expiry: SET ... PXAT (DEL when already expired); SET ... GET: without
+/// the GET.
+pub fn set(db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let opts = &args[3.min(args.len())..];
+    if has_any(opts, &["ex", "px", "exat", "pxat"]) {
+        return Some(set_pxat(db, key, args[2]));
+    }
+    if has_any(opts, &["get"]) {
+        let kept: Vec<&[u8]> = args
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !a.eq_ignore_ascii_case(b"get"))
+            .map(|(_, a)| *a)
+            .collect();
+        return Some(vec![v(&kept)]);
+    }
+    None
+}
+
+/// SETEX, PSETEX: SET ... PXAT (DEL when already expired).
+pub fn setex(db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let value = *args.get(3)?;
+    Some(set_pxat(db, key, value))
+}
+
+/// GETEX: PERSIST, or PEXPIREAT at the deadline (DEL when already expired).
+pub fn getex(db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    if has_any(&args[2..], &["persist"]) {
+        return Some(vec![v(&[b"PERSIST", key])]);
+    }
+    Some(pexpireat(db, key))
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: PEXPIREAT at the deadline (DEL when already expired).
+pub fn expire(db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    Some(pexpireat(db, key))
+}
+
+/// RESTORE with a relative TTL: the deadline, and ABSTTL appended (Redis's rewrite).
+pub fn restore(db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let ttl = args.get(2)?;
+    if ttl == b"0" || has_any(&args[4.min(args.len())..], &["absttl"]) {
+        return None;
+    }
+    let Some(Some(at)) = deadline(db, key) else {
+        return None;
+    };
+    let mut c = v(args);
+    c[2] = at.to_string().into_bytes();
+    c.push(b"ABSTTL".to_vec());
+    Some(vec![c])
+}
+
+/// GETSET: SET.
+pub fn getset(_db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    Some(vec![v(&[b"SET", args.get(1)?, args.get(2)?])])
+}
+
+/// GETDEL: DEL.
+pub fn getdel(_db: &Db, args: &[&[u8]], _reply: &[u8]) -> Option<Cmds> {
+    Some(vec![v(&[b"DEL", args.get(1)?])])
+}
+
+/// INCRBYFLOAT: SET of the result, KEEPTTL (a replica's float formatting may differ).
+pub fn incrbyfloat(_db: &Db, args: &[&[u8]], reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let val = bulks(reply)?.into_iter().next()?;
+    Some(vec![v(&[b"SET", key, &val, b"KEEPTTL"])])
+}
+
+/// HINCRBYFLOAT: HSET of the result.
+pub fn hincrbyfloat(_db: &Db, args: &[&[u8]], reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let val = bulks(reply)?.into_iter().next()?;
+    Some(vec![v(&[b"HSET", key, args.get(2)?, &val])])
+}
+
+/// SPOP: SREM of the members it chose, in batches of 1024 as Redis's SPOP with a count; one
+/// DEL when the whole set went.
+pub fn spop(db: &Db, args: &[&[u8]], reply: &[u8]) -> Option<Cmds> {
+    let key = *args.get(1)?;
+    let members = bulks(reply)?;
+    if members.is_empty() {
+        return Some(vec![]);
+    }
+    if args.len() >= 3 && db.prime().find(key).is_none() {
+        return Some(vec![v(&[b"DEL", key])]);
+    }
+    Some(
+        members
+            .chunks(1024)
+            .map(|ch| {
+                let mut c = v(&[b"SREM", key]);
+                c.extend(ch.iter().cloned());
+                c
+            })
+            .collect(),
+    )
 }
 
 /// The bulk strings of a reply that is one bulk or a flat array of bulks (RESP2 or RESP3).

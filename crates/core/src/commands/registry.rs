@@ -159,10 +159,24 @@ impl Registry {
     /// case-insensitive, as COMMAND INFO and ACL rules name them). A command without
     /// subcommands has none to name.
     pub fn by_fullname(&self, name: &[u8]) -> Option<&Entry> {
+        self.by_fullname_in(name, Registry::lookup)
+    }
+
+    /// A command or subcommand by its own full name (an entry's `static_name`), whatever
+    /// `rename-command` did.
+    pub fn by_original_fullname(&self, name: &[u8]) -> Option<&Entry> {
+        self.by_fullname_in(name, Registry::lookup_original)
+    }
+
+    fn by_fullname_in<'a>(
+        &'a self,
+        name: &[u8],
+        lookup: fn(&'a Registry, &[u8]) -> Option<&'a Entry>,
+    ) -> Option<&'a Entry> {
         match name.iter().position(|&b| b == b'|') {
-            None => self.lookup(name),
+            None => lookup(self, name),
             Some(bar) => {
-                let top = self.lookup(&name[..bar])?;
+                let top = lookup(self, &name[..bar])?;
                 if top.subs.is_empty() {
                     return None;
                 }

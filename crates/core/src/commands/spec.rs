@@ -559,6 +559,10 @@ pub struct CommandSpec {
     /// Whether a call writes, for a command whose flags cannot say (a script's call is
     /// judged by the script's own flags): CLIENT PAUSE WRITE asks it.
     pub writes_by: Option<WritesFn>,
+    /// How the command replicates when it is not as sent: Redis's propagation form
+    /// (`commands::propagate`: EXPIRE as PEXPIREAT, SPOP as SREM...). None: verbatim (or
+    /// `flags::PROP_SELF`: its shard steps' records).
+    pub propagate: Option<super::propagate::PropagateFn>,
 }
 
 /// See [`CommandSpec::writes_by`].
@@ -587,6 +591,7 @@ pub const fn cmd(
         acl_extra: 0,
         acl_family: None,
         writes_by: None,
+        propagate: None,
     }
 }
 
@@ -645,6 +650,12 @@ impl CommandSpec {
 
     pub const fn plan(mut self, hook: PlanFn) -> Self {
         self.plan = Some(hook);
+        self
+    }
+
+    /// See [`CommandSpec::propagate`].
+    pub const fn propagate(mut self, f: super::propagate::PropagateFn) -> Self {
+        self.propagate = Some(f);
         self
     }
 

@@ -140,3 +140,30 @@ pub fn int32_arg(reply: &mut Reply, a: &[u8]) -> Option<i32> {
 
 pub const ERR_INT_RANGE: &str =
     "ERR value is out of range, value must between -2147483648 and 2147483647";
+
+/// A blocking command's timeout in seconds (BLPOP, BLMOVE, BZPOPMIN, BZMPOP...), as Redis 7.0's
+/// `getTimeoutFromObjectOrReply` reads it: a long double, times 1000, rounded up, cast to long
+/// long. None: block forever (0).
+pub fn parse_timeout(a: &[u8]) -> Result<Option<std::time::Duration>, &'static str> {
+    let Some(secs) = damselfly_protocol::double::parse_f64(a).or_else(|| {
+        // strtold accepts values beyond the double range; they end up out of range below.
+        let s = std::str::from_utf8(a).ok()?;
+        let v: f64 = s.parse().ok()?;
+        (!v.is_nan() && a.first().is_some_and(|c| !c.is_ascii_whitespace())).then_some(v)
+    }) else {
+        return Err("ERR timeout is not a float or out of range");
+    };
+    let ms = (secs * 1000.0).ceil();
+    // (long long) of an out-of-range value is LLONG_MIN on x86-64; every f64 in [-2^63, 2^63)
+    // converts exactly (the old bound, 9.2e18, refused timeouts Redis and BLPOP accept).
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let ms = if ms.is_finite() && (-TWO_63..TWO_63).contains(&ms) {
+        ms as i64
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err("ERR timeout is negative");
+    }
+    Ok((ms > 0).then(|| std::time::Duration::from_millis(ms as u64)))
+}

@@ -241,8 +241,14 @@ pub fn quote_arg(a: &str) -> String {
     if plain {
         return a.to_string();
     }
+    sdscatrepr(a.as_bytes())
+}
+
+/// Bytes in double quotes with Redis's `sdscatrepr` escapes (`\n`, `\x01`...): CONFIG
+/// REWRITE's quoting, error messages, MONITOR and log lines.
+pub fn sdscatrepr(bytes: &[u8]) -> String {
     let mut s = String::from("\"");
-    for c in a.bytes() {
+    for &c in bytes {
         match c {
             b'\\' => s.push_str("\\\\"),
             b'"' => s.push_str("\\\""),

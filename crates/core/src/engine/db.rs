@@ -74,7 +74,7 @@ pub struct Db {
     pub blocking: super::waiters::Blocking,
     /// WATCHed keys of this db (stays with the db index: SWAPDB does not move it).
     watched: Watched,
-    /// Hashes with field TTLs, for active field expiry (see `commands::hash`).
+    /// Hashes with field TTLs, for active field expiry (see `damselfly_families::hash`).
     pub hfe: damselfly_types::hash::HfeIndex,
     /// The running snapshot's state for this db, if one runs: every change to the table goes
     /// through `pre_write` / `pre_insert` first (persistence/snapshot.rs).

@@ -1001,13 +1001,10 @@ fn check_entry(
     if st.read_only && writes {
         return Err("ERR Write commands are not allowed from read-only scripts.");
     }
-    if spec.flags & WRITE != 0 && !cx.is_master {
+    if spec.flags & WRITE != 0 {
         // Redis's scriptVerifyWriteCommandAllow.
-        if crate::engine::role::is_replica() && cx.worker.shared.config.replica_read_only() {
-            return Err(crate::commands::ERR_READONLY);
-        }
-        if crate::engine::role::too_few_replicas() {
-            return Err(crate::commands::ERR_NOREPLICAS);
+        if let Some(r) = crate::commands::repl_refusal(cx, true, false) {
+            return Err(r.error());
         }
     }
     if spec.flags & WRITE != 0 {
@@ -1024,51 +1021,27 @@ fn check_entry(
     }
     // Redis's scriptVerifyAllowStale: a script may run on a stale replica (`allow-stale`, or
     // EVAL without flags), the commands it calls only if they may.
-    if spec.flags & STALE == 0
-        && !cx.is_master
-        && crate::engine::role::is_replica()
-        && !crate::engine::role::link_is_up()
-        && !cx.worker.shared.config.replica_serve_stale_data()
-    {
+    if spec.flags & STALE == 0 && crate::commands::repl_refusal(cx, false, true).is_some() {
         return Err("ERR Can not execute the command on a stale replica");
     }
     Ok(())
 }
 
 /// Why replication refuses to start a script with these flags (Redis's
-/// `scriptPrepareForRun`): a write script on a read-only replica or without enough good
-/// replicas, any script but `allow-stale` ones on a replica whose link is down with
-/// `replica-serve-stale-data no`.
+/// `scriptPrepareForRun`, [`crate::commands::repl_refusal`]): a write script on a read-only
+/// replica or without enough good replicas, any script but `allow-stale` ones on a replica
+/// whose link is down with `replica-serve-stale-data no`.
 fn replication_refusal(cx: &ConnCtx, no_writes: bool, allow_stale: bool) -> Option<&'static str> {
-    use crate::engine::role::{self as replica, too_few_replicas};
-    if cx.is_master {
-        return None;
-    }
-    let replica = replica::is_replica();
-    if !no_writes {
-        if replica && cx.worker.shared.config.replica_read_only() {
-            // A client's own call gets what Redis's processCommand answers for a command its
-            // script flags make a write; the script's own check (script.c) speaks only for a
-            // call processCommand did not see: one queued in MULTI before the server became a
-            // replica.
-            return Some(if cx.coord.in_exec() {
-                "READONLY Can not run script with write flag on readonly replica"
-            } else {
-                crate::commands::ERR_READONLY
-            });
+    use crate::commands::{repl_refusal, ReplRefusal};
+    match repl_refusal(cx, !no_writes, !allow_stale)? {
+        // A client's own call gets what Redis's processCommand answers for a command its
+        // script flags make a write; the script's own check (script.c) speaks only for a call
+        // processCommand did not see: one queued in MULTI before the server became a replica.
+        ReplRefusal::ReadOnly if cx.coord.in_exec() => {
+            Some("READONLY Can not run script with write flag on readonly replica")
         }
-        if too_few_replicas() {
-            return Some(crate::commands::ERR_NOREPLICAS);
-        }
+        r => Some(r.error()),
     }
-    if replica
-        && !allow_stale
-        && !replica::link_is_up()
-        && !cx.worker.shared.config.replica_serve_stale_data()
-    {
-        return Some(crate::commands::ERR_MASTERDOWN);
-    }
-    None
 }
 
 async fn script_load_inner(cx: &mut ConnCtx, body: &[u8]) {

@@ -44,48 +44,8 @@ pub const FLAG_SAMEFIELDS: i64 = 2;
 /// `SCG_INVALID_ENTRIES_READ`: a group's entries-read counter is unknown.
 pub const INVALID_ENTRIES_READ: i64 = -1;
 
-/// A stream entry ID.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
-pub struct Id {
-    pub ms: u64,
-    pub seq: u64,
-}
-
-impl Id {
-    pub const MIN: Id = Id { ms: 0, seq: 0 };
-    pub const MAX: Id = Id {
-        ms: u64::MAX,
-        seq: u64::MAX,
-    };
-
-    pub const fn new(ms: u64, seq: u64) -> Id {
-        Id { ms, seq }
-    }
-
-    /// The 16-byte big-endian form Redis uses as radix-tree key (`streamEncodeID`), which
-    /// sorts as the IDs do.
-    pub fn to_be_bytes(self) -> [u8; 16] {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&self.ms.to_be_bytes());
-        b[8..].copy_from_slice(&self.seq.to_be_bytes());
-        b
-    }
-
-    pub fn from_be_bytes(b: &[u8; 16]) -> Id {
-        let mut ms = [0u8; 8];
-        let mut seq = [0u8; 8];
-        ms.copy_from_slice(&b[..8]);
-        seq.copy_from_slice(&b[8..]);
-        Id {
-            ms: u64::from_be_bytes(ms),
-            seq: u64::from_be_bytes(seq),
-        }
-    }
-
-    fn is_zero(self) -> bool {
-        self == Id::MIN
-    }
-}
+/// A stream entry ID (the one type: `crate::stream::StreamId`).
+pub use crate::stream::StreamId as Id;
 
 /// One entry of a node (deleted entries are kept flagged, as Redis keeps them in a node).
 #[derive(Clone, Debug, PartialEq, Eq)]

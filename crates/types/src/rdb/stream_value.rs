@@ -5,28 +5,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use super::stream::{
-    read_stream, write_stream, ConsumerImage, EntryImage, GroupImage, Id, NodeImage, PendingImage,
+    read_stream, write_stream, ConsumerImage, EntryImage, GroupImage, NodeImage, PendingImage,
     StreamMeta,
 };
 use super::wire::{RdbType, Reader, Result, Writer};
 use crate::stream::{Consumer, Group, Nack, Stream, StreamId};
-
-fn id(i: StreamId) -> Id {
-    Id::new(i.ms, i.seq)
-}
-
-fn sid(i: Id) -> StreamId {
-    StreamId::new(i.ms, i.seq)
-}
 
 /// Writes the body of a stream object (type byte already written) as Redis 7.0's
 /// `RDB_TYPE_STREAM_LISTPACKS_2`.
 pub fn write<W: Write>(w: &mut Writer<W>, s: &Stream) -> io::Result<()> {
     let meta = StreamMeta {
         length: s.len(),
-        last_id: id(s.last_id),
-        first_id: id(s.first_id),
-        max_deleted_id: id(s.max_deleted_id),
+        last_id: s.last_id,
+        first_id: s.first_id,
+        max_deleted_id: s.max_deleted_id,
         entries_added: s.entries_added,
     };
     let groups: Vec<GroupImage> = s
@@ -34,13 +26,13 @@ pub fn write<W: Write>(w: &mut Writer<W>, s: &Stream) -> io::Result<()> {
         .iter()
         .map(|(name, g)| GroupImage {
             name: name.to_vec(),
-            last_id: id(g.last_id),
+            last_id: g.last_id,
             entries_read: g.entries_read,
             pending: g
                 .pel
                 .iter()
                 .map(|(i, n)| PendingImage {
-                    id: id(*i),
+                    id: *i,
                     delivery_time: n.delivery_time,
                     delivery_count: n.delivery_count,
                 })
@@ -52,19 +44,19 @@ pub fn write<W: Write>(w: &mut Writer<W>, s: &Stream) -> io::Result<()> {
                     name: cn.to_vec(),
                     seen_time: c.seen_time,
                     active_time: None,
-                    pending: c.pel.iter().map(|i| id(*i)).collect(),
+                    pending: c.pel.iter().copied().collect(),
                 })
                 .collect(),
         })
         .collect();
     let nodes = s.nodes().map(|n| NodeImage {
-        master_id: id(n.master_id),
+        master_id: n.master_id,
         master_fields: n.master_fields.iter().map(|f| f.to_vec()).collect(),
         entries: n
             .entries
             .into_iter()
             .map(|(i, deleted, fields)| EntryImage {
-                id: id(i),
+                id: i,
                 deleted,
                 fields: fields
                     .iter()
@@ -91,20 +83,20 @@ pub fn read(r: &mut Reader<'_>, ty: RdbType) -> Result<Stream> {
                     .iter()
                     .flat_map(|(f, v)| [&f[..], &v[..]])
                     .collect();
-                (sid(e.id), e.deleted, fv)
+                (e.id, e.deleted, fv)
             })
             .collect();
-        s.push_node(sid(n.master_id), &master, &entries);
+        s.push_node(n.master_id, &master, &entries);
     }
-    s.last_id = sid(img.meta.last_id);
-    s.first_id = sid(img.meta.first_id);
-    s.max_deleted_id = sid(img.meta.max_deleted_id);
+    s.last_id = img.meta.last_id;
+    s.first_id = img.meta.first_id;
+    s.max_deleted_id = img.meta.max_deleted_id;
     s.entries_added = img.meta.entries_added;
     for g in img.groups {
         let mut pel = BTreeMap::new();
         for p in &g.pending {
             pel.insert(
-                sid(p.id),
+                p.id,
                 Nack {
                     delivery_time: p.delivery_time,
                     delivery_count: p.delivery_count,
@@ -117,10 +109,10 @@ pub fn read(r: &mut Reader<'_>, ty: RdbType) -> Result<Stream> {
             let name: Box<[u8]> = c.name.into_boxed_slice();
             let mut own = BTreeSet::new();
             for i in c.pending {
-                if let Some(n) = pel.get_mut(&sid(i)) {
+                if let Some(n) = pel.get_mut(&i) {
                     n.consumer = name.clone();
                 }
-                own.insert(sid(i));
+                own.insert(i);
             }
             consumers.insert(
                 name,
@@ -133,7 +125,7 @@ pub fn read(r: &mut Reader<'_>, ty: RdbType) -> Result<Stream> {
         s.groups.insert(
             g.name.into_boxed_slice(),
             Group {
-                last_id: sid(g.last_id),
+                last_id: g.last_id,
                 entries_read: g.entries_read,
                 pel,
                 consumers,
