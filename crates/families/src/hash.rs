@@ -141,12 +141,12 @@ fn read<'d>(
     reply: &mut Reply,
     key: &[u8],
     now: u64,
-) -> Result<Option<&'d Hash>, ()> {
+) -> Result<Option<&'d Hash>, WrongType> {
     match lookup(db, key, now, true) {
         Found::Missing => Ok(None),
         Found::WrongType => {
             reply.error(ERR_WRONGTYPE);
-            Err(())
+            Err(WrongType)
         }
         Found::Hash(pos) => Ok(db.at(pos).1.as_hash()),
     }
@@ -163,7 +163,7 @@ fn write<R>(
     create: bool,
     event: &str,
     f: impl FnOnce(&mut Hash, Limits, u64) -> (R, bool),
-) -> Result<Option<R>, ()> {
+) -> Result<Option<R>, WrongType> {
     let lim = limits(cx);
     let (db, reply, now) = parts(cx);
     let dbi = db.index;
@@ -175,7 +175,7 @@ fn write<R>(
     match lookup(db, key, now, false) {
         Found::WrongType => {
             reply.error(ERR_WRONGTYPE);
-            Err(())
+            Err(WrongType)
         }
         Found::Missing => {
             if !create {
@@ -289,7 +289,7 @@ fn hget(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             None => reply.null(),
         },
         Ok(None) => reply.null(),
-        Err(()) => {}
+        Err(WrongType) => {}
     }
 }
 
@@ -463,7 +463,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 None => reply.null(),
             },
             Ok(None) => reply.null(),
-            Err(()) => {}
+            Err(WrongType) => {}
         }
         return;
     }
@@ -495,7 +495,7 @@ fn hrandfield(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
             reply.empty_array();
             return;
         }
-        Err(()) => return,
+        Err(WrongType) => return,
     };
     if l == 0 {
         reply.empty_array();
@@ -558,7 +558,7 @@ fn hscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let h = match read(db, reply, args[1], now) {
         Ok(Some(h)) => h,
         Ok(None) => return scan::reply_empty(reply),
-        Err(()) => return,
+        Err(WrongType) => return,
     };
     scan::scan_value(reply, args, scan::Target::Hash, |o, items| {
         h.scan(cursor, o.count, |f, v| {
@@ -707,7 +707,7 @@ fn hexpire_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], name: &str, secs: bool, 
                 cx.reply.int(-2);
             }
         }
-        Err(()) => {}
+        Err(WrongType) => {}
     }
 }
 
@@ -825,6 +825,6 @@ fn hpersist(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
                 cx.reply.int(-2);
             }
         }
-        Err(()) => {}
+        Err(WrongType) => {}
     }
 }

@@ -437,15 +437,21 @@ fn dst_state(db: &mut Db, key: &[u8], now: u64) -> Dst {
 }
 
 /// SMOVE's source side. Ok(true) = removed (caller adds to the destination).
-fn smove_take(db: &mut Db, src: &[u8], member: &[u8], dst: Dst, now: u64) -> Result<bool, ()> {
+fn smove_take(
+    db: &mut Db,
+    src: &[u8],
+    member: &[u8],
+    dst: Dst,
+    now: u64,
+) -> Result<bool, WrongType> {
     let Some(pos) = db.find(src, now) else {
         return Ok(false);
     };
     let Some(s) = db.at_mut_quiet(pos).as_set_mut() else {
-        return Err(());
+        return Err(WrongType);
     };
     if dst == Dst::Wrong {
-        return Err(());
+        return Err(WrongType);
     }
     if !s.remove(member) {
         return Ok(false);
@@ -488,7 +494,7 @@ fn smove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         // destination (one message when both keys share a shard, a transaction otherwise).
         let (src, dst, member) = (args[1].to_vec(), args[2].to_vec(), args[3].to_vec());
         let (d, m, dst_key) = (dst.clone(), member.clone(), dst.clone());
-        let r: Result<i64, ()> = cx
+        let r: Result<i64, WrongType> = cx
             .hops()
             .on_key(args[2], move |c, ()| {
                 let now = c.now;
@@ -501,7 +507,7 @@ fn smove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
                     // Same key: a membership test (after the type checks).
                     return match lookup_read(db, &src, now) {
                         Found::Missing => Ok(Some(0)),
-                        Found::Wrong => Err(()),
+                        Found::Wrong => Err(WrongType),
                         Found::Set(s) => Ok(Some(s.contains(&m) as i64)),
                     };
                 }
@@ -525,7 +531,7 @@ fn smove<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             .await;
         match r {
             Ok(n) => cx.reply.int(n),
-            Err(()) => cx.reply.error(ERR_WRONGTYPE),
+            Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
         }
     })
 }

@@ -126,20 +126,20 @@ fn limits_of(shared: &damselfly_core::engine::Shared) -> Limits {
 }
 
 /// A zset to read: Ok(None) when missing, Err when the key holds another type.
-fn zget<'a>(db: &'a mut Db, key: &[u8], now: u64) -> Result<Option<&'a ZSet>, ()> {
+fn zget<'a>(db: &'a mut Db, key: &[u8], now: u64) -> Result<Option<&'a ZSet>, WrongType> {
     match db.get_read(key, now).map(|v| v.view()) {
         None => Ok(None),
         Some(ValueRef::ZSet(z)) => Ok(Some(z)),
-        Some(_) => Err(()),
+        Some(_) => Err(WrongType),
     }
 }
 
 /// Position of a zset to modify: Ok(None) when missing, Err when the key holds another type.
-fn zpos(db: &mut Db, key: &[u8], now: u64) -> Result<Option<damselfly_dash::Pos>, ()> {
+fn zpos(db: &mut Db, key: &[u8], now: u64) -> Result<Option<damselfly_dash::Pos>, WrongType> {
     match db.find(key, now) {
         None => Ok(None),
         Some(p) if db.at(p).1.kind() == Kind::ZSet => Ok(Some(p)),
-        Some(_) => Err(()),
+        Some(_) => Err(WrongType),
     }
 }
 
@@ -468,7 +468,7 @@ fn zadd_core(cx: &mut CmdCtx<'_>, key: &[u8], fl: u32, pairs: &[(f64, &[u8])]) {
     );
     let db = cx.db();
     let pos = match zpos(db, key, now) {
-        Err(()) => {
+        Err(WrongType) => {
             cx.reply.error(ERR_WRONGTYPE);
             return;
         }
@@ -553,7 +553,7 @@ fn zrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let db = cx.db();
     let pos = match zpos(db, args[1], now) {
-        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return cx.reply.error(ERR_WRONGTYPE),
         Ok(None) => return cx.reply.int(0),
         Ok(Some(p)) => p,
     };
@@ -574,7 +574,7 @@ fn zrem(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 fn zcard(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     match zget(cx.db(), args[1], now) {
-        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
         Ok(z) => {
             let n = z.map_or(0, |z| z.len());
             cx.reply.int(n as i64)
@@ -585,7 +585,7 @@ fn zcard(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 fn zscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     match zget(cx.db(), args[1], now) {
-        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
         Ok(z) => match z.and_then(|z| z.score(args[2])) {
             Some(s) => cx.reply.double(s),
             None => cx.reply.null(),
@@ -597,7 +597,7 @@ fn zmscore(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let reply = &mut *cx.reply;
     match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Err(()) => reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => reply.error(ERR_WRONGTYPE),
         Ok(z) => {
             reply.array(args.len() - 2);
             for m in &args[2..] {
@@ -633,7 +633,7 @@ fn rank_generic(cx: &mut CmdCtx<'_>, args: &[&[u8]], rev: bool) {
     let now = cx.now;
     let reply = &mut *cx.reply;
     match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Err(()) => reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => reply.error(ERR_WRONGTYPE),
         Ok(z) => match z.and_then(|z| z.rank(args[2]).map(|(r, s)| (r, s, z.len()))) {
             Some((r, s, n)) => {
                 let r = if rev { n - 1 - r } else { r };
@@ -657,7 +657,7 @@ fn zcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     let now = cx.now;
     match zget(cx.db(), args[1], now) {
-        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
         Ok(z) => {
             let n = z.map_or(0, |z| {
                 let (a, b) = r.ranks(z);
@@ -674,7 +674,7 @@ fn zlexcount(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     };
     let now = cx.now;
     match zget(cx.db(), args[1], now) {
-        Err(()) => cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
         Ok(z) => {
             let n = z.map_or(0, |z| {
                 let (a, b) = r.ranks(z);
@@ -828,7 +828,7 @@ fn range_reply(cx: &mut CmdCtx<'_>, key: &[u8], req: &RangeReq) {
     let now = cx.now;
     let reply = &mut *cx.reply;
     match zget(&mut cx.shard.dbs[cx.db], key, now) {
-        Err(()) => reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => reply.error(ERR_WRONGTYPE),
         Ok(None) => reply.empty_array(),
         Ok(Some(z)) => {
             let (a, b) = resolve(z, req);
@@ -870,7 +870,7 @@ fn range_collect(
     src: &[u8],
     req: &RangeReq,
     now: u64,
-) -> Result<Vec<(Vec<u8>, f64)>, ()> {
+) -> Result<Vec<(Vec<u8>, f64)>, WrongType> {
     let Some(z) = zget(db, src, now)? else {
         return Ok(Vec::new());
     };
@@ -888,7 +888,7 @@ fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
         };
         let lim = limits_of(cx.shared());
         let (dst, src) = (args[1].to_vec(), args[2].to_vec());
-        let r: Result<usize, ()> = cx
+        let r: Result<usize, WrongType> = cx
             .hops()
             .on_key(args[2], move |c, ()| {
                 let now = c.now;
@@ -903,7 +903,7 @@ fn zrangestore<'a>(cx: &'a mut ConnCtx, args: &'a [&'a [u8]]) -> BoxFut<'a> {
             .run()
             .await;
         match r {
-            Err(()) => cx.reply.error(ERR_WRONGTYPE),
+            Err(WrongType) => cx.reply.error(ERR_WRONGTYPE),
             Ok(n) => cx.reply.int(n as i64),
         }
     })
@@ -916,7 +916,7 @@ fn zrem_range(cx: &mut CmdCtx<'_>, key: &[u8], by: RangeBy) {
     let now = cx.now;
     let db = cx.db();
     let pos = match zpos(db, key, now) {
-        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return cx.reply.error(ERR_WRONGTYPE),
         Ok(None) => return cx.reply.int(0),
         Ok(Some(p)) => p,
     };
@@ -962,7 +962,13 @@ fn zremrangebylex(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
 
 /// Pops up to `count` members from the min (or max) end of the zset at `key`. Err = wrong
 /// type; Ok(None) = missing key.
-fn pop_from(db: &mut Db, key: &[u8], max: bool, count: u64, now: u64) -> Result<Option<Items>, ()> {
+fn pop_from(
+    db: &mut Db,
+    key: &[u8],
+    max: bool,
+    count: u64,
+    now: u64,
+) -> Result<Option<Items>, WrongType> {
     let Some(pos) = zpos(db, key, now)? else {
         return Ok(None);
     };
@@ -1001,7 +1007,7 @@ fn zpop_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]], max: bool) {
     let db = &mut cx.shard.dbs[cx.db];
     // Wrong type is reported even for COUNT 0.
     match zpos(db, args[1], now) {
-        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return cx.reply.error(ERR_WRONGTYPE),
         Ok(None) => return cx.reply.empty_array(),
         Ok(Some(_)) => {}
     }
@@ -1009,7 +1015,7 @@ fn zpop_cmd(cx: &mut CmdCtx<'_>, args: &[&[u8]], max: bool) {
         return cx.reply.empty_array();
     }
     let items = match pop_from(db, args[1], max, count.unwrap_or(1), now) {
-        Err(()) => return cx.reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return cx.reply.error(ERR_WRONGTYPE),
         Ok(v) => v.unwrap_or_default(),
     };
     let reply = &mut *cx.reply;
@@ -1110,7 +1116,7 @@ async fn pop_first(
                 let now = c.now;
                 match zpos(c.db(), k, now) {
                     Ok(Some(_)) => Some(true),
-                    Err(()) => Some(false),
+                    Err(WrongType) => Some(false),
                     Ok(None) => None,
                 }
             },
@@ -1120,7 +1126,7 @@ async fn pop_first(
                 }
                 let now = c.now;
                 match pop_from(c.db(), key, max, count, now) {
-                    Err(()) => Popped::WrongType,
+                    Err(WrongType) => Popped::WrongType,
                     Ok(Some(items)) if !items.is_empty() => {
                         journal_pop(c.db, key, max, mpop.then_some(items.len()));
                         Popped::Got(key.to_vec(), items)
@@ -1318,7 +1324,7 @@ fn zrandmember(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let shared = cx.shared;
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Err(()) => return reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return reply.error(ERR_WRONGTYPE),
         Ok(None) => {
             return if count.is_some() {
                 reply.empty_array()
@@ -1408,7 +1414,7 @@ fn zscan(cx: &mut CmdCtx<'_>, args: &[&[u8]]) {
     let now = cx.now;
     let reply = &mut *cx.reply;
     let z = match zget(&mut cx.shard.dbs[cx.db], args[1], now) {
-        Err(()) => return reply.error(ERR_WRONGTYPE),
+        Err(WrongType) => return reply.error(ERR_WRONGTYPE),
         Ok(None) => return scan::reply_empty(reply),
         Ok(Some(z)) => z,
     };
@@ -1473,7 +1479,7 @@ fn set_members(s: &damselfly_types::set::Set) -> Vec<Vec<u8>> {
 }
 
 /// Reads a source key. Err = neither a zset nor a set.
-fn read_src(db: &mut Db, key: &[u8], now: u64) -> Result<Option<Src>, ()> {
+fn read_src(db: &mut Db, key: &[u8], now: u64) -> Result<Option<Src>, WrongType> {
     match db.get_read(key, now).map(|v| v.view()) {
         None => Ok(None),
         Some(ValueRef::ZSet(z)) => {
@@ -1482,7 +1488,7 @@ fn read_src(db: &mut Db, key: &[u8], now: u64) -> Result<Option<Src>, ()> {
             Ok(Some(Src::Z(v)))
         }
         Some(ValueRef::Set(s)) => Ok(Some(Src::S(set_members(s)))),
-        Some(_) => Err(()),
+        Some(_) => Err(WrongType),
     }
 }
 
@@ -1682,7 +1688,7 @@ enum SetOpResult {
 
 fn setop_finish(
     op: SetOp,
-    srcs: Result<Vec<Option<Src>>, ()>,
+    srcs: Result<Vec<Option<Src>>, WrongType>,
     opts: &Result<SetOpts, String>,
     card: bool,
 ) -> Result<(Items, usize, bool), SetOpResult> {
@@ -1724,16 +1730,17 @@ async fn setop_generic(cx: &mut ConnCtx, args: &[&[u8]], op: SetOp, store: bool,
             let db = c.db();
             ks.iter()
                 .map(|k| read_src(db, k, now))
-                .collect::<Vec<Result<Option<Src>, ()>>>()
+                .collect::<Vec<Result<Option<Src>, WrongType>>>()
         })
         .map(move |parts| {
-            let mut slots: Vec<Option<Result<Option<Src>, ()>>> = (0..n).map(|_| None).collect();
+            let mut slots: Vec<Option<Result<Option<Src>, WrongType>>> =
+                (0..n).map(|_| None).collect();
             for p in parts {
                 for (g, r) in p.groups.into_iter().zip(p.result) {
                     slots[g] = Some(r);
                 }
             }
-            let srcs: Result<Vec<Option<Src>>, ()> =
+            let srcs: Result<Vec<Option<Src>>, WrongType> =
                 slots.into_iter().map(|s| s.unwrap_or(Ok(None))).collect();
             setop_finish(op, srcs, &opts, card)
         });

@@ -10,6 +10,18 @@ pub const ERR_SYNTAX: &str = "ERR syntax error";
 pub const ERR_NOT_INT: &str = "ERR value is not an integer or out of range";
 pub const ERR_NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const ERR_WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A key holds another type than the command works on: the typed error of the families'
+/// lookups (`Result<Option<&ZSet>, WrongType>`), answered with [`ERR_WRONGTYPE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrongType;
+
+impl WrongType {
+    /// Redis's reply.
+    pub const fn text(self) -> &'static str {
+        ERR_WRONGTYPE
+    }
+}
 pub const ERR_NO_KEY: &str = "ERR no such key";
 pub const ERR_OVERFLOW: &str = "ERR increment or decrement would overflow";
 pub const ERR_DB_INDEX: &str = "ERR DB index is out of range";
