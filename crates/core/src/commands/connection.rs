@@ -13,11 +13,11 @@ const G: Group = Group::Connection;
 
 #[rustfmt::skip]
 pub static COMMANDS: &[CommandSpec] = &[
-    cmd("ping", -1, FAST | DENY_ON_DISK_ERROR, NOKEYS, Local(ping))
+    cmd("ping", -1, FAST | DENY_ON_DISK_ERROR | PUBSUB_CONTEXT, NOKEYS, Local(ping))
         .doc(G, "1.0.0", "Returns the server's liveliness response."),
     cmd("echo", 2, FAST | STALE, NOKEYS, Local(echo))
         .doc(G, "1.0.0", "Returns the given string."),
-    cmd("quit", -1, ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST | RUNS_IN_MULTI, NOKEYS, Local(quit))
+    cmd("quit", -1, ALLOW_BUSY | NO_AUTH | LOADING | STALE | FAST | RUNS_IN_MULTI | PUBSUB_CONTEXT, NOKEYS, Local(quit))
         .doc(G, "1.0.0", "Closes the connection."),
     cmd("select", 2, LOADING | STALE | FAST, NOKEYS, Local(select)).plan(select_plan)
         .doc(G, "1.0.0", "Changes the selected database."),
@@ -31,7 +31,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         .doc(Group::Cluster, "3.0.0", "Enables read queries for a connection to a cluster replica node"),
     cmd("readwrite", 1, FAST | LOADING | STALE, NOKEYS, Local(no_cluster)).acl(acl::CONNECTION)
         .doc(Group::Cluster, "3.0.0", "Disables read queries for a connection to a cluster replica node"),
-    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI, NOKEYS, Conn(reset))
+    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL | RUNS_IN_MULTI | PUBSUB_CONTEXT, NOKEYS, Conn(reset))
         .doc(G, "6.2.0", "Resets the connection."),
     container("client", -2, CLIENT_SUBS)
         .doc(G, "2.0.0", "A container for client connection commands."),

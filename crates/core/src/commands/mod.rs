@@ -86,6 +86,9 @@ pub mod flags {
     /// decide whether it writes, not the command's (CLIENT PAUSE WRITE, Redis's
     /// `evalGetCommandFlags`): see `scripting::call_writes`.
     pub const SCRIPT_CALL: u32 = 1 << 30;
+    /// Not a Redis flag: allowed to a RESP2 connection in the Pub/Sub context ((P|S)SUBSCRIBE,
+    /// (P|S)UNSUBSCRIBE, PING, QUIT, RESET).
+    pub const PUBSUB_CONTEXT: u32 = 1 << 31;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -733,90 +736,29 @@ fn refuses_writes(cx: &ConnCtx, spec: &CommandSpec) -> bool {
             .writes_refused(&cx.worker.shared.config)
 }
 
-/// Executes one parsed command, appending its reply to `cx.reply`.
+/// Executes one parsed command, appending its reply to `cx.reply`, in named stages: lookup,
+/// access control, admission, queueing (MULTI), CLIENT PAUSE, plan, run, propagate, record
+/// (docs/architecture.md, "A command's path").
 pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
-    let reg = registry();
-    let Some(top) = reg.lookup(args[0]) else {
-        unknown_command(cx, args);
-        multi::flag(cx);
+    // 1. Lookup: the command, or the subcommand of a container.
+    let Some((top, entry)) = lookup(cx, args) else {
         return;
-    };
-    let entry = if top.spec.subcommands.is_empty() {
-        top
-    } else if args.len() < 2 {
-        // A container with its own handler (bare COMMAND) runs it; others need a subcommand.
-        if !matches!(top.spec.handler, Handler::Container) {
-            top
-        } else {
-            arity_error(cx, &top.fullname, top.id);
-            multi::flag(cx);
-            return;
-        }
-    } else {
-        match top.sub(args[1]) {
-            Some(e) => e,
-            None => {
-                let name = top.spec.name.to_ascii_uppercase();
-                util::error_parts(
-                    &mut cx.reply,
-                    &[
-                        b"ERR unknown subcommand '",
-                        util::cstr(args[1], 128),
-                        b"'. Try ",
-                        name.as_bytes(),
-                        b" HELP.",
-                    ],
-                );
-                multi::flag(cx);
-                return;
-            }
-        }
     };
     let spec = entry.spec;
-    let argc = args.len() as i32;
-    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
-        if spec.flags & flags::REJECT_EXECABORT != 0 {
-            let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
-            multi::exec_abort(cx, entry.id, &msg);
-            return;
-        }
-        arity_error(cx, &entry.fullname, entry.id);
-        multi::flag(cx);
+    // 2. Access control: arity, authentication, ACL.
+    if !access(cx, entry, args) {
         return;
     }
-    if !cx.authed && spec.flags & flags::NO_AUTH == 0 && crate::acl::auth_required() {
-        if spec.flags & flags::REJECT_EXECABORT != 0 {
-            multi::exec_abort(cx, entry.id, "NOAUTH Authentication required.");
-            return;
-        }
-        reject(cx, entry.id, "NOAUTH Authentication required.");
-        multi::flag(cx);
-        return;
-    }
-    // ACL (Redis's processCommand, and execCommand per queued command): a script's commands
-    // are checked by the script (`scripting::check_call`); our primary's stream has no user
-    // (Redis's master client runs anything).
-    if !cx.acl.fast_ok() && !cx.in_script && !cx.is_master {
-        if let Err(err) = crate::acl::commands::gate(cx, entry, args) {
-            let Some(err) = err else { return };
-            if cx.in_exec() || spec.flags & flags::REJECT_EXECABORT == 0 {
-                reject(cx, entry.id, &err);
-                multi::flag(cx);
-            } else {
-                multi::exec_abort(cx, entry.id, &err);
-            }
-            return;
-        }
-    }
-    // The memory checks are a rare path behind cheap tests, kept out of this future (boxed)
-    // so that the common command's state machine stays small.
+    // 3. Admission: memory (a rare path behind cheap tests, kept out of this future, boxed,
+    // so that the common command's state machine stays small), then what refuses a command
+    // now: a busy script, loading, replication, failing snapshots, the connection's kind.
     let maxmemory = cx.worker.shared.config.maxmemory();
-    let mut refused = false;
+    let mut over_memory = false;
     // A script's own commands skip these: it was admitted as a whole (Redis's scripts call
     // commands without processCommand).
     if (maxmemory != 0 || crate::engine::tracking::over_limit()) && !cx.in_script {
         match Box::pin(memory_before_command(cx, spec, maxmemory)).await {
-            Some(r) => refused = r,
+            Some(r) => over_memory = r,
             None => return,
         }
     }
@@ -825,96 +767,18 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     if !cx.coord.in_exec() {
         crate::net::session::drain_pushes(cx);
     }
-    if refused {
-        if spec.flags & flags::REJECT_EXECABORT != 0 {
-            multi::exec_abort(cx, entry.id, ERR_OOM);
-            return;
-        }
-        reject(cx, entry.id, ERR_OOM);
-        multi::flag(cx);
+    if over_memory {
+        return refuse(cx, entry, ERR_OOM);
+    }
+    if !admit(cx, entry) {
         return;
     }
-    if let Some(busy) = crate::engine::busy::busy() {
-        // A script runs past busy-reply-threshold: only what Redis allows then (its own
-        // redis.calls run inside its transaction).
-        if spec.flags & flags::ALLOW_BUSY == 0 && !cx.in_script {
-            if spec.flags & flags::REJECT_EXECABORT != 0 {
-                multi::exec_abort(cx, entry.id, busy);
-                return;
-            }
-            reject(cx, entry.id, busy);
-            multi::flag(cx);
-            return;
-        }
-    }
-    // A loading dataset refuses what may not run meanwhile; a background (async) load only
-    // the `no_async_loading` commands.
-    let persist = &cx.worker.shared.persist;
-    let relaxed = std::sync::atomic::Ordering::Relaxed;
-    if (spec.flags & flags::LOADING == 0 && persist.loading.load(relaxed))
-        || (spec.flags & flags::NO_ASYNC_LOADING != 0 && persist.async_loading.load(relaxed))
-    {
-        reject(cx, entry.id, ERR_LOADING);
-        multi::flag(cx);
-        return;
-    }
-    // Replication's admission checks (Redis's processCommand): made when a command is
-    // queued and for EXEC as a whole (with its queued commands' flags), not when EXEC runs
-    // the queued commands.
-    if crate::engine::role::too_few_replicas() || crate::engine::role::is_replica() {
-        if let Some(err) = replication_refusal(cx, spec) {
-            if spec.flags & flags::REJECT_EXECABORT != 0 {
-                multi::exec_abort(cx, entry.id, err);
-                return;
-            }
-            reject(cx, entry.id, err);
-            multi::flag(cx);
-            return;
-        }
-    }
-    if refuses_writes(cx, spec) {
-        reject(cx, entry.id, ERR_MISCONF);
-        multi::flag(cx);
-        return;
-    }
-    // Redis's check: a replica's connection only acknowledges; reading or writing keys there
-    // would dodge CLIENT PAUSE, which replicas are exempt from.
-    if cx.is_replica && spec.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 {
-        cx.cmd_name = entry.static_name;
-        reject(cx, entry.id, "ERR Replica can't interact with the keyspace");
-        multi::flag(cx);
-        return;
-    }
-    let special = cx.client.special.get();
-    if special
-        && !cx.reply.is_resp3()
-        && cx.client.subs.borrow().active()
-        && !matches!(
-            entry.fullname.as_str(),
-            "ping"
-                | "subscribe"
-                | "ssubscribe"
-                | "unsubscribe"
-                | "sunsubscribe"
-                | "psubscribe"
-                | "punsubscribe"
-                | "quit"
-                | "reset"
-        )
-    {
-        // Redis: a RESP2 connection in the Pub/Sub context may only run these.
-        reject(cx, entry.id, &format!(
-            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            entry.fullname
-        ));
-        multi::flag(cx);
-        return;
-    }
+    // 4. Queueing: inside MULTI the command is queued, not run.
     if cx.multi.is_some() && multi::queue(cx, top, entry, args) {
         return;
     }
-    // CLIENT PAUSE: a paused command waits here, after its checks (a syntax error answers at
-    // once), counted as a blocked client. Commands inside EXEC or a script run with it.
+    // 5. CLIENT PAUSE: a paused command waits here, after its checks (a syntax error answers
+    // at once), counted as a blocked client. Commands inside EXEC or a script run with it.
     if crate::engine::pause::maybe_paused()
         && crate::engine::pause::state(crate::clock::unix_ms()).is_some()
         && !cx.is_master
@@ -936,6 +800,7 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
             }
         }
     }
+    let special = cx.client.special.get();
     // A script's reads are tracked as its declared keys, once it ran (scripting/commands.rs).
     if special && !cx.in_script {
         track_reads(cx, spec, args);
@@ -944,7 +809,8 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
     let start_len = cx.reply.len();
     let t0 = clock::Ticks::now();
     cx.started = t0;
-    // Scripts plan their own transaction (scripting/commands.rs: declared keys or all).
+    // 6. Plan: the command's locks (scripts plan their own transaction:
+    // scripting/commands.rs, declared keys or all).
     let plan = if spec.flags & flags::SCRIPT_CALL != 0 {
         coordinator::LockPlan::default()
     } else {
@@ -955,56 +821,16 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         cx.hop_dirty
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
-    let target = |cx: &ConnCtx| {
-        let fk = spec.first_key();
-        if fk > 0 && (fk as usize) < args.len() {
-            shard_of(args[fk as usize], cx.threads())
-        } else {
-            cx.worker.id
-        }
-    };
-    let one_shard = if cx.coord.in_transaction() {
-        None
-    } else {
-        spec.shard_fn(args.len())
-    };
-    match spec.handler {
-        // The common case: a single-key command (or a one-key call of a multi-key command)
-        // outside a transaction. Its handler runs inside `run_shard_cmd`, which is its own
-        // command boundary.
-        _ if one_shard.is_some() => {
-            let t = target(cx);
-            if let Some(f) = one_shard {
-                cx.run_on_shard(f, t, args).await;
-            }
-        }
-        _ => {
-            // The coordinator's command boundary: a panic in the handler (or re-raised from
-            // one of its hops on another shard) ends this command only (see `engine::guard`).
-            let run = guard::CatchUnwind::new(async {
-                match spec.handler {
-                    Handler::Shard(f) => {
-                        let t = target(cx);
-                        cx.run_on_shard(f, t, args).await;
-                    }
-                    Handler::Local(f) => f(cx, args),
-                    Handler::Conn(f) => f(cx, args).await,
-                    Handler::Container => {}
-                }
-            })
-            .await;
-            if let Err(fault) = run {
-                cx.reply.buf.truncate(start_len);
-                let w = cx.worker.clone();
-                internal_error(&w, &mut cx.reply, entry.static_name, &fault);
-            }
-        }
-    }
+    // 7. Run.
+    run(cx, entry, args, start_len).await;
+    // 8. Propagate: a connection-level command's records (a shard handler's went into the
+    // journal on its shard, `run_shard_cmd`).
     let w = cx.worker.clone();
     if journal::active() && matches!(spec.handler, Handler::Conn(_) | Handler::Local(_)) {
         journal_command(cx, spec, args, start_len);
     }
     cx.coord.end_command(&w);
+    // 9. Record: statistics, the slow log, MONITOR; then what follows a command.
     let usec = clock::Ticks::to_us(clock::Ticks::now().wrapping_sub(t0));
     record_call(cx, entry, args, start_len, usec);
     if crate::engine::tracking::bcast_active() && !cx.coord.in_exec() {
@@ -1018,6 +844,203 @@ pub async fn execute(cx: &mut ConnCtx, args: &[&[u8]]) {
         if t.caching && entry.fullname != "client|caching" {
             t.caching = false;
         }
+    }
+}
+
+/// `execute`'s lookup stage: the top-level entry and the one that runs (a subcommand's, or
+/// the same). None: an unknown command or subcommand, or a container called bare, answered.
+#[inline]
+fn lookup(cx: &mut ConnCtx, args: &[&[u8]]) -> Option<(&'static Entry, &'static Entry)> {
+    let Some(top) = registry().lookup(args[0]) else {
+        unknown_command(cx, args);
+        multi::flag(cx);
+        return None;
+    };
+    if top.spec.subcommands.is_empty() {
+        return Some((top, top));
+    }
+    if args.len() < 2 {
+        // A container with its own handler (bare COMMAND) runs it; others need a subcommand.
+        if !matches!(top.spec.handler, Handler::Container) {
+            return Some((top, top));
+        }
+        arity_error(cx, &top.fullname, top.id);
+        multi::flag(cx);
+        return None;
+    }
+    match top.sub(args[1]) {
+        Some(e) => Some((top, e)),
+        None => {
+            let name = top.spec.name.to_ascii_uppercase();
+            util::error_parts(
+                &mut cx.reply,
+                &[
+                    b"ERR unknown subcommand '",
+                    util::cstr(args[1], 128),
+                    b"'. Try ",
+                    name.as_bytes(),
+                    b" HELP.",
+                ],
+            );
+            multi::flag(cx);
+            None
+        }
+    }
+}
+
+/// Answers a command refused before it ran: inside MULTI, a command that aborts the
+/// transaction (EXEC, `REJECT_EXECABORT`) gets EXECABORT; others are rejected and flag the
+/// transaction being queued.
+fn refuse(cx: &mut ConnCtx, entry: &Entry, msg: &str) {
+    if entry.spec.flags & flags::REJECT_EXECABORT != 0 {
+        multi::exec_abort(cx, entry.id, msg);
+        return;
+    }
+    reject(cx, entry.id, msg);
+    multi::flag(cx);
+}
+
+/// `execute`'s access stage: arity, authentication, then ACL (Redis's processCommand, and
+/// execCommand per queued command). false: refused, answered.
+#[inline]
+fn access(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]]) -> bool {
+    let spec = entry.spec;
+    let argc = args.len() as i32;
+    if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+        if spec.flags & flags::REJECT_EXECABORT != 0 {
+            let msg = format!("wrong number of arguments for '{}' command", entry.fullname);
+            multi::exec_abort(cx, entry.id, &msg);
+            return false;
+        }
+        arity_error(cx, &entry.fullname, entry.id);
+        multi::flag(cx);
+        return false;
+    }
+    if !cx.authed && spec.flags & flags::NO_AUTH == 0 && crate::acl::auth_required() {
+        refuse(cx, entry, "NOAUTH Authentication required.");
+        return false;
+    }
+    // A script's commands are checked by the script (`scripting::check_call`); our
+    // primary's stream has no user (Redis's master client runs anything).
+    if !cx.acl.fast_ok() && !cx.in_script && !cx.is_master {
+        if let Err(err) = crate::acl::commands::gate(cx, entry, args) {
+            let Some(err) = err else { return false };
+            if cx.in_exec() || spec.flags & flags::REJECT_EXECABORT == 0 {
+                reject(cx, entry.id, &err);
+                multi::flag(cx);
+            } else {
+                multi::exec_abort(cx, entry.id, &err);
+            }
+            return false;
+        }
+    }
+    true
+}
+
+/// `execute`'s admission stage after memory: a script past its time limit, a loading
+/// dataset, replication (READONLY, NOREPLICAS, MASTERDOWN), failing snapshots (MISCONF), a
+/// replica's own connection, the RESP2 Pub/Sub context. false: refused, answered.
+#[inline]
+fn admit(cx: &mut ConnCtx, entry: &Entry) -> bool {
+    let spec = entry.spec;
+    if let Some(busy) = crate::engine::busy::busy() {
+        // A script runs past busy-reply-threshold: only what Redis allows then (its own
+        // redis.calls run inside its transaction).
+        if spec.flags & flags::ALLOW_BUSY == 0 && !cx.in_script {
+            refuse(cx, entry, busy);
+            return false;
+        }
+    }
+    // A loading dataset refuses what may not run meanwhile; a background (async) load only
+    // the `no_async_loading` commands.
+    let persist = &cx.worker.shared.persist;
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    if (spec.flags & flags::LOADING == 0 && persist.loading.load(relaxed))
+        || (spec.flags & flags::NO_ASYNC_LOADING != 0 && persist.async_loading.load(relaxed))
+    {
+        reject(cx, entry.id, ERR_LOADING);
+        multi::flag(cx);
+        return false;
+    }
+    // Replication's admission checks (Redis's processCommand): made when a command is
+    // queued and for EXEC as a whole (with its queued commands' flags), not when EXEC runs
+    // the queued commands.
+    if crate::engine::role::too_few_replicas() || crate::engine::role::is_replica() {
+        if let Some(err) = replication_refusal(cx, spec) {
+            refuse(cx, entry, err);
+            return false;
+        }
+    }
+    if refuses_writes(cx, spec) {
+        reject(cx, entry.id, ERR_MISCONF);
+        multi::flag(cx);
+        return false;
+    }
+    // Redis's check: a replica's connection only acknowledges; reading or writing keys there
+    // would dodge CLIENT PAUSE, which replicas are exempt from.
+    if cx.is_replica && spec.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 {
+        cx.cmd_name = entry.static_name;
+        reject(cx, entry.id, "ERR Replica can't interact with the keyspace");
+        multi::flag(cx);
+        return false;
+    }
+    if cx.client.special.get()
+        && !cx.reply.is_resp3()
+        && cx.client.subs.borrow().active()
+        && spec.flags & flags::PUBSUB_CONTEXT == 0
+    {
+        // Redis: a RESP2 connection in the Pub/Sub context may only run these.
+        reject(cx, entry.id, &format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            entry.fullname
+        ));
+        multi::flag(cx);
+        return false;
+    }
+    true
+}
+
+/// `execute`'s run stage: the handler, on the key's shard (inline or one message) for a
+/// single-key command outside a transaction, else as the coordinator on this thread. Each
+/// path is a command boundary: a panic ends this command only (see `engine::guard`).
+async fn run(cx: &mut ConnCtx, entry: &Entry, args: &[&[u8]], start_len: usize) {
+    let spec = entry.spec;
+    let target = |cx: &ConnCtx| {
+        let fk = spec.first_key();
+        if fk > 0 && (fk as usize) < args.len() {
+            shard_of(args[fk as usize], cx.threads())
+        } else {
+            cx.worker.id
+        }
+    };
+    let one_shard = if cx.coord.in_transaction() {
+        None
+    } else {
+        spec.shard_fn(args.len())
+    };
+    // The common case: a single-key command (or a one-key call of a multi-key command)
+    // outside a transaction. Its handler runs inside `run_shard_cmd`, its own boundary.
+    if let Some(f) = one_shard {
+        let t = target(cx);
+        cx.run_on_shard(f, t, args).await;
+        return;
+    }
+    let run = guard::CatchUnwind::new(async {
+        match spec.handler {
+            Handler::Shard(f) => {
+                let t = target(cx);
+                cx.run_on_shard(f, t, args).await;
+            }
+            Handler::Local(f) => f(cx, args),
+            Handler::Conn(f) => f(cx, args).await,
+            Handler::Container => {}
+        }
+    })
+    .await;
+    if let Err(fault) = run {
+        cx.reply.buf.truncate(start_len);
+        let w = cx.worker.clone();
+        internal_error(&w, &mut cx.reply, entry.static_name, &fault);
     }
 }
 

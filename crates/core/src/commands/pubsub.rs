@@ -8,7 +8,7 @@ use super::{BoxFut, ConnCtx};
 use crate::pubsub::{self, Kind};
 
 const G: Group = Group::Pubsub;
-const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
+const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | PUBSUB_CONTEXT;
 const PUB: u32 = PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE;
 
 #[rustfmt::skip]
