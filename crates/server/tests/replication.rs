@@ -1717,7 +1717,18 @@ fn a_stopped_replicas_stream_does_not_cause_evictions() {
     let replica = Server::start_threads(2, &[]);
     replicaof(&replica, &primary);
     wait_caught_up(&primary, &replica);
-    let used_before = info_num(&mut p, "memory", "used_memory")
+    // What the limit sees, less the writing client's own buffers (its pipelines' query and
+    // reply buffers grow with how far the server lags the client: a busy machine's noise).
+    // Records on their way from the journal to the replica's buffer count too until they
+    // reach it (measured 0.9-1.8 MB here), so the limit leaves 8 MB and the check allows 4:
+    // what is under test is the stopped replica's 40 MB of stream.
+    let seen = |p: &mut redis::Connection| {
+        info_num(p, "memory", "used_memory")
+            - info_num(p, "memory", "mem_not_counted_for_evict")
+            - info_num(p, "memory", "mem_clients_normal")
+    };
+    let used_before = seen(&mut p);
+    let limit_sees = info_num(&mut p, "memory", "used_memory")
         - info_num(&mut p, "memory", "mem_not_counted_for_evict");
     cmd(
         &mut p,
@@ -1725,7 +1736,7 @@ fn a_stopped_replicas_stream_does_not_cause_evictions() {
             "CONFIG",
             "SET",
             "maxmemory",
-            &(used_before + 2_000_000).to_string(),
+            &(limit_sees + 8_000_000).to_string(),
         ],
     )
     .unwrap();
@@ -1752,7 +1763,7 @@ fn a_stopped_replicas_stream_does_not_cause_evictions() {
         let _: () = pipe.query(&mut p).unwrap();
     }
     let not_counted = info_num(&mut p, "memory", "mem_not_counted_for_evict");
-    let used_after = info_num(&mut p, "memory", "used_memory") - not_counted;
+    let used_after = seen(&mut p);
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut p).unwrap();
     let evicted = info_num(&mut p, "stats", "evicted_keys");
     stopped("-CONT");
@@ -1762,7 +1773,7 @@ fn a_stopped_replicas_stream_does_not_cause_evictions() {
     );
     assert_eq!((dbsize, evicted), (100, 0), "nothing was evicted");
     assert!(
-        (used_after - used_before).abs() < 1_000_000,
+        (used_after - used_before).abs() < 4_000_000,
         "the memory the limit sees hardly moved: {used_before} -> {used_after}"
     );
 }
